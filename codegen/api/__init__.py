@@ -1,0 +1,1 @@
+"""Naming and type conventions: pure functions from the model to text (as torchgen's api/)."""

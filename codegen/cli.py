@@ -1,0 +1,143 @@
+"""The `codegen` command line.
+
+Exit status: 0 success; 1 the drift check found differences, or a build failed;
+2 bad input (a declaration or configuration error, reported as path:line:col).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from .config import Config, load_config
+from .diagnostics import CodegenError
+
+EXIT_OK, EXIT_DRIFT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(click.ClickException):
+    exit_code = EXIT_BAD_INPUT
+
+    def show(self, file=None) -> None:
+        click.echo(self.message, err=True)
+
+
+def _config(project: str | None) -> Config:
+    try:
+        return load_config(Path(project) if project else None)
+    except CodegenError as e:
+        raise BadInput(str(e)) from None
+
+
+def _generate(config: Config):
+    from .pipeline import generate
+    try:
+        return generate(config)
+    except CodegenError as e:
+        n = len(e.diagnostics)
+        raise BadInput(f"{e}\n{n} error{'s' if n != 1 else ''}") from None
+
+
+project_option = click.option("--project", "-C", type=click.Path(exists=True, file_okay=False),
+                              help="Project directory (default: the nearest pyproject.toml with [tool.codegen]).")
+
+
+@click.group(help=__doc__, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    pass
+
+
+@main.command(help="Regenerate the generated directory from the declarations and templates. "
+              "Only changed files are written; files no plugin produces any more are removed.")
+@project_option
+@click.option("--timings", is_flag=True, help="Print the seconds each pipeline step took.")
+def generate(project, timings):
+    from .writer import write_tree
+    config = _config(project)
+    result = _generate(config)
+    t0 = time.perf_counter()
+    report = write_tree(config.path("generated"), result.files)
+    result.timings.append(("write", time.perf_counter() - t0))
+    for rel in report.written:
+        click.echo(f"wrote {config.generated}/{rel}", err=True)
+    for rel in report.removed:
+        click.echo(f"removed {config.generated}/{rel}", err=True)
+    click.echo(f"codegen: {len(result.library.declarations)} ops, {len(report.written)} written, "
+               f"{len(report.removed)} removed, {report.unchanged} unchanged", err=True)
+    if timings:
+        for name, secs in result.timings:
+            click.echo(f"  {name:<10} {secs * 1000:8.1f} ms", err=True)
+
+
+@main.command(help="Check that the generated directory is exactly what the declarations and templates "
+              "produce. Exit 0 if so; exit 1 with a unified diff on stdout otherwise.")
+@project_option
+def check(project):
+    from .writer import diff_tree
+    config = _config(project)
+    result = _generate(config)
+    diff = diff_tree(config.path("generated"), result.files, config.generated)
+    if diff:
+        sys.stdout.writelines(diff)
+        click.echo(f"codegen check: {config.generated}/ has drifted from the declarations and templates; "
+                   "run `codegen generate` (never edit generated files by hand)", err=True)
+        sys.exit(EXIT_DRIFT)
+    click.echo(f"codegen check: {config.generated}/ is up to date ({len(result.files)} files)", err=True)
+
+
+@main.command(help="Generate, then compile the generated sources and the project's kernels with "
+              "torch.utils.cpp_extension and ninja into the build directory.")
+@project_option
+@click.option("--generate/--no-generate", "regenerate", default=True, help="Run `generate` first (default: yes).")
+@click.option("--ccache/--no-ccache", default=None, help="Compile through ccache (default: when installed).")
+@click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
+def build(project, regenerate, ccache, verbose):
+    from . import build as build_mod
+    config = _config(project)
+    if regenerate:
+        from .writer import write_tree
+        report = write_tree(config.path("generated"), _generate(config).files)
+        if report.written or report.removed:
+            click.echo(f"codegen: {len(report.written)} written, {len(report.removed)} removed", err=True)
+    try:
+        build_mod.build(config, verbose=verbose, use_ccache=ccache, log=lambda m: click.echo(m, err=True))
+    except (RuntimeError, FileNotFoundError, OSError) as e:
+        click.echo(f"codegen build: failed: {e}", err=True)
+        sys.exit(EXIT_DRIFT)
+
+
+@main.command(name="list", help="List the declared ops, one line each: name, dtypes, devices.")
+@project_option
+def list_ops(project):
+    config = _config(project)
+    result = _generate(config)
+    for d in result.library.declarations:
+        devices = ",".join(k for k, _ in d.kernels) or "-"
+        dtypes = ",".join(t.name for t in d.dtypes) or "-"
+        click.echo(f"{config.namespace}::{d.op_name}\t{dtypes}\t{devices}")
+
+
+@main.command(help="Create a new op library in DIR: pyproject config, one example declaration and kernel.")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--namespace", help="The torch namespace (default: DIR's name).")
+def init(directory, namespace):
+    from .scaffold import scaffold
+    target = Path(directory)
+    ns = namespace or target.resolve().name.replace("-", "_")
+    if not ns.isidentifier():
+        raise BadInput(f"{target}: error: '{ns}' is not a valid namespace; pass --namespace NAME")
+    try:
+        written = scaffold(target, ns)
+    except FileExistsError as e:
+        raise BadInput(f"{e}: error: already exists; codegen init does not overwrite files") from None
+    for p in written:
+        click.echo(f"created {p}", err=True)
+    click.echo(f"next: cd {target} && codegen build && python -c 'import {ns}; "
+               f"print(torch.ops.{ns}.scale(torch.ones(3), 2.0))'", err=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""`[tool.codegen]` in a project's pyproject.toml."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from .diagnostics import Diagnostic, CodegenError, Loc, did_you_mean
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path
+    namespace: str
+    package: str = ""  # the Python package of the op library; defaults to the namespace
+    declarations: str = "declarations"
+    generated: str = "generated"
+    kernels: str = "runtime/kernels"  # hand-written kernel headers
+    include: tuple[str, ...] = ()  # further include directories for the build
+    sources: tuple[str, ...] = ()  # further hand-written C++ sources (globs) for the build
+    build: str = "build"
+    library: str = "_C"  # name of the shared library built from generated/ and sources
+    split_types: bool = False  # one translation unit per op and dtype, for every op
+    plugins: tuple[str, ...] = ()  # "module:attribute" of third-party plugins
+    templates: str = ""  # a directory of templates overriding the built-in ones
+
+    @property
+    def python_package(self) -> str:
+        return self.package or self.namespace
+
+    def path(self, name: str) -> Path:
+        return self.root / getattr(self, name)
+
+
+_KEYS = {f.name for f in fields(Config)} - {"root"}
+
+
+def find_pyproject(start: Path) -> Path | None:
+    for d in [start, *start.parents]:
+        p = d / "pyproject.toml"
+        if p.is_file() and "[tool.codegen]" in p.read_text(encoding="utf-8", errors="replace"):
+            return p
+    return None
+
+
+def load_config(project: Path | None = None) -> Config:
+    """Read `[tool.codegen]` from `project`/pyproject.toml (or the nearest one above the cwd)."""
+    pyproject = find_pyproject(Path(project or Path.cwd()).resolve())
+    if pyproject is None:
+        where = project or Path.cwd()
+        raise CodegenError([Diagnostic(Loc(str(Path(where) / "pyproject.toml"), 1, 1),
+                                       "no pyproject.toml with a [tool.codegen] table found",
+                                       "run `codegen init DIR` to create a project")])
+    path = str(pyproject)
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise CodegenError([Diagnostic(Loc(path, 1, 1), f"cannot read pyproject.toml: {e}")])
+    table = data.get("tool", {}).get("codegen", {})
+    errors = []
+    line = _line_of(pyproject, "[tool.codegen]")
+    for key in sorted(set(table) - _KEYS):
+        errors.append(Diagnostic(Loc(path, line, 1), f"unknown [tool.codegen] key '{key}'", did_you_mean(key, _KEYS)))
+    ns = table.get("namespace")
+    if not isinstance(ns, str) or not ns.isidentifier():
+        errors.append(Diagnostic(Loc(path, line, 1), "[tool.codegen] namespace must be a C++ identifier, e.g. 'mylib'"))
+    if errors:
+        raise CodegenError(errors)
+    values = {}
+    for k in _KEYS & set(table):
+        v = table[k]
+        values[k] = tuple(v) if isinstance(v, list) else v
+    return Config(root=pyproject.parent, **values)
+
+
+def _line_of(path: Path, needle: str) -> int:
+    for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if line.strip() == needle:
+            return i
+    return 1

@@ -1,0 +1,95 @@
+"""The immutable model every pass reads: one ``Declaration`` per op, one ``Library``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import Config
+from .diagnostics import Loc
+from .dtypes import DType
+from .schema import FunctionSchema, is_tensor, unwrap_optional
+from .shapes import Shape, ShapePlan
+
+
+@dataclass(frozen=True)
+class Declaration:
+    schema: FunctionSchema
+    path: str  # the declaration file, relative to the project root
+    loc: Loc  # where the entry starts
+    func_loc: Loc  # where the schema string starts
+    doc: str = ""
+    dtypes: tuple[DType, ...] = ()
+    kernels: tuple[tuple[str, str], ...] = ()  # (dispatch key, C++ function template name)
+    header: str = ""  # kernel header, relative to the kernels directory
+    shapes: tuple[Shape, ...] = ()
+    shape_plan: ShapePlan | None = None
+    output_dtypes: tuple[tuple[str, str], ...] = ()  # (return name, dtype name or argument name)
+    like: str = ""  # returns take shape and dtype of this input
+    contiguous: bool = True
+    split_types: bool = False
+    tags: tuple[str, ...] = ()
+    extra: tuple[tuple[str, Any], ...] = ()  # fields owned by plugins, as loaded from YAML
+    field_locs: tuple[tuple[str, Loc], ...] = ()
+
+    # ---------------------------------------------------------------- derived facts
+    @property
+    def name(self) -> str:
+        return self.schema.base_name
+
+    @property
+    def overload(self) -> str:
+        return self.schema.overload_name
+
+    @property
+    def op_name(self) -> str:
+        """`name` or `name.overload`, as registered (without namespace)."""
+        return self.schema.qualified_name
+
+    @property
+    def ident(self) -> str:
+        """A C++/Python identifier unique to this op: `name` or `name_overload`."""
+        return self.name + (f"_{self.overload}" if self.overload else "")
+
+    def field_loc(self, name: str) -> Loc:
+        return dict(self.field_locs).get(name, self.loc)
+
+    def kernel(self, key: str) -> str | None:
+        return dict(self.kernels).get(key)
+
+    def extra_field(self, name: str, default: Any = None) -> Any:
+        return dict(self.extra).get(name, default)
+
+    @property
+    def tensor_inputs(self):
+        return [a for a in self.schema.arguments if is_tensor(unwrap_optional(a.type))]
+
+    @property
+    def return_names(self) -> tuple[str, ...]:
+        return self.schema.return_names()
+
+    def shape_of(self, target: str) -> Shape | None:
+        return next((s for s in self.shapes if s.target == target), None)
+
+    def output_dtype(self, ret_name: str) -> str:
+        """The dtype rule of a return: a dtype name, or the name of an input whose dtype it takes."""
+        rule = dict(self.output_dtypes).get(ret_name)
+        if rule:
+            return rule
+        if self.like:
+            return self.like
+        inputs = self.tensor_inputs
+        if inputs:
+            return inputs[0].name
+        return self.dtypes[0].name if self.dtypes else "float32"
+
+
+@dataclass(frozen=True)
+class Library:
+    config: Config
+    declarations: tuple[Declaration, ...]
+    sources: tuple[str, ...] = ()  # declaration files read, relative to the root
+
+    @property
+    def namespace(self) -> str:
+        return self.config.namespace

@@ -1,0 +1,86 @@
+"""The pipeline: load -> validate -> transform -> emit, each step timed, stopping on errors
+before anything is emitted.  Writing (or comparing) is the caller's last step."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .config import Config
+from .diagnostics import CodegenError, Diagnostics
+from .loader import CORE_FIELDS, DeclarationLoader
+from .model import Library
+from .plugins import Plugin, load_plugins
+from .render import EmitContext, banner
+
+
+@dataclass
+class Result:
+    library: Library
+    files: dict[str, str]  # path relative to the generated directory -> text
+    plugins: list[Plugin]
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+
+def _stop_on_errors(diag: Diagnostics) -> None:
+    if diag:
+        raise CodegenError(diag.sorted())
+
+
+def generate(config: Config) -> Result:
+    diag = Diagnostics()
+    timings: list[tuple[str, float]] = []
+
+    def timed(name, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        timings.append((name, time.perf_counter() - t0))
+        return out
+
+    plugins = timed("plugins", lambda: load_plugins(config, diag))
+    _stop_on_errors(diag)
+    fields = {}
+    for p in plugins:
+        for name, doc in p.fields.items():
+            if name in CORE_FIELDS or name in fields:
+                diag.error(config_loc(config), f"plugin '{p.name}' declares field '{name}', which is already taken")
+            fields[name] = doc
+    _stop_on_errors(diag)
+    lib = timed("load", lambda: DeclarationLoader(config, diag, fields).load())
+    _stop_on_errors(diag)
+
+    def validate():
+        for d in lib.declarations:
+            for p in plugins:
+                p.validate(d, lib, diag)
+    timed("validate", validate)
+    _stop_on_errors(diag)
+
+    def transform():
+        out = lib
+        for p in plugins:
+            out = p.transform(out, diag)
+        return out
+    lib = timed("transform", transform)
+    _stop_on_errors(diag)
+
+    def emit():
+        ctx = EmitContext.create(config)
+        files: dict[str, str] = {}
+        owner: dict[str, str] = {}
+        for p in plugins:
+            for out in p.emit(lib, ctx):
+                if out.path in files:
+                    diag.error(config_loc(config), f"plugins '{owner[out.path]}' and '{p.name}' both emit '{out.path}'")
+                    continue
+                files[out.path] = banner(out.path, p.name, out.sources) + out.text
+                owner[out.path] = p.name
+        return files
+    files = timed("emit", emit)
+    _stop_on_errors(diag)
+    return Result(lib, files, plugins, timings)
+
+
+def config_loc(config: Config):
+    from .diagnostics import Loc
+    return Loc(str(config.root / "pyproject.toml"), 1, 1)

@@ -1,0 +1,72 @@
+"""Plugin discovery: the built-in plugins, then the ones a project names explicitly.
+
+``[tool.codegen] plugins`` lists third-party plugins, each either ``"module:attr"`` (the
+project root is importable while loading) or the name of an entry point in the
+``codegen.plugins`` group.  Nothing installed is loaded unless it is named.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from importlib.metadata import entry_points
+
+from ..config import Config
+from ..diagnostics import Diagnostics, Loc
+from .base import Output, Plugin
+from .cpu import CpuKernels
+from .python_loader import PythonLoader
+from .registration import SchemaRegistration
+
+__all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
+
+
+def builtin_plugins() -> list[Plugin]:
+    """The built-in emitters, in pipeline order.  Later issues add autograd, fake kernels,
+    CUDA, stubs, autocast and vmap here."""
+    return [CpuKernels(), PythonLoader()]
+
+
+def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:
+    plugins = builtin_plugins()
+    loc = Loc(str(config.root / "pyproject.toml"), 1, 1)
+    for spec in config.plugins:
+        obj = _resolve(spec, config, diag, loc)
+        if obj is None:
+            continue
+        plugin = obj() if isinstance(obj, type) else obj
+        if not isinstance(plugin, Plugin) or not plugin.name:
+            diag.error(loc, f"plugin '{spec}' is not a codegen.plugins.Plugin with a name")
+            continue
+        if any(p.name == plugin.name for p in plugins):
+            diag.error(loc, f"plugin '{spec}' reuses the name '{plugin.name}'")
+            continue
+        plugins.append(plugin)
+    # The registration plugin collects `library_block` statements from all the others.
+    return [SchemaRegistration(tuple(plugins))] + plugins
+
+
+def _resolve(spec: str, config: Config, diag: Diagnostics, loc: Loc):
+    if ":" in spec:
+        module, _, attr = spec.partition(":")
+        root = str(config.root)
+        added = root not in sys.path
+        if added:
+            sys.path.insert(0, root)
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            diag.error(loc, f"cannot load plugin '{spec}': {e}")
+            return None
+        finally:
+            if added:
+                sys.path.remove(root)
+    matches = [ep for ep in entry_points(group="codegen.plugins") if ep.name == spec]
+    if not matches:
+        diag.error(loc, f"no plugin '{spec}': not 'module:attr' and no 'codegen.plugins' entry point of that name")
+        return None
+    try:
+        return matches[0].load()
+    except Exception as e:  # a broken third-party package; report it as bad configuration
+        diag.error(loc, f"cannot load plugin entry point '{spec}': {e}")
+        return None

@@ -1,0 +1,57 @@
+"""The plugin interface.  Every emitter, built-in or third-party, is a ``Plugin``.
+
+A plugin is a class with a ``name`` and any of these hooks; each has one documented
+signature and a declared way of combining results across plugins:
+
+=================  =====================================================  ==============
+hook               signature                                              combined as
+=================  =====================================================  ==============
+``fields``         class attribute: declaration field -> description      union
+``validate``       ``(decl, lib, diag) -> None``; report with ``diag``     all run
+``transform``      ``(lib, diag) -> Library``; return a new model          chained
+``library_block``  ``(lib) -> Iterable[str]``: statements for the one      concatenated,
+                   ``TORCH_LIBRARY`` block of the namespace               plugin order
+``emit``           ``(lib, ctx) -> Iterable[Output]``                      all; a path
+                                                                          twice is an error
+=================  =====================================================  ==============
+
+Hooks never mutate the model (it is frozen); ``transform`` returns a new ``Library``
+built with ``dataclasses.replace``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from ..diagnostics import Diagnostics
+    from ..model import Declaration, Library
+    from ..render import EmitContext
+
+
+@dataclass(frozen=True)
+class Output:
+    """One generated file.  ``path`` is relative to the generated directory; ``sources``
+    (declaration files and templates, relative to the project root) go into the banner."""
+
+    path: str
+    text: str
+    sources: tuple[str, ...] = ()
+
+
+class Plugin:
+    name: ClassVar[str] = ""
+    fields: ClassVar[Mapping[str, str]] = {}
+
+    def validate(self, decl: "Declaration", lib: "Library", diag: "Diagnostics") -> None:
+        return None
+
+    def transform(self, lib: "Library", diag: "Diagnostics") -> "Library":
+        return lib
+
+    def library_block(self, lib: "Library") -> Iterable[str]:
+        return ()
+
+    def emit(self, lib: "Library", ctx: "EmitContext") -> Iterable[Output]:
+        return ()

@@ -1,0 +1,22 @@
+"""The Python loader: finds and loads the compiled library, and lists its ops."""
+
+from __future__ import annotations
+
+import os
+
+from .base import Output, Plugin
+
+
+class PythonLoader(Plugin):
+    name = "python"
+
+    def emit(self, lib, ctx):
+        cfg = lib.config
+        build_rel = os.path.relpath(cfg.path("build"), cfg.path("generated") / "python")
+        template = "python/loader.py.j2"
+        text = ctx.render(
+            template, namespace=lib.namespace, package=cfg.python_package, library=cfg.library,
+            build_rel=build_rel.replace(os.sep, "/"), env_var=f"{cfg.python_package.upper()}_LIBRARY",
+            ops=[d.op_name for d in lib.declarations],
+        )
+        yield Output("python/__init__.py", text, lib.sources + (ctx.template_source(template),))

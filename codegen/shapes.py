@@ -1,0 +1,435 @@
+"""The shape rule: one small expression language, rendered to C++ (output allocation and
+input checks in the real kernel) and to Python (the fake kernel), so both use one rule.
+
+A declaration's ``shape:`` maps argument and return names to shapes::
+
+    shape:
+      input:  [N, K]        # an input contract: rank 2, binds N and K
+      weight: [M, K]        # rank 2, dim 1 must equal K
+      bias:   [M]           # optional tensor: checked when given
+      result: [N, M]        # an output: allocated with this shape
+
+A shape is a list of dimensions or, for outputs, one expression naming a whole shape
+(``size`` for an ``int[]`` argument, ``self.shape``).  A dimension is an integer, a name
+(a dimension variable bound by an input, or an ``int``/``SymInt`` argument), ``*S`` (a
+run of dimensions, at most one per shape), or an expression over those with ``+ - * //``,
+``x.size(i)``, ``x.shape[i]``, ``x.dim()``, ``x.numel()``, ``l[i]`` and ``len(l)``.
+Expressions are parsed with Python's own ``ast`` (the grammar is a strict subset of
+Python's), then checked here against the schema.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .diagnostics import Diagnostics, Loc
+from .schema import BaseType, FunctionSchema, ListType, is_tensor, unwrap_optional
+
+
+# ---------------------------------------------------------------------------- expression IR
+
+@dataclass(frozen=True)
+class Num:
+    value: int
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str  # a dimension variable or an int/SymInt argument
+
+
+@dataclass(frozen=True)
+class TensorSize:
+    tensor: str
+    dim: "Expr"
+
+
+@dataclass(frozen=True)
+class TensorRank:
+    tensor: str
+
+
+@dataclass(frozen=True)
+class TensorNumel:
+    tensor: str
+
+
+@dataclass(frozen=True)
+class ListItem:
+    list: str
+    index: "Expr"
+
+
+@dataclass(frozen=True)
+class ListLen:
+    list: str
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str  # + - * //
+    lhs: "Expr"
+    rhs: "Expr"
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: "Expr"
+
+
+Expr = Num | Var | TensorSize | TensorRank | TensorNumel | ListItem | ListLen | BinOp | Neg
+
+
+@dataclass(frozen=True)
+class Dim:
+    expr: Expr
+    star: bool  # `*S`: a run of dimensions; expr is then a Var
+    text: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class WholeShape:
+    """An output shape given as one expression: an int[] argument or `x.shape`."""
+
+    source: str  # argument name
+    is_tensor: bool
+    text: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Shape:
+    target: str  # argument or return name
+    dims: tuple[Dim, ...] | None
+    whole: WholeShape | None
+    loc: Loc
+
+    @property
+    def text(self) -> str:
+        if self.whole is not None:
+            return self.whole.text
+        return "[" + ", ".join(d.text for d in self.dims) + "]"
+
+
+# ------------------------------------------------------------------------------- parsing
+
+class _ExprParser:
+    def __init__(self, schema: FunctionSchema, diag: Diagnostics, loc: Loc, text: str):
+        self.schema, self.diag, self.loc, self.text = schema, diag, loc, text
+
+    def fail(self, node: ast.AST | None, message: str) -> None:
+        col = getattr(node, "col_offset", 0) if node is not None else 0
+        raise _ShapeError(self.loc.shifted(col), message)
+
+    def tensor_arg(self, node: ast.AST) -> str:
+        if not isinstance(node, ast.Name):
+            self.fail(node, "expected an argument name")
+        a = self.schema.argument(node.id)
+        if a is None or not is_tensor(unwrap_optional(a.type)):
+            self.fail(node, f"'{node.id}' is not a Tensor argument of {self.schema.name}")
+        return node.id
+
+    def int_list_arg(self, node: ast.AST) -> str:
+        if isinstance(node, ast.Name):
+            a = self.schema.argument(node.id)
+            if a is not None and isinstance(a.type, ListType) and a.type.elem in (BaseType("int"), BaseType("SymInt")):
+                return node.id
+        self.fail(node, f"'{ast.unparse(node)}' is not an int[] argument")
+
+    def expr(self, node: ast.AST) -> Expr:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return Num(node.value)
+        if isinstance(node, ast.Name):
+            a = self.schema.argument(node.id)
+            if a is not None and unwrap_optional(a.type) not in (BaseType("int"), BaseType("SymInt")):
+                self.fail(node, f"argument '{node.id}' is a {a.type}, not an int; use {node.id}.size(i) "
+                          f"or {node.id}.dim()" if is_tensor(unwrap_optional(a.type)) else
+                          f"argument '{node.id}' has type {a.type}, which is not a dimension")
+            if not node.id.isidentifier() or node.id.startswith("_"):
+                self.fail(node, f"'{node.id}' is not a valid dimension name")
+            return Var(node.id)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return BinOp(_BINOPS[type(node.op)], self.expr(node.left), self.expr(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return Neg(self.expr(node.operand))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
+            method, obj = node.func.attr, node.func.value
+            if method == "size" and len(node.args) == 1:
+                return TensorSize(self.tensor_arg(obj), self.expr(node.args[0]))
+            if method == "dim" and not node.args:
+                return TensorRank(self.tensor_arg(obj))
+            if method == "numel" and not node.args:
+                return TensorNumel(self.tensor_arg(obj))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
+                and len(node.args) == 1 and not node.keywords:
+            return ListLen(self.int_list_arg(node.args[0]))
+        if isinstance(node, ast.Subscript):
+            target = node.value
+            if isinstance(target, ast.Attribute) and target.attr == "shape":
+                return TensorSize(self.tensor_arg(target.value), self.expr(node.slice))
+            return ListItem(self.int_list_arg(target), self.expr(node.slice))
+        self.fail(node, f"unsupported shape expression '{ast.unparse(node)}'; use integers, names, "
+                  "+ - * //, x.size(i), x.shape[i], x.dim(), x.numel(), l[i], len(l)")
+
+    def parse(self, text: str) -> ast.AST:
+        try:
+            return ast.parse(text.strip(), mode="eval").body
+        except SyntaxError as e:
+            raise _ShapeError(self.loc.shifted(max((e.offset or 1) - 1, 0)), f"malformed shape expression: {e.msg}")
+
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
+
+
+class _ShapeError(Exception):
+    def __init__(self, loc: Loc, message: str):
+        self.loc, self.message = loc, message
+
+
+def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, item_locs: list[Loc],
+                is_output: bool, diag: Diagnostics) -> Shape | None:
+    """Parse one `shape:` entry.  ``value`` is a list of str/int items or one str."""
+    try:
+        if isinstance(value, str):
+            p = _ExprParser(schema, diag, loc, value)
+            node = p.parse(value)
+            if isinstance(node, ast.Attribute) and node.attr == "shape":
+                return Shape(target, None, WholeShape(p.tensor_arg(node.value), True, value, loc), loc)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sizes" \
+                    and not node.args:
+                return Shape(target, None, WholeShape(p.tensor_arg(node.func.value), True, value, loc), loc)
+            return Shape(target, None, WholeShape(p.int_list_arg(node), False, value, loc), loc)
+        if not isinstance(value, list):
+            raise _ShapeError(loc, "a shape must be a list of dimensions like [N, K] or an expression like 'size'")
+        dims = []
+        for item, iloc in zip(value, item_locs):
+            if isinstance(item, bool) or not isinstance(item, (int, str)):
+                raise _ShapeError(iloc, f"a dimension must be an integer or an expression, not {item!r}")
+            text = str(item)
+            star = text.lstrip().startswith("*")
+            p = _ExprParser(schema, diag, iloc, text)
+            if star:
+                name = text.strip()[1:].strip()
+                if not name.isidentifier():
+                    raise _ShapeError(iloc, f"'*' must be followed by a dimension-run name, as in *batch")
+                dims.append(Dim(Var(name), True, f"*{name}", iloc))
+            else:
+                dims.append(Dim(p.expr(p.parse(text)), False, text.strip(), iloc))
+        stars = [d for d in dims if d.star]
+        if len(stars) > 1:
+            raise _ShapeError(stars[1].loc, "a shape may have at most one '*' run of dimensions")
+        return Shape(target, tuple(dims), None, loc)
+    except _ShapeError as e:
+        diag.error(e.loc, e.message)
+        return None
+
+
+# ------------------------------------------------------------------------------ analysis
+
+@dataclass(frozen=True)
+class Binding:
+    """Where a dimension variable comes from: `tensor.size(index)` or a run of them."""
+
+    name: str
+    tensor: str
+    start: int  # dim index from the front (>= 0) or from the back (< 0) for after a star
+    run: bool = False
+    run_stop: int = 0  # for a run: number of dims after it in the tensor's shape
+
+
+@dataclass(frozen=True)
+class ShapePlan:
+    """Input contracts in argument order, then output shapes, checked for consistency."""
+
+    inputs: tuple[Shape, ...]
+    outputs: tuple[Shape, ...]
+    bindings: tuple[Binding, ...]
+
+    def binding(self, name: str) -> Binding | None:
+        return next((b for b in self.bindings if b.name == name), None)
+
+
+def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tuple[str, ...],
+            diag: Diagnostics) -> ShapePlan:
+    bindings: dict[str, Binding] = {}
+    int_args = {a.name for a in schema.arguments if unwrap_optional(a.type) in (BaseType("int"), BaseType("SymInt"))}
+    inputs = []
+    for a in schema.arguments:
+        s = shapes.get(a.name)
+        if s is None:
+            continue
+        inputs.append(s)
+        if s.whole is not None:
+            if s.whole.source == a.name:
+                diag.error(s.loc, f"the shape of '{a.name}' cannot be its own shape")
+            continue
+        n = len(s.dims)
+        star = next((i for i, d in enumerate(s.dims) if d.star), None)
+        for i, d in enumerate(s.dims):
+            if isinstance(d.expr, Var) and d.expr.name not in bindings and d.expr.name not in int_args:
+                if a.is_optional:
+                    diag.error(d.loc, f"dimension '{d.expr.name}' is first bound by optional argument '{a.name}'; "
+                               "bind it from a required argument listed earlier")
+                    continue
+                if d.star:
+                    bindings[d.expr.name] = Binding(d.expr.name, a.name, i, True, n - i - 1)
+                else:
+                    bindings[d.expr.name] = Binding(d.expr.name, a.name, i if star is None or i < star else i - n)
+            elif d.star and d.expr.name in int_args:
+                diag.error(d.loc, f"'*{d.expr.name}' names an int argument, not a run of dimensions")
+            else:
+                _check_names(d.expr, bindings, int_args, d.loc, diag, star_ok=d.star)
+    outputs = []
+    for name in output_names:
+        s = shapes.get(name)
+        if s is None:
+            continue
+        outputs.append(s)
+        for d in s.dims or ():
+            _check_names(d.expr, bindings, int_args, d.loc, diag, star_ok=d.star)
+    return ShapePlan(tuple(inputs), tuple(outputs), tuple(bindings.values()))
+
+
+def _check_names(e: Expr, bindings: dict[str, Binding], int_args: set[str], loc: Loc, diag: Diagnostics,
+                 star_ok: bool) -> None:
+    for v in _vars(e):
+        b = bindings.get(v)
+        if b is None and v not in int_args:
+            diag.error(loc, f"unknown dimension '{v}': bind it in the shape of an input listed before, "
+                       "or name an int argument")
+        elif b is not None and b.run != star_ok:
+            diag.error(loc, f"'{v}' is a run of dimensions; write it as '*{v}'" if b.run else
+                       f"'{v}' is a single dimension, not a run; write it without '*'")
+
+
+def _vars(e: Expr):
+    if isinstance(e, Var):
+        yield e.name
+    elif isinstance(e, BinOp):
+        yield from _vars(e.lhs)
+        yield from _vars(e.rhs)
+    elif isinstance(e, Neg):
+        yield from _vars(e.operand)
+    elif isinstance(e, (TensorSize, ListItem)):
+        yield from _vars(e.dim if isinstance(e, TensorSize) else e.index)
+
+
+# ------------------------------------------------------------------------------ rendering
+
+def render_cpp(e: Expr) -> str:
+    if isinstance(e, Num):
+        return str(e.value)
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, TensorSize):
+        return f"{e.tensor}.size({render_cpp(e.dim)})"
+    if isinstance(e, TensorRank):
+        return f"{e.tensor}.dim()"
+    if isinstance(e, TensorNumel):
+        return f"{e.tensor}.numel()"
+    if isinstance(e, ListItem):
+        return f"opwrap::rt::list_item({e.list}, {render_cpp(e.index)})"
+    if isinstance(e, ListLen):
+        return f"static_cast<int64_t>({e.list}.size())"
+    if isinstance(e, BinOp):
+        if e.op == "//":
+            return f"opwrap::rt::floordiv({render_cpp(e.lhs)}, {render_cpp(e.rhs)})"
+        return f"({render_cpp(e.lhs)} {e.op} {render_cpp(e.rhs)})"
+    if isinstance(e, Neg):
+        return f"(-{render_cpp(e.operand)})"
+    raise TypeError(e)
+
+
+def render_python(e: Expr) -> str:
+    if isinstance(e, Num):
+        return str(e.value)
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, TensorSize):
+        return f"{e.tensor}.size({render_python(e.dim)})"
+    if isinstance(e, TensorRank):
+        return f"{e.tensor}.dim()"
+    if isinstance(e, TensorNumel):
+        return f"{e.tensor}.numel()"
+    if isinstance(e, ListItem):
+        return f"{e.list}[{render_python(e.index)}]"
+    if isinstance(e, ListLen):
+        return f"len({e.list})"
+    if isinstance(e, BinOp):
+        return f"({render_python(e.lhs)} {e.op} {render_python(e.rhs)})"
+    if isinstance(e, Neg):
+        return f"(-{render_python(e.operand)})"
+    raise TypeError(e)
+
+
+def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema) -> list[str]:
+    """C++ statements that check every input contract and bind its dimension variables.
+    `op` is a C++ expression naming the op in messages (the generated `kOp`)."""
+    lines: list[str] = []
+    bound: set[str] = set()
+    for s in plan.inputs:
+        arg = schema.argument(s.target)
+        t = f"{s.target}_" if arg.is_optional else s.target
+        if s.whole is not None:
+            expected = f"{s.whole.source}.sizes()" if s.whole.is_tensor else s.whole.source
+            body = [f'opwrap::rt::check_shape({op}, "{s.target}", {t}, {expected}, "{_c_escape(s.whole.text)}");']
+            lines.extend(_guard_optional(arg, s.target, body))
+            continue
+        n = len(s.dims)
+        star = next((i for i, d in enumerate(s.dims) if d.star), None)
+        body: list[str] = []
+        rank = n - (1 if star is not None else 0)
+        body.append(f'opwrap::rt::check_rank({op}, "{s.target}", {t}, {rank}, '
+                    f'{"true" if star is not None else "false"}, "{_c_escape(s.text)}");')
+        for i, d in enumerate(s.dims):
+            index = i if star is None or i < star else i - n
+            if d.star:
+                name = d.expr.name
+                run = f"{t}.sizes().slice({i}, {t}.dim() - {n - 1})"
+                if name in bound:
+                    body.append(f'opwrap::rt::check_run({op}, "{s.target}", {t}, {i}, {name}, "{name}");')
+                else:
+                    body.append(f"const std::vector<int64_t> {name} = {run}.vec();")
+                    bound.add(name)
+            elif isinstance(d.expr, Var) and d.expr.name not in bound and plan.binding(d.expr.name) is not None:
+                body.append(f"const int64_t {d.expr.name} = {t}.size({index});")
+                bound.add(d.expr.name)
+            else:
+                body.append(f'opwrap::rt::check_size({op}, "{s.target}", {t}, {index}, {render_cpp(d.expr)}, '
+                            f'"{_c_escape(d.text)}");')
+        lines.extend(_guard_optional(arg, s.target, body))
+    return lines
+
+
+def _guard_optional(arg, name: str, body: list[str]) -> list[str]:
+    """Run `body` only when an optional tensor is given, with `<name>_` bound to it."""
+    if not arg.is_optional:
+        return body
+    return ([f"if ({name}.has_value() && {name}->defined()) {{", f"  const at::Tensor& {name}_ = *{name};"]
+            + ["  " + b for b in body] + ["}"])
+
+
+def cpp_output_shape(s: Shape) -> str:
+    """A C++ expression of type std::vector<int64_t> for an output's shape."""
+    if s.whole is not None:
+        return f"{s.whole.source}.sizes().vec()" if s.whole.is_tensor else f"{s.whole.source}.vec()"
+    if not any(d.star for d in s.dims):
+        return "std::vector<int64_t>{" + ", ".join(render_cpp(d.expr) for d in s.dims) + "}"
+    pieces, run = [], []
+    for d in s.dims:
+        if d.star:
+            if run:
+                pieces.append("{" + ", ".join(run) + "}")
+                run = []
+            pieces.append(d.expr.name)
+        else:
+            run.append(render_cpp(d.expr))
+    if run:
+        pieces.append("{" + ", ".join(run) + "}")
+    return "opwrap::rt::concat({" + ", ".join(pieces) + "})"
+
+
+def _c_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')

@@ -1,0 +1,91 @@
+"""Write pass: deterministic, write-if-changed, atomic; stale files removed; drift check."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class WriteReport:
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+
+
+def existing_files(root: Path) -> dict[str, Path]:
+    if not root.is_dir():
+        return {}
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def write_tree(root: Path, files: dict[str, str]) -> WriteReport:
+    """Make `root` hold exactly `files` (relative path -> text), touching only what differs."""
+    report = WriteReport()
+    old = existing_files(root)
+    for rel in sorted(files):
+        data = files[rel].encode("utf-8")
+        target = root / rel
+        if rel in old and old[rel].read_bytes() == data:
+            report.unchanged += 1
+            continue
+        _atomic_write(target, data)
+        report.written.append(rel)
+    for rel in sorted(set(old) - set(files)):
+        old[rel].unlink()
+        report.removed.append(rel)
+    for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) if root.is_dir() else []:
+        if d.name == "__pycache__":
+            continue
+        if not any(d.iterdir()):
+            d.rmdir()
+    return report
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    """Write to a temporary file beside the target, then rename it over: readers see the old
+    or the new file, never a partial one, even if the process is killed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def diff_tree(root: Path, files: dict[str, str], label: str) -> list[str]:
+    """A unified diff per drifted, missing or extra file (empty when `root` matches)."""
+    out: list[str] = []
+    old = existing_files(root)
+    for rel in sorted(set(old) | set(files)):
+        a_path, b_path = f"a/{label}/{rel}", f"b/{label}/{rel}"
+        if rel not in files:
+            out.append(f"extra file {label}/{rel}: not produced by any plugin\n")
+            a = _read_lines(old[rel])
+            out.extend(difflib.unified_diff(a, [], a_path, "/dev/null"))
+            continue
+        b = files[rel].splitlines(keepends=True)
+        if rel not in old:
+            out.append(f"missing file {label}/{rel}\n")
+            out.extend(difflib.unified_diff([], b, "/dev/null", b_path))
+            continue
+        if old[rel].read_bytes() != files[rel].encode("utf-8"):
+            a = _read_lines(old[rel])
+            d = list(difflib.unified_diff(a, b, a_path, b_path))
+            out.extend(d if d else [f"drifted file {label}/{rel}: differs in bytes not shown as text (encoding or line ends)\n"])
+    return out
+
+
+def _read_lines(p: Path) -> list[str]:
+    return p.read_bytes().decode("utf-8", errors="replace").splitlines(keepends=True)

@@ -1,0 +1,122 @@
+// Support code for generated kernels: argument checks whose messages name the op, the
+// argument and what was expected.  Header-only, and it includes nothing beyond
+// ATen/core/Tensor.h, so generated translation units stay cheap to compile.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <vector>
+
+namespace opwrap::rt {
+
+inline const at::Tensor& check_tensor(const char* op, const char* arg, const at::Tensor& t,
+                                      c10::DeviceType device) {
+  TORCH_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor; expected a ",
+              c10::DeviceTypeName(device, /*lower_case=*/true), " tensor");
+  TORCH_CHECK(t.device().type() == device, op, ": argument '", arg, "' is on ", t.device(),
+              ", but this kernel expects all tensor arguments on ",
+              c10::DeviceTypeName(device, /*lower_case=*/true));
+  return t;
+}
+
+inline void check_dtype_in(const char* op, const char* arg, const at::Tensor& t,
+                           std::initializer_list<at::ScalarType> allowed, const char* names) {
+  for (auto s : allowed) {
+    if (t.scalar_type() == s) return;
+  }
+  TORCH_CHECK(false, op, ": argument '", arg, "' has dtype ", t.scalar_type(),
+              ", but expected one of: ", names);
+}
+
+inline void check_same_dtype(const char* op, const char* arg, const at::Tensor& t,
+                             at::ScalarType expected, const char* reference) {
+  TORCH_CHECK(t.scalar_type() == expected, op, ": argument '", arg, "' has dtype ",
+              t.scalar_type(), ", but expected ", expected, " (the dtype of '", reference, "')");
+}
+
+[[noreturn]] inline void unsupported_dtype(const char* op, const char* arg, at::ScalarType dtype,
+                                           const char* names) {
+  TORCH_CHECK(false, op, ": dtype ", dtype, " of '", arg, "' is not supported; expected one of: ",
+              names);
+}
+
+inline void check_rank(const char* op, const char* arg, const at::Tensor& t, int64_t rank,
+                       bool at_least, const char* spec) {
+  if (at_least) {
+    TORCH_CHECK(t.dim() >= rank, op, ": argument '", arg, "' must have at least ", rank,
+                " dimensions ", spec, ", but got ", t.dim(), " (shape ", t.sizes(), ")");
+  } else {
+    TORCH_CHECK(t.dim() == rank, op, ": argument '", arg, "' must have ", rank, " dimension",
+                rank == 1 ? "" : "s", " ", spec, ", but got ", t.dim(), " (shape ", t.sizes(), ")");
+  }
+}
+
+inline void check_size(const char* op, const char* arg, const at::Tensor& t, int64_t dim,
+                       int64_t expected, const char* what) {
+  const int64_t actual = t.size(dim);
+  TORCH_CHECK(actual == expected, op, ": argument '", arg, "' has size ", actual,
+              " at dimension ", dim < 0 ? dim + t.dim() : dim, ", but expected ", what, " = ",
+              expected, " (shape ", t.sizes(), ")");
+}
+
+inline void check_run(const char* op, const char* arg, const at::Tensor& t, int64_t start,
+                      c10::IntArrayRef expected, const char* what) {
+  const auto actual = t.sizes().slice(start, expected.size());
+  TORCH_CHECK(t.dim() - start >= static_cast<int64_t>(expected.size()) && actual == expected, op,
+              ": argument '", arg, "' has dimensions ", actual, " where *", what, " = ", expected,
+              " was expected (shape ", t.sizes(), ")");
+}
+
+inline void check_shape(const char* op, const char* arg, const at::Tensor& t,
+                        c10::IntArrayRef expected, const char* what) {
+  TORCH_CHECK(t.sizes() == expected, op, ": argument '", arg, "' has shape ", t.sizes(),
+              ", but expected ", what, " = ", expected);
+}
+
+inline void check_output_shape(const char* op, const char* out, c10::IntArrayRef shape,
+                               const char* rule) {
+  int64_t numel = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    TORCH_CHECK(shape[i] >= 0, op, ": output '", out, "' would have negative size ", shape[i],
+                " at dimension ", i, " (shape ", shape, " from ", rule, ")");
+    TORCH_CHECK(shape[i] == 0 || numel <= std::numeric_limits<int64_t>::max() / shape[i], op,
+                ": output '", out, "' of shape ", shape, " (from ", rule,
+                ") has more elements than int64 can count");
+    numel *= shape[i];
+  }
+}
+
+inline int64_t list_item(c10::IntArrayRef list, int64_t i) {
+  const int64_t n = static_cast<int64_t>(list.size());
+  TORCH_CHECK(i >= -n && i < n, "index ", i, " out of range for a list of ", n, " sizes");
+  return list[i < 0 ? i + n : i];
+}
+
+inline int64_t floordiv(int64_t a, int64_t b) {
+  TORCH_CHECK(b != 0, "division by zero in a shape expression");
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+inline std::vector<int64_t> concat(std::initializer_list<c10::IntArrayRef> pieces) {
+  std::vector<int64_t> out;
+  for (auto p : pieces) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+inline std::optional<at::Tensor> contiguous(const std::optional<at::Tensor>& t) {
+  if (!t.has_value() || !t->defined()) return std::nullopt;
+  return t->contiguous();
+}
+
+// After a kernel wrote into a contiguous copy of a non-contiguous in-place argument.
+inline void write_back(at::Tensor& target, const at::Tensor& written) {
+  if (!target.is_same(written)) target.copy_(written);
+}
+
+}  // namespace opwrap::rt

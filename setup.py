@@ -1,0 +1,21 @@
+"""Wheel builds: the same sources as `codegen build`, compiled by torch's BuildExtension.
+
+Editable development installs (`make venv`) set OPWRAP_NO_EXTENSION=1 and compile with
+`codegen build` into build/ instead, where ninja rebuilds only what changed.
+"""
+
+import os
+
+from setuptools import setup
+
+ext_modules, cmdclass = [], {}
+if os.environ.get("OPWRAP_NO_EXTENSION") != "1":
+    from torch.utils.cpp_extension import BuildExtension
+
+    from codegen.build import extension
+    from codegen.config import load_config
+
+    ext_modules = [extension(load_config(os.path.dirname(os.path.abspath(__file__))))]
+    cmdclass = {"build_ext": BuildExtension.with_options(use_ninja=True)}
+
+setup(ext_modules=ext_modules, cmdclass=cmdclass)
