@@ -117,6 +117,11 @@ class DeclarationLoader:
         except yaml.YAMLError as e:
             self.diag.error(Loc(path, 1, 1), f"invalid YAML: {e}")
             return []
+        bad_tag = _first_custom_tag(root)
+        if bad_tag is not None:
+            tag = bad_tag.tag.replace("tag:yaml.org,2002:", "!!")
+            self.diag.error(loc_of(bad_tag, path), f"YAML tag '{tag}' is not allowed in declarations")
+            return []
         if root is None:
             self.diag.error(Loc(path, 1, 1), "empty declaration file; expected a list of op declarations")
             return []
@@ -360,6 +365,24 @@ class DeclarationLoader:
                 self.diag.error(d.func_loc, f"op '{d.op_name}' and '{other.op_name}' map to the same C++ name '{d.ident}'")
             seen[d.op_name] = d
             idents[d.ident] = d
+
+
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
+
+
+def _first_custom_tag(node: yaml.Node | None) -> yaml.Node | None:
+    """Declarations are plain data: any explicit tag (`!!python/...`, `!foo`) is refused."""
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if n.tag not in _PLAIN_TAGS:
+            return n
+        if isinstance(n, yaml.SequenceNode):
+            stack.extend(reversed(n.value))
+        elif isinstance(n, yaml.MappingNode):
+            for k, v in reversed(n.value):
+                stack.extend((v, k))
+    return None
 
 
 def _tensor_args(schema: FunctionSchema):

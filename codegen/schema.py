@@ -529,7 +529,8 @@ class _Parser:
                 a = self.parse_argument(kwarg_only=state["kwarg_only"])
                 if a.default is not None:
                     state["seen_default"] = True
-                elif state["seen_default"] and not a.kwarg_only:
+                elif state["seen_default"] and not a.kwarg_only and not isinstance(a.type, ListType):
+                    # torch exempts lists, for old serialized schemas (FunctionSchema::checkSchema)
                     self.error(f"non-default argument '{a.name}' follows a default argument", start)
                 args.append(a)
 
@@ -575,9 +576,10 @@ class _Parser:
         if self.cur.kind == "[":
             self.next()
             tok = self.expect("number", "a list size")
-            if not tok.text.isdigit():
+            digits = tok.text[: len(tok.text) - len(tok.text.lstrip("0123456789"))]
+            if not digits:
                 self.error(f"list size must be a non-negative integer, not '{tok.text}'", tok)
-            size = int(tok.text)
+            size = int(digits)  # torch reads it with std::stoll, which stops at the first non-digit
             self.expect("]", "']'")
             t = ListType(t, size)
             alias = self.wrap_container_alias(alias)

@@ -18,7 +18,7 @@ def _generated_package():
     try:
         from . import _generated
         return _generated
-    except ModuleNotFoundError:
+    except ImportError:
         path = Path(__file__).resolve().parents[2] / "generated" / "python"
         spec = importlib.util.spec_from_file_location(
             f"{__name__}._generated", path / "__init__.py", submodule_search_locations=[str(path)])

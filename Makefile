@@ -1,0 +1,48 @@
+# opwrap: `make demo` sets up, builds and runs a short demo; `make test` sets up and runs
+# the drift check, the build and the test suite.  Everything lives in .venv.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+CODEGEN := $(VENV)/bin/codegen
+PHASE  := scripts/phase
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: venv generate check build demo test pytest clean
+
+venv: $(STAMP)
+
+# The editable install skips the C++ extension (OPWRAP_NO_EXTENSION=1): `make build`
+# compiles it with ninja into build/, rebuilding only what changed.
+$(STAMP): pyproject.toml setup.py
+	@$(PHASE) venv sh -c '\
+	  { [ -x $(PY) ] || $(PYTHON) -m venv $(VENV); } && \
+	  $(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel && \
+	  OPWRAP_NO_EXTENSION=1 $(PY) -m pip install -q --no-build-isolation -e ".[dev]"'
+	@touch $(STAMP)
+
+generate: venv
+	@$(PHASE) generate $(CODEGEN) generate
+
+check: venv
+	@$(PHASE) drift-check $(CODEGEN) check
+
+build: venv
+	@$(PHASE) build $(CODEGEN) build
+
+demo: build
+	@$(PHASE) demo $(PY) examples/demo.py
+
+# The README's test command: drift check first (against the committed generated/), then
+# the build of exactly what is committed, then the tests.
+test: venv
+	@$(PHASE) drift-check $(CODEGEN) check
+	@$(PHASE) build $(CODEGEN) build --no-generate
+	@$(MAKE) --no-print-directory pytest
+
+# pytest exits 5 when it collected no tests: that is a failure here, not a pass.
+pytest: venv
+	@$(PHASE) pytest sh -c '$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
+
+clean:
+	rm -rf build

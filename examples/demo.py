@@ -1,0 +1,22 @@
+"""A short tour of the bundled ops (run by `make demo`)."""
+
+import torch
+
+import opwrap
+
+ops = torch.ops.opwrap
+print(f"loaded {opwrap.library_path}: {', '.join(opwrap.OPS)}")
+
+a, b = torch.arange(4.0), torch.full((4,), 10.0)
+print("myadd(a, b)              =", ops.myadd(a, b))
+print("mul_constant(a, 2.5)     =", ops.mul_constant(a, 2.5))
+x, w, bias = torch.ones(2, 3), torch.arange(6.0).reshape(2, 3), torch.tensor([0.5, -0.5])
+print("linear(x, w, bias)       =", ops.linear(x, w, bias))
+y = torch.ones(2)
+ops.addmv_(y, w, torch.ones(3), beta=2, alpha=1)
+print("addmv_(ones, w, ones, beta=2) ->", y)
+print("fill_natural([2, 3])     =", ops.fill_natural([2, 3]))
+try:
+    ops.linear(x, torch.ones(2, 4))
+except RuntimeError as e:
+    print("a bad shape is a clear error:", str(e).splitlines()[0])
