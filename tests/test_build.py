@@ -68,3 +68,29 @@ def test_cli_help_and_exit_codes():
     assert run_codegen("no-such-command").returncode == 2
     r = run_codegen("list")
     assert "opwrap::linear\tfloat32,float64,bfloat16\tCPU" in r.stdout.splitlines()
+
+
+def test_wheel_builds_the_same_sources_with_build_extension(tmp_path):
+    """`pip wheel .` compiles generated/ with setuptools' BuildExtension; the installed wheel
+    loads its library from beside the package, with no source tree around."""
+    wheels = tmp_path / "wheels"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+                        "-w", str(wheels), str(ROOT)], capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items() if k != "OPWRAP_NO_EXTENSION"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    (wheel,) = wheels.glob("opwrap-*.whl")
+    import zipfile
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("opwrap/_C") and n.endswith(".so") for n in names), names
+    for expected in ("opwrap/_generated/__init__.py", "codegen/templates/cpu/op.cpp.j2",
+                     "codegen/include/opwrap/runtime/checks.h"):
+        assert expected in names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    script = ("import torch, opwrap\n"
+              "assert 'site' in opwrap.library_path, opwrap.library_path\n"
+              "print(torch.ops.opwrap.fill_natural([3]).tolist())\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(site)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[0, 1, 2]"
