@@ -319,48 +319,38 @@ def _vars(e: Expr):
 # ------------------------------------------------------------------------------ rendering
 
 def render_cpp(e: Expr) -> str:
-    if isinstance(e, Num):
-        return str(e.value)
-    if isinstance(e, Var):
-        return e.name
-    if isinstance(e, TensorSize):
-        return f"{e.tensor}.size({render_cpp(e.dim)})"
-    if isinstance(e, TensorRank):
-        return f"{e.tensor}.dim()"
-    if isinstance(e, TensorNumel):
-        return f"{e.tensor}.numel()"
-    if isinstance(e, ListItem):
-        return f"opwrap::rt::list_item({e.list}, {render_cpp(e.index)})"
-    if isinstance(e, ListLen):
-        return f"static_cast<int64_t>({e.list}.size())"
-    if isinstance(e, BinOp):
-        if e.op == "//":
-            return f"opwrap::rt::floordiv({render_cpp(e.lhs)}, {render_cpp(e.rhs)})"
-        return f"({render_cpp(e.lhs)} {e.op} {render_cpp(e.rhs)})"
-    if isinstance(e, Neg):
-        return f"(-{render_cpp(e.operand)})"
-    raise TypeError(e)
+    return _render(e, python=False)
 
 
 def render_python(e: Expr) -> str:
+    return _render(e, python=True)
+
+
+def _render(e: Expr, python: bool) -> str:
+    """One printer for both languages; they differ only in list access and floor division."""
+    def r(x: Expr) -> str:
+        return _render(x, python)
+
     if isinstance(e, Num):
         return str(e.value)
     if isinstance(e, Var):
         return e.name
     if isinstance(e, TensorSize):
-        return f"{e.tensor}.size({render_python(e.dim)})"
+        return f"{e.tensor}.size({r(e.dim)})"
     if isinstance(e, TensorRank):
         return f"{e.tensor}.dim()"
     if isinstance(e, TensorNumel):
         return f"{e.tensor}.numel()"
     if isinstance(e, ListItem):
-        return f"{e.list}[{render_python(e.index)}]"
+        return f"{e.list}[{r(e.index)}]" if python else f"opwrap::rt::list_item({e.list}, {r(e.index)})"
     if isinstance(e, ListLen):
-        return f"len({e.list})"
+        return f"len({e.list})" if python else f"static_cast<int64_t>({e.list}.size())"
     if isinstance(e, BinOp):
-        return f"({render_python(e.lhs)} {e.op} {render_python(e.rhs)})"
+        if e.op == "//" and not python:
+            return f"opwrap::rt::floordiv({r(e.lhs)}, {r(e.rhs)})"
+        return f"({r(e.lhs)} {e.op} {r(e.rhs)})"
     if isinstance(e, Neg):
-        return f"(-{render_python(e.operand)})"
+        return f"(-{r(e.operand)})"
     raise TypeError(e)
 
 

@@ -39,23 +39,47 @@ def test_init_makes_a_separate_library_that_builds_and_loads(tmp_path):
     assert run_codegen("init", str(lib)).returncode == 2  # never overwrites
     decl = lib / "declarations" / "scale.yaml"
     decl.write_text(decl.read_text() + "  split_types: true\n")
+    # A second op whose shape rule uses a run of dimensions and an expression.
+    (lib / "declarations" / "tile.yaml").write_text(
+        "- func: tile_last(Tensor self, int times) -> Tensor\n"
+        "  dtypes: [float32]\n"
+        "  kernels: {CPU: tile_last_cpu}\n"
+        "  shape:\n"
+        "    self: ['*B', N]\n"
+        "    result: ['*B', N * times]\n")
+    (lib / "kernels" / "tile_last.h").write_text(
+        "#pragma once\n#include <ATen/core/Tensor.h>\nnamespace mylib::kernels {\n"
+        "template <typename T> void tile_last_cpu(const at::Tensor& self, int64_t times, at::Tensor& out) {\n"
+        "  const int64_t n = self.size(-1), rows = self.numel() / (n ? n : 1);\n"
+        "  const T* in = self.const_data_ptr<T>(); T* o = out.mutable_data_ptr<T>();\n"
+        "  for (int64_t r = 0; r < rows; ++r) for (int64_t j = 0; j < n * times; ++j) o[r * n * times + j] = in[r * n + j % n];\n"
+        "}\n}\n")
     r = run_codegen("generate", cwd=lib)
     assert r.returncode == 0, r.stderr
     cpu = sorted(p.name for p in (lib / "generated" / "cpu").iterdir())
-    assert cpu == ["scale.cpp", "scale_float32.cpp", "scale_float64.cpp"]
+    assert cpu == ["scale.cpp", "scale_float32.cpp", "scale_float64.cpp", "tile_last.cpp"]
     r = run_codegen("list", cwd=lib)
-    assert r.stdout.strip() == "mylib::scale\tfloat32,float64\tCPU"
+    assert r.stdout.splitlines() == ["mylib::scale\tfloat32,float64\tCPU", "mylib::tile_last\tfloat32\tCPU"]
     r = run_codegen("build", cwd=lib)
     assert r.returncode == 0, r.stderr
     script = ("import torch, mylib\n"
               "x = torch.arange(4.0)\n"
               "assert torch.equal(mylib.ops.scale(x, 3.0), x * 3)\n"
               "assert torch.equal(torch.ops.mylib.scale(x.double(), 0.5), x.double() * 0.5)\n"
-              "try:\n    mylib.ops.scale(x.half(), 2.0)\nexcept RuntimeError as e:\n    print(e)\n")
+              "y = torch.randn(2, 3, 4)\n"
+              "assert torch.equal(mylib.ops.tile_last(y, 3), y.repeat(1, 1, 3))\n"
+              "assert mylib.ops.tile_last(torch.randn(5), 2).shape == (10,)\n"
+              "for bad in (lambda: mylib.ops.scale(x.half(), 2.0), lambda: mylib.ops.tile_last(torch.tensor(1.0), 2),\n"
+              "            lambda: mylib.ops.tile_last(y, -1)):\n"
+              "    try:\n        bad()\n    except RuntimeError as e:\n        print(str(e).splitlines()[0])\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=lib, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(lib)})
     assert out.returncode == 0, out.stderr
-    assert "mylib::scale: argument 'self' has dtype Half, but expected one of: float32, float64" in out.stdout
+    assert out.stdout.splitlines() == [
+        "mylib::scale: argument 'self' has dtype Half, but expected one of: float32, float64",
+        "mylib::tile_last: argument 'self' must have at least 1 dimensions [*B, N], but got 0 (shape [])",
+        "mylib::tile_last: output 'result' would have negative size -4 at dimension 2 (shape [2, 3, -4] from [*B, N * times])",
+    ]
 
 
 def test_cli_help_and_exit_codes():
