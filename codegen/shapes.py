@@ -423,3 +423,59 @@ def cpp_output_shape(s: Shape) -> str:
 
 def _c_escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema) -> list[str]:
+    """The same contracts as `cpp_input_checks`, as `torch._check` calls for a fake kernel:
+    SymInt-safe, so dynamic shapes trace through them."""
+    lines: list[str] = []
+    bound: set[str] = set()
+    for s in plan.inputs:
+        arg = schema.argument(s.target)
+        t = s.target
+        body: list[str] = []
+        if s.whole is not None:
+            expected = f"list({s.whole.source}.shape)" if s.whole.is_tensor else f"list({s.whole.source})"
+            body.append(f"torch._check(list({t}.shape) == {expected}, lambda: f\"{op}: argument '{t}' has shape "
+                        f"{{list({t}.shape)}}, but expected {_py_escape(s.whole.text)} = {{{expected}}}\")")
+        else:
+            n = len(s.dims)
+            star = next((i for i, d in enumerate(s.dims) if d.star), None)
+            rank = n - (1 if star is not None else 0)
+            cmp, words = (">=", "at least ") if star is not None else ("==", "")
+            body.append(f"torch._check({t}.dim() {cmp} {rank}, lambda: f\"{op}: argument '{t}' must have {words}{rank} "
+                        f"dimensions {_py_escape(s.text)}, but got {{{t}.dim()}}\")")
+            for i, d in enumerate(s.dims):
+                index = i if star is None or i < star else i - n
+                if d.star:
+                    run = f"list({t}.shape[{i}:{t}.dim() - {n - 1 - i}])"
+                    if d.expr.name in bound:
+                        body.append(f"torch._check({run} == {d.expr.name}, lambda: f\"{op}: argument '{t}' has "
+                                    f"dimensions {{{run}}} where *{d.expr.name} = {{{d.expr.name}}} was expected\")")
+                    else:
+                        body.append(f"{d.expr.name} = {run}")
+                        bound.add(d.expr.name)
+                elif isinstance(d.expr, Var) and d.expr.name not in bound and plan.binding(d.expr.name) is not None:
+                    body.append(f"{d.expr.name} = {t}.size({index})")
+                    bound.add(d.expr.name)
+                else:
+                    expected = render_python(d.expr)
+                    body.append(f"torch._check({t}.size({index}) == {expected}, lambda: f\"{op}: argument '{t}' has size "
+                                f"{{{t}.size({index})}} at dimension {index}, but expected {_py_escape(d.text)} = {{{expected}}}\")")
+        if arg.is_optional:
+            lines.append(f"if {t} is not None:")
+            lines.extend("    " + b for b in body)
+        else:
+            lines.extend(body)
+    return lines
+
+
+def python_output_shape(s: Shape) -> str:
+    """A Python list expression for an output's shape (the fake kernel's allocation)."""
+    if s.whole is not None:
+        return f"list({s.whole.source}.shape)" if s.whole.is_tensor else f"list({s.whole.source})"
+    return "[" + ", ".join(f"*{d.expr.name}" if d.star else render_python(d.expr) for d in s.dims) + "]"
+
+
+def _py_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("{", "{{").replace("}", "}}")

@@ -3,8 +3,11 @@
 #include <torch/library.h>
 
 // The one TORCH_LIBRARY block of namespace 'opwrap': every schema is defined here;
-// kernels are registered per dispatch key in the other translation units.
+// kernels are registered per dispatch key in the other translation units.  Statements from
+// plugins come first: they configure the defs that follow (set_python_module) or define
+// what their schemas name (custom classes).
 TORCH_LIBRARY(opwrap, m) {
+  m.set_python_module("opwrap._generated.fake");
   m.def("addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)");
   m.def("fill_natural(int[] size) -> Tensor");
   m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");

@@ -117,8 +117,10 @@ def test_bad_tensors_raise_runtime_error_naming_op_and_argument(call, message):
     assert message in str(e.value)
 
 
-def test_tensor_on_a_backend_without_kernel_is_an_error_naming_the_op():
-    # No GPU here: a tensor on the meta device reaches no kernel (fake kernels come with
-    # issue #3), and the dispatcher names the op and the backend.
-    with pytest.raises(NotImplementedError, match="opwrap::myadd"):
-        ops.myadd(torch.ones(3, device="meta"), torch.ones(3, device="meta"))
+def test_device_mismatch_is_an_error_naming_the_op_and_argument():
+    # No GPU here; a meta tensor beside a CPU tensor dispatches to the Meta key, where the
+    # generated fake kernel checks devices as the CPU kernel does.
+    with pytest.raises(RuntimeError, match="opwrap::myadd: argument 'other' is on meta, but 'self' is on cpu"):
+        ops.myadd(torch.ones(3), torch.ones(3, device="meta"))
+    out = ops.linear(torch.ones(2, 3, device="meta"), torch.ones(4, 3, device="meta"))
+    assert out.device.type == "meta" and out.shape == (2, 4)

@@ -15,6 +15,7 @@ from ..config import Config
 from ..diagnostics import Diagnostics, Loc
 from .base import Output, Plugin
 from .cpu import CpuKernels
+from .fake import FakeKernels
 from .python_loader import PythonLoader
 from .registration import SchemaRegistration
 
@@ -22,9 +23,9 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 
 def builtin_plugins() -> list[Plugin]:
-    """The built-in emitters, in pipeline order.  Later issues add autograd, fake kernels,
-    CUDA, stubs, autocast and vmap here."""
-    return [CpuKernels(), PythonLoader()]
+    """The built-in emitters, in pipeline order.  Later issues add autograd, CUDA, stubs,
+    autocast and vmap here."""
+    return [CpuKernels(), FakeKernels(), PythonLoader()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

@@ -21,7 +21,7 @@ class SchemaRegistration(Plugin):
         for d in lib.declarations:
             tags = "{" + ", ".join(f"at::Tag::{t}" for t in d.tags) + "}"
             defs.append(f"m.def({cpp_string(str(d.schema))}, {tags});" if d.tags else f"m.def({cpp_string(str(d.schema))});")
-        extra = [line for p in self.plugins for line in p.library_block(lib)]
+        extra = [line for p in self.plugins for line in p.library_block(lib)]  # emitted before the defs
         template = "registration.cpp.j2"
         text = ctx.render(template, namespace=lib.namespace, defs=defs, extra=extra)
         yield Output("registration.cpp", text, lib.sources + (ctx.template_source(template),))

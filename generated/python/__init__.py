@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import glob
+import importlib
+import importlib.util
 import os
 from pathlib import Path
 
@@ -19,6 +21,8 @@ OPS = (
     "mul_constant",
     "myadd",
 )
+
+COMPANIONS = ("fake",)
 
 _HERE = Path(__file__).resolve().parent
 _loaded: str | None = None
@@ -50,4 +54,8 @@ def load_library() -> str:
     path = str(candidates[0].resolve())
     torch.ops.load_library(path)
     _loaded = path
+    # Python companions of the C++ registrations (fake kernels), where generated.
+    for companion in COMPANIONS:
+        if importlib.util.find_spec(f"{__name__}.{companion}") is not None:
+            importlib.import_module(f"{__name__}.{companion}")
     return _loaded

@@ -1,0 +1,91 @@
+"""Fake kernels for torch.compile and torch.export: `torch.library.register_fake` functions
+built from the same shape rule and dtype rule that allocate the real outputs, so the two
+cannot disagree.  The TORCH_LIBRARY block names their module with `m.set_python_module`,
+so loading the shared library alone is enough for torch to find them."""
+
+from __future__ import annotations
+
+import keyword
+
+from ..dtypes import DTYPES
+from ..schema import ListType
+from ..shapes import python_input_checks, python_output_shape
+from .base import Output, Plugin
+from .registration import cpp_string
+
+
+def fake_module(lib) -> str:
+    return f"{lib.config.python_package}._generated.fake"
+
+
+def python_params(schema) -> str:
+    parts, kw = [], False
+    for a in schema.arguments:
+        if a.kwarg_only and not kw:
+            parts.append("*")
+            kw = True
+        parts.append(a.name + (f"={a.default.python()}" if a.default is not None else ""))
+    return ", ".join(parts)
+
+
+class FakeKernels(Plugin):
+    name = "fake"
+
+    def validate(self, decl, lib, diag):
+        for a in decl.schema.arguments:
+            if keyword.iskeyword(a.name):
+                diag.error(decl.func_loc, f"argument name '{a.name}' is a Python keyword; fake kernels and "
+                           "Python wrappers cannot name it")
+
+    def library_block(self, lib):
+        if any(d.kernels for d in lib.declarations):
+            yield f"m.set_python_module({cpp_string(fake_module(lib))});"
+
+    def emit(self, lib, ctx):
+        functions = []
+        for d in lib.declarations:
+            if not d.kernels:
+                continue
+            op = f"{lib.namespace}::{d.op_name}"
+            s = d.schema
+            body: list[str] = []
+            tensors = [a for a in d.tensor_inputs if not isinstance(a.type, ListType)]
+            required = [a for a in tensors if not a.is_optional]
+            if required:
+                first = required[0].name
+                allowed = "(" + ", ".join(dt.python for dt in d.dtypes) + ",)"
+                names = ", ".join(dt.name for dt in d.dtypes)
+                body.append(f"torch._check({first}.dtype in {allowed}, lambda: f\"{op}: argument '{first}' has dtype "
+                            f"{{{first}.dtype}}, but expected one of: {names}\")")
+                for a in tensors[1:] if tensors[0] is required[0] else tensors:
+                    if a.name == first:
+                        continue
+                    guard = f"{a.name} is None or " if a.is_optional else ""
+                    body.append(f"torch._check({guard}{a.name}.dtype == {first}.dtype, lambda: f\"{op}: argument "
+                                f"'{a.name}' has dtype {{{a.name}.dtype}}, but expected {{{first}.dtype}} (the dtype of '{first}')\")")
+                    body.append(f"torch._check({guard}{a.name}.device == {first}.device, lambda: f\"{op}: argument "
+                                f"'{a.name}' is on {{{a.name}.device}}, but '{first}' is on {{{first}.device}}\")")
+            if d.shape_plan is not None:
+                body.extend(python_input_checks(d.shape_plan, op, s))
+            results = []
+            for ret, name in zip(s.returns, d.return_names):
+                aliased = s.aliased_argument(ret)
+                if aliased is not None:
+                    results.append(aliased.name)
+                    continue
+                rule = d.output_dtype(name)
+                dtype = DTYPES[rule].python if rule in DTYPES else f"{rule}.dtype"
+                shape = d.shape_of(name)
+                shape_expr = python_output_shape(shape) if shape is not None else f"list({d.like}.shape)"
+                device = f"{required[0].name}.device" if required else '"cpu"'
+                body.append(f"{name}_shape = {shape_expr}")
+                body.append(f"for _size in {name}_shape:")
+                body.append(f"    torch._check(_size >= 0, lambda: f\"{op}: output '{name}' would have negative size "
+                            f"{{_size}} (shape {{{name}_shape}})\")")
+                body.append(f"{name} = torch.empty({name}_shape, dtype={dtype}, device={device})")
+                results.append(name)
+            body.append("return " + (", ".join(results) if results else "None"))
+            functions.append(dict(op=op, ident=d.ident, params=python_params(s), schema=str(s), body=body))
+        template = "python/fake.py.j2"
+        yield Output("python/fake.py", ctx.render(template, namespace=lib.namespace, functions=functions),
+                     lib.sources + (ctx.template_source(template),))
