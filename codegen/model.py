@@ -13,6 +13,17 @@ from .shapes import Shape, ShapePlan
 
 
 @dataclass(frozen=True)
+class OutputSpec:
+    """One return: either an alias of an input (in place) or a new tensor allocated with
+    `shape` (None: the shape of `like`) and the dtype rule `dtype`."""
+
+    name: str
+    aliases: str | None  # the input it aliases
+    dtype: str  # a dtype name or the input whose dtype it takes
+    shape: Shape | None
+
+
+@dataclass(frozen=True)
 class Declaration:
     schema: FunctionSchema
     path: str  # the declaration file, relative to the project root
@@ -70,6 +81,14 @@ class Declaration:
 
     def shape_of(self, target: str) -> Shape | None:
         return next((s for s in self.shapes if s.target == target), None)
+
+    def outputs(self) -> tuple[OutputSpec, ...]:
+        """The returns as every emitter allocates them: one rule, read by all."""
+        out = []
+        for ret, name in zip(self.schema.returns, self.return_names):
+            aliased = self.schema.aliased_argument(ret)
+            out.append(OutputSpec(name, aliased.name if aliased else None, self.output_dtype(name), self.shape_of(name)))
+        return tuple(out)
 
     def output_dtype(self, ret_name: str) -> str:
         """The dtype rule of a return: a dtype name, or the name of an input whose dtype it takes."""

@@ -68,14 +68,12 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     # Outputs: allocated from the one shape rule and the dtype rule.
     outputs, results = [], []
     options_base = f"{required[0].name}.options()" if required else f"at::TensorOptions().device({device_type})"
-    for ret, name in zip(s.returns, decl.return_names):
-        aliased = s.aliased_argument(ret)
-        if aliased is not None:
-            results.append(aliased.name)
+    for o in decl.outputs():
+        name, rule, shape = o.name, o.dtype, o.shape
+        if o.aliases is not None:
+            results.append(o.aliases)
             continue
-        rule = decl.output_dtype(name)
         dtype = f"at::ScalarType::{DTYPES[rule].scalar_type}" if rule in DTYPES else f"{rule}.scalar_type()"
-        shape = decl.shape_of(name)
         shape_expr = cpp_output_shape(shape) if shape is not None else f"{decl.like}.sizes().vec()"
         checks.append(f"const std::vector<int64_t> {name}_shape = {shape_expr};")
         checks.append(f'opwrap::rt::check_output_shape(kOp, "{name}", {name}_shape, "{_c(shape.text if shape else "like " + decl.like)}");')

@@ -68,14 +68,12 @@ class FakeKernels(Plugin):
             if d.shape_plan is not None:
                 body.extend(python_input_checks(d.shape_plan, op, s))
             results = []
-            for ret, name in zip(s.returns, d.return_names):
-                aliased = s.aliased_argument(ret)
-                if aliased is not None:
-                    results.append(aliased.name)
+            for o in d.outputs():
+                name, rule, shape = o.name, o.dtype, o.shape
+                if o.aliases is not None:
+                    results.append(o.aliases)
                     continue
-                rule = d.output_dtype(name)
                 dtype = DTYPES[rule].python if rule in DTYPES else f"{rule}.dtype"
-                shape = d.shape_of(name)
                 shape_expr = python_output_shape(shape) if shape is not None else f"list({d.like}.shape)"
                 device = f"{required[0].name}.device" if required else '"cpu"'
                 body.append(f"{name}_shape = {shape_expr}")
