@@ -65,6 +65,11 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     srcs = sources(config)
     if not srcs:
         raise FileNotFoundError(f"no C++ sources under {config.path('generated')}; run `codegen generate` first")
+    stems: dict[str, Path] = {}
+    for src in srcs:  # cpp_extension.load names each object file after the source's stem only
+        if src.stem in stems:
+            raise ValueError(f"sources {stems[src.stem]} and {src} would compile to the same object {src.stem}.o")
+        stems[src.stem] = src
     if use_ccache is not False and "CXX" not in os.environ:
         wrapper = ccache_wrapper(build_dir)
         if wrapper:

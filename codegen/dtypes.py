@@ -17,6 +17,11 @@ class DType:
     def python(self) -> str:
         return f"torch.{self.name}"
 
+    @property
+    def differentiable(self) -> bool:
+        """Whether autograd tracks tensors of this dtype (torch's isDifferentiableType)."""
+        return self.is_floating or self.is_complex
+
 
 DTYPES: dict[str, DType] = {d.name: d for d in (
     DType("float32", "Float", "float", is_floating=True),

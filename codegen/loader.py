@@ -13,9 +13,11 @@ from typing import Any, Callable
 
 import yaml
 
+from . import derivatives
 from .config import Config
 from .diagnostics import Diagnostics, Loc, did_you_mean
 from .dtypes import DTYPES, GROUPS
+from .yaml_nodes import construct as _construct, loc_of, scalar_text_loc
 from .model import Declaration, Library
 from .schema import FunctionSchema, SchemaError
 from .shapes import analyze, parse_shape
@@ -33,8 +35,9 @@ CORE_FIELDS = {
     "contiguous": "pass contiguous inputs to the kernel (default true)",
     "split_types": "one translation unit per dtype (cwrap's split_types)",
     "tags": "at::Tag names given to m.def, e.g. [pt2_compliant_tag]",
+    "derivatives": "input name -> C++ gradient formula (torchgen's derivatives.yaml dialect)",
 }
-KNOWN_TAGS = {"pt2_compliant_tag", "inplace_view", "view_copy", "pointwise", "core", "nondeterministic_seeded",
+KNOWN_TAGS = {"pt2_compliant_tag", "inplace", "inplace_view", "view_copy", "pointwise", "core", "nondeterministic_seeded",
               "nondeterministic_bitwise", "needs_fixed_stride_order", "flexible_layout", "maybe_aliasing_or_mutating",
               "data_dependent_output", "dynamic_output_shape", "generated", "cudagraph_unsafe", "reduction"}
 _CPP_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -57,27 +60,6 @@ class _Entry:
     def pop(self, name: str) -> yaml.Node | None:
         kv = self.items.pop(name, None)
         return kv[1] if kv else None
-
-
-def loc_of(node: yaml.Node, path: str) -> Loc:
-    m = node.start_mark
-    return Loc(path, m.line + 1, m.column + 1)
-
-
-def scalar_text_loc(node: yaml.ScalarNode, path: str, offset: int) -> Loc:
-    """The position of character `offset` of a scalar's value, exact for one-line scalars."""
-    base = loc_of(node, path)
-    if node.start_mark.line != node.end_mark.line:
-        return base
-    return base.shifted(offset + (1 if node.style in ("'", '"') else 0))
-
-
-def _construct(node: yaml.Node) -> Any:
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
 
 
 class DeclarationLoader:
@@ -160,7 +142,7 @@ class DeclarationLoader:
         contiguous = self.boolean(e.pop("contiguous"), path, "contiguous", True)
         split = self.boolean(e.pop("split_types"), path, "split_types", self.config.split_types)
         tags = self.parse_tags(e.pop("tags"), path)
-        shape_node, dtype_node = e.pop("shape"), e.pop("dtype")
+        shape_node, dtype_node, deriv_node = e.pop("shape"), e.pop("dtype"), e.pop("derivatives")
         extra = []
         for name in sorted(set(e.items) & set(self.plugin_fields)):
             extra.append((name, _construct(e.pop(name))))
@@ -174,13 +156,16 @@ class DeclarationLoader:
         self.check_schema(schema, func, path)
         shapes, plan = self.parse_shapes(schema, shape_node, path, like)
         out_dtypes = self.parse_output_dtypes(schema, dtype_node, path)
+        derivs = None
+        if deriv_node is not None:
+            derivs = derivatives.parse(deriv_node, schema, path, self.diag, dict(out_dtypes))
         if like and (schema.argument(like) is None or like not in {a.name for a in _tensor_args(schema)}):
             self.diag.error(locs["like"], f"'like: {like}' must name a Tensor argument of {schema.name}")
         return Declaration(
             schema=schema, path=path, loc=entry_loc, func_loc=func_loc, doc=doc.strip(), dtypes=dtypes,
             kernels=kernels, header=header or f"{schema.base_name.rstrip('_')}.h", shapes=shapes, shape_plan=plan,
             output_dtypes=out_dtypes, like=like, contiguous=contiguous, split_types=split, tags=tags,
-            extra=tuple(extra), field_locs=tuple(sorted(locs.items())),
+            extra=tuple(extra), field_locs=tuple(sorted(locs.items())), derivatives=derivs,
         )
 
     # ------------------------------------------------------------------ fields

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Config
+from .derivatives import Derivatives
 from .diagnostics import Loc
 from .dtypes import DType
 from .schema import FunctionSchema, is_tensor, unwrap_optional
@@ -42,6 +43,7 @@ class Declaration:
     tags: tuple[str, ...] = ()
     extra: tuple[tuple[str, Any], ...] = ()  # fields owned by plugins, as loaded from YAML
     field_locs: tuple[tuple[str, Loc], ...] = ()
+    derivatives: Derivatives | None = None  # None: no 'derivatives:' field
 
     # ---------------------------------------------------------------- derived facts
     @property

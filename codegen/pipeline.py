@@ -11,7 +11,7 @@ from .diagnostics import CodegenError, Diagnostics
 from .loader import CORE_FIELDS, DeclarationLoader
 from .model import Library
 from .plugins import Plugin, load_plugins
-from .render import EmitContext, banner
+from .render import EmitContext, banner, resolve_line_markers
 
 
 @dataclass
@@ -73,7 +73,8 @@ def generate(config: Config) -> Result:
                 if out.path in files:
                     diag.error(config_loc(config), f"plugins '{owner[out.path]}' and '{p.name}' both emit '{out.path}'")
                     continue
-                files[out.path] = banner(out.path, p.name, out.sources) + out.text
+                text = banner(out.path, p.name, out.sources) + out.text
+                files[out.path] = resolve_line_markers(text, f"{config.generated}/{out.path}")
                 owner[out.path] = p.name
         return files
     files = timed("emit", emit)

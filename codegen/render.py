@@ -20,6 +20,21 @@ def builtin_templates_dir() -> Path:
     return Path(str(files("codegen") / "templates"))
 
 
+# A line of generated C++ that ends a `#line <n> "<declaration>"` region: replaced, once the
+# file's text is final, by a `#line` naming the generated file again (see resolve_line_markers).
+LINE_RESTORE = "#line __OPWRAP_RESTORE__"
+
+
+def resolve_line_markers(text: str, path: str) -> str:
+    if LINE_RESTORE not in text:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() == LINE_RESTORE:
+            lines[i] = line.replace(LINE_RESTORE, f'#line {i + 2} "{path}"')
+    return "\n".join(lines)
+
+
 _COMMENT = {".py": "#", ".pyi": "#", ".md": None, ".cpp": "//", ".cu": "//", ".h": "//", ".cuh": "//"}
 
 

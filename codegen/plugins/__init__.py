@@ -14,6 +14,7 @@ from importlib.metadata import entry_points
 from ..config import Config
 from ..diagnostics import Diagnostics, Loc
 from .base import Output, Plugin
+from .autograd import Autograd
 from .cpu import CpuKernels
 from .fake import FakeKernels
 from .python_loader import PythonLoader
@@ -23,9 +24,8 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 
 def builtin_plugins() -> list[Plugin]:
-    """The built-in emitters, in pipeline order.  Later issues add autograd, CUDA, stubs,
-    autocast and vmap here."""
-    return [CpuKernels(), FakeKernels(), PythonLoader()]
+    """The built-in emitters, in pipeline order."""
+    return [CpuKernels(), Autograd(), FakeKernels(), PythonLoader()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

@@ -6,6 +6,7 @@ so loading the shared library alone is enough for torch to find them."""
 from __future__ import annotations
 
 import keyword
+from dataclasses import replace
 
 from ..dtypes import DTYPES
 from ..schema import ListType
@@ -36,6 +37,14 @@ class FakeKernels(Plugin):
             if keyword.iskeyword(a.name):
                 diag.error(decl.func_loc, f"argument name '{a.name}' is a Python keyword; fake kernels and "
                            "Python wrappers cannot name it")
+
+    def transform(self, lib, diag):
+        """Every op with a generated fake kernel is declared pt2_compliant_tag: its fake kernel
+        comes from the same shape rule as its real outputs, and codegen.testing's opcheck
+        suite (run by the library's tests) checks the claim for every op and dtype."""
+        return replace(lib, declarations=tuple(
+            replace(d, tags=d.tags + ("pt2_compliant_tag",)) if d.kernels and "pt2_compliant_tag" not in d.tags else d
+            for d in lib.declarations))
 
     def library_block(self, lib):
         if any(d.kernels for d in lib.declarations):

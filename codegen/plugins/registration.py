@@ -3,6 +3,8 @@ statements other plugins contribute through the `library_block` hook."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .base import Output, Plugin
 
 
@@ -15,6 +17,13 @@ class SchemaRegistration(Plugin):
 
     def __init__(self, plugins=()):
         self.plugins = plugins  # the active plugin list, to collect library_block statements
+
+    def transform(self, lib, diag):
+        """In-place ops get torch's `inplace` tag, which lets torch.compile functionalize them
+        (auto_functionalize accepts a mutated first argument that is also returned)."""
+        return replace(lib, declarations=tuple(
+            replace(d, tags=d.tags + ("inplace",)) if d.schema.is_inplace and "inplace" not in d.tags else d
+            for d in lib.declarations))
 
     def emit(self, lib, ctx):
         defs = []

@@ -1,0 +1,229 @@
+"""Derivative formulas, in the dialect of torchgen's ``derivatives.yaml``.
+
+A declaration's ``derivatives:`` mapping has one key per Tensor input (or several inputs
+in one key, ``input, weight: f(grad_input_mask)``) whose value is a C++ expression, or
+``non_differentiable``.  Formulas may name:
+
+* the op's arguments (saved in forward; a Tensor used only as ``x.sym_sizes()``,
+  ``x.sizes()``, ``x.dim()`` or ``x.scalar_type()`` is saved as that value, not the tensor);
+* its results by name (``result``, ``result0``..., or the schema's return names);
+* ``grad`` (the one differentiable output's gradient), ``grads[i]``, ``grad_<return>``;
+* ``grad_input_mask`` (a ``std::array<bool, N>``) in a key naming N inputs.
+
+Besides formulas, the mapping takes torchgen's ``output_differentiability: [bool...]``
+and two flags that mirror ``torch.autograd.Function``'s ctx methods:
+``once_differentiable: true`` and ``materialize_grads: false``.
+
+The expressions stay C++: this module finds the names they use (to save exactly those
+and to report unknown ones against the declaration) with a small tokenizer, not a C++
+parser.  Identifiers after ``.``, ``->`` or ``::``, before ``(`` or ``::``, C++ keywords
+and a few well-known namespaces are not variables.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import yaml
+
+from .diagnostics import Diagnostics, Loc, did_you_mean
+from .dtypes import DTYPES
+from .schema import FunctionSchema, ListType, is_tensor, unwrap_optional
+from .yaml_nodes import construct as _construct, loc_of, scalar_text_loc
+
+NON_DIFFERENTIABLE = "non_differentiable"
+FLAGS = ("output_differentiability", "once_differentiable", "materialize_grads")
+# Tensor metadata a formula may use without keeping the tensor alive: accessor -> (saved suffix, C++ type, IValue getter).
+METADATA = {
+    "sym_sizes": ("sym_sizes", "std::vector<c10::SymInt>", "toSymIntVector()"),
+    "sizes": ("sizes", "std::vector<int64_t>", "toIntVector()"),
+    "dim": ("dim", "int64_t", "toInt()"),
+    "scalar_type": ("scalar_type", "at::ScalarType", "toScalarType()"),
+}
+_KEYWORDS = frozenset("""
+    alignas alignof and auto bool break case catch char const constexpr const_cast continue decltype default delete do
+    double dynamic_cast else enum explicit false float for if inline int int64_t int32_t long mutable namespace new
+    noexcept not nullptr operator or return short signed sizeof static static_assert static_cast struct switch
+    template this throw true try typedef typename uint8_t unsigned using void volatile while size_t
+    at c10 std torch opwrap
+""".split())
+_TOKEN = re.compile(r'''(?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(?P<num>\d[\w.']*)|(?P<id>[A-Za-z_]\w*)|(?P<op>->|::|\S)|\s+''')
+
+
+@dataclass(frozen=True)
+class Use:
+    """One free identifier in a formula: its offset, and the metadata accessor it is
+    immediately followed by (``x.sym_sizes()`` -> ``sym_sizes``), if any."""
+
+    name: str
+    start: int
+    end: int  # end of the whole use, accessor call included
+    accessor: str | None
+
+
+@dataclass(frozen=True)
+class Formula:
+    inputs: tuple[str, ...]  # the arguments this key computes gradients for
+    text: str  # a C++ expression, or NON_DIFFERENTIABLE
+    loc: Loc  # where the expression starts
+    uses: tuple[Use, ...] = ()
+
+    @property
+    def differentiable(self) -> bool:
+        return self.text != NON_DIFFERENTIABLE
+
+    def names(self) -> set[str]:
+        return {u.name for u in self.uses}
+
+
+@dataclass(frozen=True)
+class Derivatives:
+    formulas: tuple[Formula, ...]
+    output_differentiability: tuple[bool, ...]  # one per return
+    once_differentiable: bool = False
+    materialize_grads: bool = True
+
+    @property
+    def differentiable(self) -> bool:
+        return any(f.differentiable for f in self.formulas) and any(self.output_differentiability)
+
+    def formula_for(self, arg: str) -> Formula | None:
+        return next((f for f in self.formulas if arg in f.inputs), None)
+
+    def uses(self) -> list[Use]:
+        return [u for f in self.formulas for u in f.uses]
+
+
+def scan(text: str) -> list[Use]:
+    """The free identifiers of a C++ expression, in order."""
+    toks = [(m.lastgroup, m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text) if m.lastgroup]
+    uses = []
+    for i, (kind, value, start, end) in enumerate(toks):
+        if kind != "id" or value in _KEYWORDS:
+            continue
+        prev = toks[i - 1][1] if i else ""
+        nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
+        if prev in (".", "->", "::") or nxt in ("(", "::"):
+            continue
+        accessor = None
+        if nxt == "." and i + 4 < len(toks) and toks[i + 2][1] in METADATA and toks[i + 3][1] == "(" and toks[i + 4][1] == ")":
+            accessor = toks[i + 2][1]
+            end = toks[i + 4][3]
+        uses.append(Use(value, start, end, accessor))
+    return uses
+
+
+def grad_names(schema: FunctionSchema) -> dict[str, int]:
+    """``grad_<return>`` -> output index."""
+    return {f"grad_{n}": i for i, n in enumerate(schema.return_names())}
+
+
+def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dtypes: dict[str, str]) -> Derivatives | None:
+    """Read a ``derivatives:`` YAML mapping (a composed node, so positions are kept)."""
+    if not isinstance(node, yaml.MappingNode):
+        diag.error(loc_of(node, path), "'derivatives' must map input names to C++ formulas, e.g. {self: grad * 2}")
+        return None
+    rets = schema.return_names()
+    tensors = [a.name for a in schema.arguments if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType)]
+    all_args = [a.name for a in schema.arguments]
+    formulas: list[Formula] = []
+    covered: dict[str, Loc] = {}
+    flags: dict[str, object] = {}
+    for k, v in node.value:
+        key = str(k.value)
+        kloc = loc_of(k, path)
+        if key in FLAGS:
+            flags[key] = (_construct(v), loc_of(v, path), v)
+            continue
+        names = [n.strip() for n in key.split(",")]
+        ok = True
+        for n in names:
+            if n in tensors:
+                if n in covered:
+                    diag.error(kloc, f"'{n}' has a second formula", f"first at {covered[n]}")
+                    ok = False
+                covered[n] = kloc
+            elif n in all_args:
+                diag.error(kloc, f"'{n}' is not a Tensor argument; only Tensor inputs have gradients")
+                ok = False
+            else:
+                diag.error(kloc, f"'{n}' is not an argument of {schema.name}",
+                           did_you_mean(n, tensors + list(FLAGS)) or ("its Tensor arguments: " + ", ".join(tensors)))
+                ok = False
+        if not isinstance(v, yaml.ScalarNode) or v.tag != "tag:yaml.org,2002:str" or not v.value.strip():
+            diag.error(loc_of(v, path), f"the formula for '{key}' must be a C++ expression string or '{NON_DIFFERENTIABLE}'")
+            continue
+        if ok:
+            text = v.value.strip()
+            uses = () if text == NON_DIFFERENTIABLE else tuple(scan(text))
+            # Locations of names are exact for one-line plain or quoted scalars.
+            formulas.append(Formula(tuple(names), text, scalar_text_loc(v, path, v.value.find(text[:1])), uses))
+
+    out_diff = tuple(True for _ in rets)
+    if "output_differentiability" in flags:
+        value, vloc, _ = flags["output_differentiability"]
+        if not (isinstance(value, list) and all(isinstance(b, bool) for b in value) and len(value) == len(rets)):
+            diag.error(vloc, f"'output_differentiability' must be a list of {len(rets)} true/false values, one per return")
+        else:
+            out_diff = tuple(value)
+    # Outputs whose dtype rule is an integer or bool dtype never have gradients.
+    out_diff = tuple(d and not (output_dtypes.get(n) in DTYPES and not DTYPES[output_dtypes[n]].differentiable)
+                     for d, n in zip(out_diff, rets))
+    once = materialize = None
+    for name, default in (("once_differentiable", False), ("materialize_grads", True)):
+        value, vloc, _ = flags.get(name, (default, None, None))
+        if not isinstance(value, bool):
+            diag.error(vloc, f"'{name}' must be true or false")
+            value = default
+        if name == "once_differentiable":
+            once = value
+        else:
+            materialize = value
+
+    for n in tensors:
+        if n not in covered:
+            diag.error(loc_of(node, path), f"no derivative formula for Tensor argument '{n}'",
+                       f"add '{n}: <formula>', or '{n}: {NON_DIFFERENTIABLE}' if it has no gradient")
+    result = Derivatives(tuple(formulas), out_diff, once, materialize)
+    check_names(result, schema, diag)
+    return result
+
+
+def check_names(d: Derivatives, schema: FunctionSchema, diag: Diagnostics) -> None:
+    """Every free name of a formula must be something the backward can provide."""
+    rets = schema.return_names()
+    diff_outputs = [i for i, ok in enumerate(d.output_differentiability) if ok]
+    arg_names = {a.name for a in schema.arguments}
+    written = {a.name for a in schema.arguments if a.is_write}
+    grads = grad_names(schema)
+    for f in d.formulas:
+        if not f.differentiable:
+            continue
+        known = arg_names | set(rets) | set(grads) | {"grads"}
+        if len(diff_outputs) == 1:
+            known.add("grad")
+        if len(f.inputs) > 1:
+            known.add("grad_input_mask")
+        for u in f.uses:
+            loc = f.loc.shifted(u.start)
+            if u.name in written and u.name not in rets:
+                diag.error(loc, f"'{u.name}' is modified in place by {schema.name}; its value before the call "
+                           "is not available to a derivative formula")
+            elif u.name in grads and grads[u.name] not in diff_outputs:
+                diag.error(loc, f"'{u.name}' is the gradient of a non-differentiable output")
+            elif u.name not in known:
+                hint = did_you_mean(u.name, sorted(known))
+                if u.name == "grad" and len(diff_outputs) != 1:
+                    hint = f"{schema.name} has {len(diff_outputs)} differentiable outputs: use grads[i] or " + \
+                        ", ".join(n for n in grads if grads[n] in diff_outputs)
+                elif u.name == "grad_input_mask":
+                    hint = "grad_input_mask exists in a formula for several inputs ('a, b: ...')"
+                diag.error(loc, f"unknown name '{u.name}' in the derivative formula for '{', '.join(f.inputs)}'",
+                           hint or "formulas may use the arguments, the results, grad, grads[i], grad_<result> "
+                           "and grad_input_mask")
+        if not f.uses and not f.text:
+            diag.error(f.loc, "empty formula")
+
+
+__all__ = ["Derivatives", "Formula", "Use", "parse", "scan", "NON_DIFFERENTIABLE", "METADATA"]

@@ -1,0 +1,286 @@
+"""Autograd: one C++ ``torch::autograd::Function`` per differentiable op, registered at the
+``Autograd`` key, that redispatches below autograd (as in the dispatcher tutorial) and
+computes gradients with the declaration's ``derivatives:`` formulas.
+
+Python decides every statement here; the template lays them out.  What a Function saves
+is exactly what its formulas name: Tensor inputs and outputs through
+``save_for_backward``, other arguments and tensor metadata (``x.sym_sizes()``) in
+``saved_data``.  Ops with Tensor inputs but no ``derivatives:`` get torch's
+``autogradNotImplementedFallback``: backward through them raises
+"derivative for <op> is not implemented" instead of silently detaching.
+
+Each formula statement is preceded by a ``#line`` directive naming the declaration, so a
+formula that does not compile is reported by the compiler at the YAML line it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..api import cpp
+from ..derivatives import METADATA, grad_names
+from ..render import LINE_RESTORE
+from ..schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
+from .base import Output, Plugin
+
+_AT_CALL = re.compile(r"\bat::([a-z_][a-z0-9_]*)\s*\(")
+_FREE_CALL = re.compile(r"(?<![\w.:>])([A-Za-z_]\w*)\s*\(")
+# Values a formula may name, saved in ctx->saved_data and read back with IValue::to<T>().
+_SAVEABLE = {"int": "int64_t", "SymInt": "c10::SymInt", "float": "double", "bool": "bool", "Scalar": "at::Scalar",
+             "ScalarType": "at::ScalarType"}
+
+
+@dataclass(frozen=True)
+class AutogradPlan:
+    """Every statement of one op's autograd Function."""
+
+    struct: str
+    params: str  # the Autograd kernel's parameters, as the dispatcher passes them
+    returns: str  # its return type
+    forward_returns: str  # at::Tensor or torch::autograd::variable_list
+    op_type: str  # the typed dispatcher signature
+    returns_decl: str  # the forward's result variables
+    call: str  # the redispatch statement
+    forward: tuple[str, ...]  # statements after the redispatch
+    forward_result: str
+    backward: tuple[str, ...]
+    apply_result: tuple[str, ...]  # how the kernel turns Function::apply's value into its return
+    includes: tuple[str, ...]
+    once_differentiable: bool
+
+
+def _saveable_type(t) -> str | None:
+    inner = t.elem if isinstance(t, OptionalType) else t
+    if isinstance(inner, BaseType) and inner.name in _SAVEABLE:
+        v = _SAVEABLE[inner.name]
+        return f"std::optional<{v}>" if isinstance(t, OptionalType) else v
+    if isinstance(t, ListType) and t.elem == BaseType("int"):
+        return "std::vector<int64_t>"
+    return None
+
+
+def plan(decl, namespace: str, torch_include: Path | None = None) -> AutogradPlan:
+    s = decl.schema
+    d = decl.derivatives
+    rets = s.return_names()
+    ident = decl.ident
+    args = s.arguments
+    tensor_args = [a for a in args if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType)]
+    uses = d.uses()
+    used = {u.name for u in uses}
+
+    # What the backward needs: whole tensors, or only metadata of a tensor input.
+    save_tensors: list[str] = []  # names in save_for_backward order
+    metadata: list[tuple[str, str]] = []  # (tensor, accessor)
+    for a in tensor_args:
+        plain = [u for u in uses if u.name == a.name and u.accessor is None]
+        meta = sorted({u.accessor for u in uses if u.name == a.name and u.accessor})
+        if plain or (meta and a.is_optional):
+            save_tensors.append(a.name)
+        else:
+            metadata.extend((a.name, m) for m in meta)
+    save_tensors.extend(n for n in rets if n in used)
+    saved_values = [a for a in args if a.name in used and a not in tensor_args]
+
+    forward: list[str] = []
+    if save_tensors:
+        items = []
+        for n in save_tensors:
+            a = s.argument(n)
+            items.append(f"{n}.has_value() ? *{n} : at::Tensor()" if a is not None and a.is_optional else n)
+        forward.append("ctx->save_for_backward({" + ", ".join(items) + "});")
+    for a in saved_values:
+        value = f"std::string({a.name})" if a.type == BaseType("str") else a.name
+        forward.append(f'ctx->saved_data["{a.name}"] = {value};')
+    for n, m in metadata:
+        forward.append(f'ctx->saved_data["{n}_{METADATA[m][0]}"] = {n}.{m}();')
+    for a in tensor_args:
+        if a.is_optional:
+            forward.append(f'ctx->saved_data["{a.name}_defined"] = {a.name}.has_value() && {a.name}->defined();')
+    dirty = [a.name for a in args if a.is_write]
+    if dirty:
+        forward.append("ctx->mark_dirty({" + ", ".join(dirty) + "});  // apply() bumps their version counters")
+    out_names = [n for n, r in zip(rets, s.returns) if s.aliased_argument(r) is None]
+    nondiff = [n for n, ok in zip(rets, d.output_differentiability) if not ok and n in out_names]
+    if nondiff:
+        forward.append("ctx->mark_non_differentiable({" + ", ".join(nondiff) + "});")
+    if not d.materialize_grads:
+        forward.append("ctx->set_materialize_grads(false);")
+
+    backward: list[str] = []
+    n_args = len(args)
+    if not any(f.differentiable for f in d.formulas) or not any(d.output_differentiability):
+        backward.append(f"return torch::autograd::variable_list({n_args});  // no input has a gradient")
+        return _finish(decl, namespace, d, forward, backward, dirty, torch_include)
+    if not d.materialize_grads:
+        backward.append("// materialize_grads: false; undefined gradients reach the formulas as undefined tensors.")
+        backward.append("if (std::none_of(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.defined(); })) {")
+        backward.append(f"  return torch::autograd::variable_list({n_args});")
+        backward.append("}")
+    if save_tensors:
+        backward.append("const torch::autograd::variable_list saved = ctx->get_saved_variables();")
+        for i, n in enumerate(save_tensors):
+            backward.append(f"const at::Tensor& {n} = saved[{i}];")
+    for a in saved_values:
+        t = _saveable_type(a.type)
+        backward.append(f'const auto {a.name} = ctx->saved_data["{a.name}"].to<{t}>();')
+    for n, m in metadata:
+        suffix, ctype, getter = METADATA[m]
+        backward.append(f'const {ctype} {n}_{suffix} = ctx->saved_data["{n}_{suffix}"].{getter};')
+    diff_out = [i for i, ok in enumerate(d.output_differentiability) if ok]
+    if "grad" in used and len(diff_out) == 1:
+        backward.append(f"const at::Tensor& grad = grads[{diff_out[0]}];")
+    for g, i in grad_names(s).items():
+        if g in used:
+            backward.append(f"const at::Tensor& {g} = grads[{i}];")
+    # Gradient edges exist only for tensors that were passed (an absent optional has none).
+    backward.append("size_t next_edge = 0;")
+    for a in tensor_args:
+        if a.is_optional:
+            backward.append(f'const size_t {a.name}_edge = ctx->saved_data["{a.name}_defined"].toBool() ? next_edge++ : SIZE_MAX;')
+        else:
+            backward.append(f"const size_t {a.name}_edge = next_edge++;")
+    backward.append("const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };")
+    backward.append(f"torch::autograd::variable_list grad_inputs({n_args});")
+    index = {a.name: i for i, a in enumerate(args)}
+    metadata_only = {n for n, _ in metadata}
+    for f in d.formulas:
+        if not f.differentiable:
+            continue
+        expr = _rewrite(f, metadata_only)
+        needs = [f"needs({n}_edge)" for n in f.inputs]
+        line = f'#line {f.loc.line} "{f.loc.path}"'
+        if len(f.inputs) == 1:
+            backward.append(f"if ({needs[0]}) {{")
+            backward.append(line)
+            backward.append(f"  grad_inputs[{index[f.inputs[0]]}] = {expr};")
+        else:
+            backward.append(f"if ({' || '.join(needs)}) {{")
+            backward.append(f"  const std::array<bool, {len(needs)}> grad_input_mask = {{{', '.join(needs)}}};")
+            targets = ", ".join(f"grad_inputs[{index[n]}]" for n in f.inputs)
+            backward.append(line)
+            backward.append(f"  std::tie({targets}) = {expr};")
+        backward.append(LINE_RESTORE)
+        backward.append("}")
+    backward.append("return grad_inputs;")
+    return _finish(decl, namespace, d, forward, backward, dirty, torch_include)
+
+
+def _finish(decl, namespace, d, forward, backward, dirty, torch_include) -> AutogradPlan:
+    s = decl.schema
+    rets = s.return_names()
+    ident = decl.ident
+    args = s.arguments
+    if d.once_differentiable:
+        # As torch.autograd.function.once_differentiable: run without recording, and make a
+        # double backward through the results raise.
+        backward = ([f'return opwrap::rt::once_differentiable("{namespace}::{decl.op_name}", grads, '
+                     "[&]() -> torch::autograd::variable_list {"]
+                    + [("  " + line) if not line.startswith("#line") else line for line in backward] + ["});"])
+
+    # The redispatch and what the kernel returns.
+    multi = len(rets) > 1
+    forward_returns = "torch::autograd::variable_list" if multi else "at::Tensor"
+    op_type = cpp.returns_type(s) + "(" + ", ".join(cpp.argument_type(a) for a in args) + ")"
+    call_args = ", ".join(a.name for a in args)
+    forward_result = ("{" + ", ".join(rets) + "}") if multi else rets[0]
+    returns_decl = "at::Tensor " + ", ".join(rets)
+    call = (f"std::tie({', '.join(rets)}) = op.call({call_args})" if multi else f"{rets[0]} = op.call({call_args})")
+    if multi:
+        apply_result = (f"const torch::autograd::variable_list outs = {ident}_Function::apply({call_args});",
+                        "return {" + ", ".join(f"outs[{i}]" for i in range(len(rets))) + "};")
+    elif dirty:
+        apply_result = (f"{ident}_Function::apply({call_args});", f"return {dirty[0]};")
+    else:
+        apply_result = (f"return {ident}_Function::apply({call_args});",)
+
+    includes = sorted({f"ATen/ops/{m}.h" for f in d.formulas for m in _AT_CALL.findall(f.text)})
+    if torch_include is not None:
+        includes = [h for h in includes if (torch_include / h).is_file()]
+    if any(_FREE_CALL.search(f.text) for f in d.formulas if f.differentiable):
+        includes.append(decl.header)  # helpers a formula calls live beside the kernel
+        backward.insert(0, f"using namespace ::{namespace}::kernels;  // the helpers the formulas call")
+    if d.once_differentiable:
+        includes.append("opwrap/runtime/once_differentiable.h")
+    return AutogradPlan(
+        struct=f"{ident}_Function", params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in args),
+        returns=cpp.returns_type(s), forward_returns=forward_returns, op_type=op_type, returns_decl=returns_decl,
+        call=call, forward=tuple(forward), forward_result=forward_result,
+        backward=tuple(line if line.startswith("#line") else "    " + line for line in backward),
+        apply_result=apply_result, includes=tuple(includes), once_differentiable=d.once_differentiable)
+
+
+def _rewrite(formula, metadata_only: set[str]) -> str:
+    """The formula with `x.sym_sizes()` of a tensor saved only as metadata replaced by the saved value."""
+    text, out, pos = formula.text, [], 0
+    for u in formula.uses:
+        if u.name in metadata_only and u.accessor:
+            out.append(text[pos:u.start])
+            out.append(f"{u.name}_{METADATA[u.accessor][0]}")
+            pos = u.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def torch_include_dir() -> Path | None:
+    """The installed torch's include directory, found without importing torch."""
+    from importlib.util import find_spec
+    spec = find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    inc = Path(list(spec.submodule_search_locations)[0]) / "include"
+    return inc if inc.is_dir() else None
+
+
+class Autograd(Plugin):
+    name = "autograd"
+
+    def validate(self, decl, lib, diag):
+        d = decl.derivatives
+        if d is None:
+            return
+        s = decl.schema
+        if not decl.tensor_inputs:
+            diag.error(decl.field_loc("derivatives"), f"{s.name} has no Tensor input, so nothing to differentiate")
+            return
+        if any(isinstance(a.type, ListType) and is_tensor(a.type.elem) for a in s.arguments):
+            diag.error(decl.field_loc("derivatives"), "derivatives of Tensor[] arguments are not supported yet")
+        used = {u.name for u in d.uses()}
+        for a in s.arguments:
+            if a.name in used and not is_tensor(unwrap_optional(a.type)) and _saveable_type(a.type) is None:
+                diag.error(decl.field_loc("derivatives"),
+                           f"argument '{a.name}' of type {a.type} cannot be saved for backward")
+        if not s.returns:
+            diag.error(decl.func_loc, "an op with derivatives must return its result (in place: 'Tensor(a!)')")
+        for r, n in zip(s.returns, s.return_names()):
+            if r.type != BaseType("Tensor"):
+                diag.error(decl.func_loc, f"return '{n}' of type {r.type} is not supported by the autograd emitter")
+        missing = [f.loc for f in d.formulas if f.differentiable and _FREE_CALL.search(f.text)]
+        header = lib.config.path("kernels") / decl.header
+        if missing and not header.is_file():
+            diag.error(missing[0], f"the formula calls a helper function, but '{lib.config.kernels}/{decl.header}' "
+                       "where helpers live does not exist")
+
+    def emit(self, lib, ctx):
+        ns = lib.namespace
+        inc = torch_include_dir()
+        not_implemented = []
+        for decl in lib.declarations:
+            if not decl.kernels or not decl.tensor_inputs:
+                continue
+            if decl.derivatives is None:
+                not_implemented.append(decl)
+                continue
+            p = plan(decl, ns, inc)
+            template = "autograd/op.cpp.j2"
+            text = ctx.render(template, namespace=ns, decl=decl, plan=p)
+            # The stem must differ from cpu/<ident>.cpp: cpp_extension.load names objects by stem.
+            yield Output(f"autograd/{decl.ident}_autograd.cpp", text, (decl.path, ctx.template_source(template)))
+        if not_implemented:
+            template = "autograd/not_implemented.cpp.j2"
+            text = ctx.render(template, namespace=ns, decls=not_implemented,
+                              inplace=[d for d in not_implemented if d.schema.is_mutable])
+            yield Output("autograd/not_implemented_autograd.cpp", text,
+                         tuple(sorted({d.path for d in not_implemented})) + (ctx.template_source(template),))

@@ -1,0 +1,31 @@
+// Hand-written kernel of opwrap::bucketize_count: for each value, the index of its bucket
+// among sorted boundaries (torch.bucketize with right=False: the first i with
+// value <= boundaries[i]), and how many values fell in each of the K + 1 buckets.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace opwrap::kernels {
+
+template <typename scalar_t>
+void bucketize_count_cpu(const at::Tensor& values, const at::Tensor& boundaries, at::Tensor& indices,
+                         at::Tensor& counts) {
+  const scalar_t* v = values.const_data_ptr<scalar_t>();
+  const scalar_t* b = boundaries.const_data_ptr<scalar_t>();
+  const int64_t K = boundaries.numel();
+  int64_t* idx = indices.mutable_data_ptr<int64_t>();
+  int64_t* cnt = counts.mutable_data_ptr<int64_t>();
+  std::memset(cnt, 0, sizeof(int64_t) * static_cast<size_t>(K + 1));
+  // Serial: the counts are a histogram, and this op is not a hot path.
+  for (int64_t i = 0; i < values.numel(); ++i) {
+    const int64_t bucket = std::lower_bound(b, b + K, v[i]) - b;
+    idx[i] = bucket;
+    ++cnt[bucket];
+  }
+}
+
+}  // namespace opwrap::kernels
