@@ -47,7 +47,7 @@ class AutogradPlan:
     forward_result: str
     backward: tuple[str, ...]
     apply_result: tuple[str, ...]  # how the kernel turns Function::apply's value into its return
-    includes: tuple[str, ...]
+    includes: tuple[str, ...]  # as written after #include: <...> or "..."
     once_differentiable: bool
 
 
@@ -196,14 +196,15 @@ def _finish(decl, namespace, d, forward, backward, dirty, torch_include) -> Auto
     else:
         apply_result = (f"return {ident}_Function::apply({call_args});",)
 
-    includes = sorted({f"ATen/ops/{m}.h" for f in d.formulas for m in _AT_CALL.findall(f.text)})
+    headers = sorted({f"ATen/ops/{m}.h" for f in d.formulas for m in _AT_CALL.findall(f.text)})
     if torch_include is not None:
-        includes = [h for h in includes if (torch_include / h).is_file()]
+        headers = [h for h in headers if (torch_include / h).is_file()]
+    includes = [f"<{h}>" for h in headers]
     if any(_FREE_CALL.search(f.text) for f in d.formulas if f.differentiable):
-        includes.append(decl.header)  # helpers a formula calls live beside the kernel
+        includes.append(f'"{decl.header}"')  # helpers a formula calls live beside the kernel
         backward.insert(0, f"using namespace ::{namespace}::kernels;  // the helpers the formulas call")
     if d.once_differentiable:
-        includes.append("opwrap/runtime/once_differentiable.h")
+        includes.append("<opwrap/runtime/once_differentiable.h>")
     return AutogradPlan(
         struct=f"{ident}_Function", params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in args),
         returns=cpp.returns_type(s), forward_returns=forward_returns, op_type=op_type, returns_decl=returns_decl,

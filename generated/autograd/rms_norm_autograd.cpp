@@ -4,7 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
-#include <rms_norm.h>
+#include "rms_norm.h"
 #include <opwrap/runtime/once_differentiable.h>
 
 #include <algorithm>

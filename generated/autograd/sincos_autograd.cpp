@@ -4,7 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
-#include <sincos.h>
+#include "sincos.h"
 
 #include <algorithm>
 #include <array>

@@ -69,7 +69,9 @@ inline std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& gr
   if (grad_input_mask[1]) {
     std::vector<int64_t> batch(static_cast<size_t>(input.dim() - 1));
     std::iota(batch.begin(), batch.end(), 0);
-    grad_weight = (g * xhat).sum(batch).to(weight.scalar_type());
+    const at::Tensor per_row = g * xhat;
+    // An empty dim list would make sum() reduce everything; 1-D input has no batch to sum.
+    grad_weight = (batch.empty() ? per_row : per_row.sum(batch)).to(weight.scalar_type());
   }
   return {grad_input, grad_weight};
 }

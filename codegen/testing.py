@@ -1,0 +1,289 @@
+"""Test inputs and checks for every op of a library, derived from its declarations.
+
+A library's test suite collects its ops from the declarations (``declared_ops``) and, for
+each op and declared dtype, asks for sample inputs built from the op's shape rule
+(``sample_inputs``): dimension names get sizes, ``*runs`` get ranks, and inputs whose
+contract is an expression get the size it computes, so every sample satisfies the
+contract the kernel checks.  ``check_op`` then runs PyTorch's own utilities on it:
+``torch.library.opcheck`` (with and without ``requires_grad``), ``gradcheck`` and
+``gradgradcheck`` in float64, and a comparison with a reference implementation.
+
+Imports torch lazily, so ``codegen`` itself never needs it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .config import load_config
+from .model import Declaration
+from .schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
+from .shapes import BinOp, ListItem, ListLen, Neg, Num, TensorNumel, TensorRank, TensorSize, Var
+
+
+def declared_ops(root: str | Path) -> list[Declaration]:
+    """The declarations of the library at ``root``, as the code generator sees them."""
+    from .pipeline import generate
+
+    return list(generate(load_config(Path(root))).library.declarations)
+
+
+@dataclass
+class SampleInput:
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    name: str = ""
+
+    def clone(self) -> "SampleInput":
+        import torch
+
+        def c(v):
+            if isinstance(v, torch.Tensor):
+                return v.detach().clone().requires_grad_(v.requires_grad)
+            return v
+        return SampleInput(tuple(c(a) for a in self.args), {k: c(v) for k, v in self.kwargs.items()}, self.name)
+
+
+def differentiable_inputs(decl: Declaration) -> set[str]:
+    """Tensor inputs that have a derivative formula and are not written in place."""
+    d = decl.derivatives
+    if d is None or not any(d.output_differentiability):
+        return set()
+    return {n for f in d.formulas if f.differentiable for n in f.inputs
+            if not decl.schema.argument(n).is_write}
+
+
+def sample_inputs(decl: Declaration, dtype, *, requires_grad: bool = False, seed: int = 0,
+                  prepare: Callable[[dict], dict] | None = None) -> list[SampleInput]:
+    """Inputs satisfying the op's shape rule, for `dtype`.  One sample with every default,
+    one with optional tensors given and non-Tensor defaults changed.  `prepare` may adjust
+    the arguments (a dict by name) of each sample, e.g. to sort boundaries."""
+    import torch
+
+    out = []
+    for variant in ("defaults", "all_given"):
+        rng = random.Random(f"{decl.op_name}:{dtype}:{seed}:{variant}")
+        values = _arguments(decl, dtype, rng, variant == "all_given", requires_grad)
+        if prepare is not None:
+            values = prepare(dict(values))
+        args, kwargs = [], {}
+        for a in decl.schema.arguments:
+            if a.name not in values:
+                continue
+            (kwargs.__setitem__(a.name, values[a.name]) if a.kwarg_only else args.append(values[a.name]))
+        out.append(SampleInput(tuple(args), kwargs, variant))
+        if not any(a.default is not None or a.is_optional for a in decl.schema.arguments):
+            break  # the second variant would be the same call
+    return out
+
+
+def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, requires_grad: bool) -> dict[str, Any]:
+    import torch
+
+    s = decl.schema
+    env: dict[str, Any] = {}  # dimension variables and int arguments
+    shapes: dict[str, list[int]] = {}
+    values: dict[str, Any] = {}
+    grads = differentiable_inputs(decl) if requires_grad and dtype.is_floating_point else set()
+    for a in s.arguments:  # non-tensor arguments first: shapes may name them
+        t = unwrap_optional(a.type)
+        if is_tensor(t):
+            continue
+        if a.default is not None and not all_given:
+            continue
+        v = _scalar_value(a, t, rng, all_given)
+        if v is not _SKIP:
+            values[a.name] = v
+            env[a.name] = v
+    for a in s.arguments:
+        t = unwrap_optional(a.type)
+        if not is_tensor(t) or isinstance(t, ListType):
+            continue
+        if a.is_optional and not all_given:
+            continue
+        shape = _input_shape(decl, a.name, env, shapes, rng)
+        shapes[a.name] = shape
+        x = _tensor(shape, dtype, rng)
+        if a.name in grads:
+            x.requires_grad_(True)
+        values[a.name] = x
+    return values
+
+
+_SKIP = object()
+
+
+def _scalar_value(a, t, rng: random.Random, changed: bool):
+    if isinstance(t, ListType) and t.elem in (BaseType("int"), BaseType("SymInt")):
+        return [rng.randint(1, 4) for _ in range(t.size or rng.randint(1, 3))]
+    if isinstance(t, BaseType):
+        if t.name in ("int", "SymInt"):
+            return rng.randint(1, 4)
+        if t.name in ("float", "Scalar"):
+            return 0.5 if changed else 1.5
+        if t.name == "bool":
+            return changed
+    if a.default is not None:
+        return _SKIP
+    raise NotImplementedError(f"no sample value for argument '{a.name}' of type {a.type}")
+
+
+def _input_shape(decl: Declaration, name: str, env: dict, shapes: dict, rng: random.Random) -> list[int]:
+    shape = decl.shape_of(name)
+    if shape is None:
+        return [rng.randint(1, 4) for _ in range(rng.randint(1, 3))]
+    if shape.whole is not None:
+        w = shape.whole
+        return list(shapes[w.source]) if w.is_tensor else list(env[w.source])
+    out: list[int] = []
+    for d in shape.dims:
+        if d.star:
+            run = env.setdefault(d.expr.name, [rng.randint(1, 3) for _ in range(rng.randint(0, 2))])
+            out.extend(run)
+        elif isinstance(d.expr, Var) and d.expr.name not in env:
+            env[d.expr.name] = rng.randint(1, 4)
+            out.append(env[d.expr.name])
+        else:
+            out.append(evaluate(d.expr, env, shapes))
+    return out
+
+
+def evaluate(e, env: dict, shapes: dict[str, list[int]]) -> int:
+    """The value of a shape expression, given dimension variables and input shapes."""
+    if isinstance(e, Num):
+        return e.value
+    if isinstance(e, Var):
+        return env[e.name]
+    if isinstance(e, TensorSize):
+        return shapes[e.tensor][evaluate(e.dim, env, shapes)]
+    if isinstance(e, TensorRank):
+        return len(shapes[e.tensor])
+    if isinstance(e, TensorNumel):
+        return math.prod(shapes[e.tensor])
+    if isinstance(e, ListItem):
+        return env[e.list][evaluate(e.index, env, shapes)]
+    if isinstance(e, ListLen):
+        return len(env[e.list])
+    if isinstance(e, Neg):
+        return -evaluate(e.operand, env, shapes)
+    if isinstance(e, BinOp):
+        lhs, rhs = evaluate(e.lhs, env, shapes), evaluate(e.rhs, env, shapes)
+        return {"+": lhs + rhs, "-": lhs - rhs, "*": lhs * rhs, "//": lhs // rhs if rhs else 0}[e.op]
+    raise TypeError(e)
+
+
+def _tensor(shape, dtype, rng: random.Random):
+    import torch
+
+    g = torch.Generator().manual_seed(rng.randrange(2**31))
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    return torch.randint(-9, 10, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def torch_dtype(d):
+    import torch
+
+    return getattr(torch, d.name)
+
+
+def call(op, sample: SampleInput):
+    return op(*sample.args, **sample.kwargs)
+
+
+def as_tuple(x) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def check_reference(decl: Declaration, op, sample: SampleInput, reference: Callable) -> None:
+    """The op's results equal the reference's, computed in float64 for floating inputs and
+    cast back, within the default tolerance of the result's dtype.  In-place ops are
+    compared through the argument they write."""
+    import torch
+
+    ours = sample.clone()
+    result = call(op, ours)
+    upcast = SampleInput(*_map_tensors(sample.clone(), lambda t: t.detach().double() if t.is_floating_point() else t.detach()))
+    expected = as_tuple(reference(*upcast.args, **upcast.kwargs))
+    actual = as_tuple(result)
+    assert len(actual) == len(expected), f"{decl.op_name}: {len(actual)} results, reference gave {len(expected)}"
+    for ret, got, want in zip(decl.schema.returns, actual, expected):
+        aliased = decl.schema.aliased_argument(ret)
+        if aliased is not None:
+            written = _argument(decl, ours, aliased.name)
+            assert got is written or got.data_ptr() == written.data_ptr(), \
+                f"{decl.op_name}: the result must be the '{aliased.name}' argument itself"
+        want = torch.as_tensor(want).to(got.dtype)
+        torch.testing.assert_close(got.detach(), want, equal_nan=True,
+                                   msg=lambda m: f"{decl.op_name} ({got.dtype}) differs from its reference: {m}")
+
+
+def _argument(decl, sample: SampleInput, name: str):
+    names = [a.name for a in decl.schema.arguments if not a.kwarg_only]
+    if name in sample.kwargs:
+        return sample.kwargs[name]
+    return sample.args[names.index(name)]
+
+
+def _map_tensors(sample: SampleInput, fn):
+    import torch
+
+    f = lambda v: fn(v) if isinstance(v, torch.Tensor) else v
+    return tuple(f(a) for a in sample.args), {k: f(v) for k, v in sample.kwargs.items()}
+
+
+def check_gradients(decl: Declaration, op, sample: SampleInput) -> None:
+    """gradcheck, and gradgradcheck unless the op is once_differentiable (then a double
+    backward must raise).  `sample` is float64 with requires_grad set on the inputs that
+    have formulas.  In-place ops are checked on a copy of the written argument, so its
+    gradient flows too."""
+    import torch
+
+    names = [a.name for a in decl.schema.arguments if not a.kwarg_only]
+    written = {a.name for a in decl.schema.arguments if a.is_write}
+    inputs = list(sample.args)
+    diff = differentiable_inputs(decl)
+    for i, n in enumerate(names[: len(inputs)]):
+        if n in written and isinstance(inputs[i], torch.Tensor) and inputs[i].dtype.is_floating_point:
+            inputs[i] = inputs[i].detach().clone().requires_grad_(True)
+    positions = [i for i, v in enumerate(inputs) if isinstance(v, torch.Tensor) and v.requires_grad]
+
+    def fn(*tensors):
+        args = list(inputs)
+        for i, t in zip(positions, tensors):
+            args[i] = t.clone() if names[i] in written else t
+        outs = as_tuple(op(*args, **sample.kwargs))
+        keep = [o for o, ok in zip(outs, decl.derivatives.output_differentiability) if ok]
+        return tuple(keep)
+
+    tensors = tuple(inputs[i] for i in positions)
+    assert tensors or not diff, f"{decl.op_name}: no input requires grad"
+    if not tensors:
+        return
+    assert torch.autograd.gradcheck(fn, tensors, check_undefined_grad=True)
+    if decl.derivatives.once_differentiable:
+        outs = fn(*tensors)
+        grads = torch.autograd.grad(sum(o.sum() for o in outs), tensors, create_graph=True)
+        try:
+            sum(g.sum() for g in grads).backward()
+        except RuntimeError as e:
+            assert "once_differentiable" in str(e), e
+        else:
+            raise AssertionError(f"{decl.op_name} is once_differentiable, but a double backward did not raise")
+    else:
+        assert torch.autograd.gradgradcheck(fn, tensors)
+
+
+def check_opcheck(op, sample: SampleInput) -> None:
+    """torch.library.opcheck with its default test utilities."""
+    import torch
+
+    result = torch.library.opcheck(op, sample.args, sample.kwargs)
+    failed = {k: v for k, v in result.items() if v != "SUCCESS"}
+    assert not failed, failed

@@ -1,0 +1,38 @@
+"""Eager PyTorch references for the bundled ops, used by test_declared_ops.py.  Each takes
+the op's arguments (floating tensors arrive as float64) and returns its results."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def _rms_norm(input, weight, eps=1e-6):
+    rstd = torch.rsqrt(input.pow(2).mean(-1) + eps)
+    return input * rstd.unsqueeze(-1) * weight, rstd
+
+
+def _bucketize_count(values, boundaries):
+    indices = torch.bucketize(values, boundaries)
+    return indices, torch.bincount(indices.flatten(), minlength=boundaries.numel() + 1)
+
+
+REFERENCES = {
+    "myadd": lambda self, other: self + other,
+    "mul_constant": lambda self, constant: self * constant,
+    "linear": lambda input, weight, bias=None: F.linear(input, weight, bias),
+    "addmv_": lambda self, mat, vec, *, beta=1, alpha=1: torch.addmv(self, mat, vec, beta=beta, alpha=alpha),
+    "fill_natural": lambda size: torch.arange(math.prod(size)).reshape(size),
+    "rms_norm": _rms_norm,
+    "sincos": lambda self: (self.sin(), self.cos()),
+    "bucketize_count": _bucketize_count,
+}
+
+
+def _sorted_boundaries(values):
+    values["boundaries"] = values["boundaries"].sort().values
+    return values
+
+
+# Inputs a kernel needs beyond its shape rule.
+PREPARE = {"bucketize_count": _sorted_boundaries}
