@@ -105,3 +105,50 @@ def test_bad_config_is_exit_2(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "pyproject.toml:1:1: error: unknown [tool.codegen] key 'bogus'" in r.stderr
     assert "namespace must be a C++ identifier" in r.stderr
+
+
+D = "- func: f(Tensor self, Tensor other, float alpha) -> Tensor\n  dtypes: [float32]\n  like: self\n  derivatives:\n"
+D2 = "- func: g(Tensor self) -> (Tensor a, Tensor b)\n  dtypes: [float32]\n  like: self\n  derivatives:\n"
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    # an unknown name in a formula, at its column, with a suggestion
+    (D + "    self: grad * alpah\n    other: grad\n",
+     "declarations/ops.yaml:5:18: error: unknown name 'alpah' in the derivative formula for 'self'\n"
+     "declarations/ops.yaml:5:18: note: did you mean 'alpha'?"),
+    # a key that is not an argument
+    (D + "    slef: grad\n    other: grad\n", "declarations/ops.yaml:5:5: error: 'slef' is not an argument of f"),
+    # a non-Tensor argument has no gradient
+    (D + "    self: grad\n    other: grad\n    alpha: grad.sum()\n",
+     "declarations/ops.yaml:7:5: error: 'alpha' is not a Tensor argument; only Tensor inputs have gradients"),
+    # every Tensor input needs a formula (or non_differentiable): no silent detaching
+    (D + "    self: grad\n", "declarations/ops.yaml:5:5: error: no derivative formula for Tensor argument 'other'"),
+    # two formulas for one input
+    (D + "    self: grad\n    self, other: f(grad)\n", "declarations/ops.yaml:6:5: error: 'self' has a second formula"),
+    # `grad` is ambiguous with two differentiable outputs
+    (D2 + "    self: grad * 2\n", "error: unknown name 'grad' in the derivative formula for 'self'\n"
+     "declarations/ops.yaml:5:11: note: g has 2 differentiable outputs: use grads[i] or grad_a, grad_b"),
+    # grad_input_mask exists only for multi-input keys
+    (D + "    self: 'grad_input_mask[0] ? grad : grad'\n    other: grad\n",
+     "declarations/ops.yaml:5:12: error: unknown name 'grad_input_mask'"),
+    # output_differentiability must have one entry per return
+    (D2 + "    self: grad_a\n    output_differentiability: [true]\n",
+     "declarations/ops.yaml:6:31: error: 'output_differentiability' must be a list of 2 true/false values"),
+    # the gradient of an output declared non-differentiable
+    (D2 + "    self: grad_a + grad_b\n    output_differentiability: [true, false]\n",
+     "declarations/ops.yaml:5:20: error: 'grad_b' is the gradient of a non-differentiable output"),
+    (D + "    self: grad\n    other: grad\n    once_differentiable: maybe\n",
+     "declarations/ops.yaml:7:26: error: 'once_differentiable' must be true or false"),
+    # the value of an argument written in place is gone by the time backward runs
+    ("- func: h_(Tensor(a!) self, Tensor other) -> Tensor(a!)\n  dtypes: [float32]\n  derivatives:\n"
+     "    self: grad * self\n    other: grad\n",
+     "declarations/ops.yaml:4:18: error: 'self' is modified in place by h_"),
+    (D + "    self: [grad]\n    other: grad\n",
+     "declarations/ops.yaml:5:11: error: the formula for 'self' must be a C++ expression string"),
+    # a factory has nothing to differentiate
+    ("- func: k(int n) -> Tensor\n  dtypes: [int64]\n  kernels: {CPU: f}\n  header: f.h\n  dtype: {result: int64}\n"
+     "  shape: {result: [n]}\n  derivatives: {}\n",
+     "declarations/ops.yaml:7:16: error: k has no Tensor input, so nothing to differentiate"),
+])
+def test_bad_derivatives(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)

@@ -1,5 +1,7 @@
-"""Fake kernels from the shape rule: torch.compile(fullgraph=True) with no graph break,
-dynamic shapes, torch.export, and torch.library.opcheck.  (Autograd is issue #3.)"""
+"""Fake kernels from the shape rule and autograd from the formulas, under PT2:
+torch.compile(fullgraph=True) of a model that chains every op with aten ops, forward and
+backward, with no graph break (counted), static and dynamic; torch.export of it with a
+dynamic dimension."""
 
 import pytest
 import torch
@@ -46,25 +48,6 @@ def test_export_with_a_dynamic_dimension():
         torch.testing.assert_close(ep.module()(*args), chain(*args))
 
 
-@pytest.mark.parametrize("op, args", [
-    (ops.myadd.default, (torch.randn(3, 4), torch.randn(3, 4))),
-    (ops.myadd.default, (torch.randint(0, 9, (5,)), torch.randint(0, 9, (5,)))),
-    (ops.mul_constant.default, (torch.randn(6), 3.0)),
-    (ops.linear.default, (torch.randn(4, 3), torch.randn(5, 3), torch.randn(5))),
-    (ops.linear.default, (torch.randn(4, 3), torch.randn(5, 3), None)),
-    (ops.fill_natural.default, ([2, 3],)),
-])
-def test_opcheck(op, args):
-    torch.library.opcheck(op, args)
-
-
-def test_opcheck_in_place_addmv():
-    # PyTorch cannot functionalize a custom op that returns an alias of its input
-    # (`-> Tensor(a!)`), so aot_dispatch is left out here; issue #3 adds the functional variant.
-    torch.library.opcheck(ops.addmv_.default, (torch.randn(5), torch.randn(5, 3), torch.randn(3)),
-                          test_utils=("test_schema", "test_faketensor"))
-
-
 def test_fake_kernel_checks_like_the_real_one():
     with FakeTensorMode():
         out = ops.linear(torch.empty(4, 3), torch.empty(5, 3), None)
@@ -74,6 +57,68 @@ def test_fake_kernel_checks_like_the_real_one():
         with pytest.raises(RuntimeError, match="opwrap::myadd: argument 'other' has dtype torch.float64"):
             ops.myadd(torch.empty(3), torch.empty(3, dtype=torch.float64))
         assert ops.fill_natural([2, 3]).dtype == torch.int64
+
+
+class Model(torch.nn.Module):
+    """Every op of the library between aten ops, as a training step would run them."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.w = torch.nn.Parameter(torch.randn(8, 6, generator=g))
+        self.b = torch.nn.Parameter(torch.randn(8, generator=g))
+        self.gain = torch.nn.Parameter(torch.rand(8, generator=g) + 0.5)
+        self.mat = torch.nn.Parameter(torch.randn(8, 8, generator=g))
+        self.register_buffer("edges", torch.tensor([-0.5, 0.0, 0.5]))
+
+    def forward(self, x):
+        h = ops.linear(x, self.w, self.b)
+        h, _rstd = ops.rms_norm(torch.relu(h), self.gain)
+        s, c = ops.sincos(h)
+        h = ops.mul_constant(ops.myadd(s, c * 0.5), 2.0)
+        acc = h.mean(0)
+        ops.addmv_(acc, self.mat, h.mean(0).tanh(), beta=0.5)
+        _, counts = ops.bucketize_count(h.detach(), self.edges)
+        bias = counts.float().sum() / h.numel() + ops.fill_natural([2]).float().sum()
+        return h.sum(1) + acc.sum() + bias
+
+
+def _step(model, x):
+    model.zero_grad()
+    out = model(x)
+    out.square().sum().backward()
+    return out.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compiled_training_step_has_no_graph_break(dynamic):
+    torch._dynamo.reset()
+    counters.clear()
+    model = Model()
+    compiled = torch.compile(model, fullgraph=True, dynamic=dynamic)
+    for rows in (4, 9):
+        x = torch.randn(rows, 6)
+        want_out, want_grads = _step(model, x)
+        got_out, got_grads = _step(compiled, x)
+        torch.testing.assert_close(got_out, want_out, rtol=1e-4, atol=1e-4)
+        for got, want in zip(got_grads, want_grads):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert sum(counters["graph_break"].values()) == 0
+    assert counters["stats"]["unique_graphs"] >= 1
+
+
+def test_export_of_the_model_runs_like_eager():
+    model = Model()
+    n = torch.export.Dim("n", min=2)
+    x = torch.randn(5, 6)
+    ep = torch.export.export(model, (x,), dynamic_shapes={"x": {0: n}})
+    targets = {str(node.target) for node in ep.graph.nodes if node.op == "call_function"}
+    for op in ("linear", "rms_norm", "sincos", "myadd", "mul_constant", "bucketize_count", "fill_natural"):
+        assert f"opwrap.{op}.default" in targets, targets
+    with torch.no_grad():
+        for rows in (5, 12):
+            x = torch.randn(rows, 6)
+            torch.testing.assert_close(ep.module()(x), model(x), rtol=1e-5, atol=1e-5)
 
 
 def test_fake_kernels_are_named_by_the_library_itself():
