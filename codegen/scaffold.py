@@ -32,6 +32,8 @@ _DECLARATION = '''# One entry per op; see the opwrap README for every field.
   dtypes: [float32, float64]
   kernels: {{CPU: scale_cpu}}
   like: self
+  derivatives:
+    self: grad * factor
 '''
 
 _KERNEL = '''// The kernel body of {ns}::scale.  The generated wrapper has checked the arguments, made

@@ -60,12 +60,30 @@ def test_init_makes_a_separate_library_that_builds_and_loads(tmp_path):
         "  const T* in = self.const_data_ptr<T>(); T* o = out.mutable_data_ptr<T>();\n"
         "  for (int64_t r = 0; r < rows; ++r) for (int64_t j = 0; j < n * times; ++j) o[r * n * times + j] = in[r * n + j % n];\n"
         "}\n}\n")
+    # A third whose formula needs only the input's sizes, so only they are saved.
+    (lib / "declarations" / "row_sum.yaml").write_text(
+        "- func: row_sum(Tensor self) -> Tensor\n"
+        "  dtypes: [float64]\n"
+        "  kernels: {CPU: row_sum_cpu}\n"
+        "  shape: {self: [N, M], result: [N]}\n"
+        "  derivatives:\n"
+        "    self: grad.unsqueeze(1).expand_symint(self.sym_sizes())\n")
+    (lib / "kernels" / "row_sum.h").write_text(
+        "#pragma once\n#include <ATen/core/Tensor.h>\nnamespace mylib::kernels {\n"
+        "template <typename T> void row_sum_cpu(const at::Tensor& self, at::Tensor& out) {\n"
+        "  const int64_t n = self.size(0), m = self.size(1); const T* in = self.const_data_ptr<T>();\n"
+        "  T* o = out.mutable_data_ptr<T>();\n"
+        "  for (int64_t i = 0; i < n; ++i) { T acc = 0; for (int64_t j = 0; j < m; ++j) acc += in[i * m + j]; o[i] = acc; }\n"
+        "}\n}\n")
     r = run_codegen("generate", cwd=lib)
     assert r.returncode == 0, r.stderr
     cpu = sorted(p.name for p in (lib / "generated" / "cpu").iterdir())
-    assert cpu == ["scale.cpp", "scale_float32.cpp", "scale_float64.cpp", "tile_last.cpp"]
+    assert cpu == ["row_sum.cpp", "scale.cpp", "scale_float32.cpp", "scale_float64.cpp", "tile_last.cpp"]
+    row_sum = (lib / "generated" / "autograd" / "row_sum_autograd.cpp").read_text()
+    assert 'ctx->saved_data["self_sym_sizes"] = self.sym_sizes();' in row_sum and "save_for_backward" not in row_sum
     r = run_codegen("list", cwd=lib)
-    assert r.stdout.splitlines() == ["mylib::scale\tfloat32,float64\tCPU", "mylib::tile_last\tfloat32\tCPU"]
+    assert r.stdout.splitlines() == ["mylib::row_sum\tfloat64\tCPU", "mylib::scale\tfloat32,float64\tCPU",
+                                     "mylib::tile_last\tfloat32\tCPU"]
     r = run_codegen("build", cwd=lib)
     assert r.returncode == 0, r.stderr
     script = ("import torch, mylib\n"
@@ -77,7 +95,13 @@ def test_init_makes_a_separate_library_that_builds_and_loads(tmp_path):
               "assert mylib.ops.tile_last(torch.randn(5), 2).shape == (10,)\n"
               "for bad in (lambda: mylib.ops.scale(x.half(), 2.0), lambda: mylib.ops.tile_last(torch.tensor(1.0), 2),\n"
               "            lambda: mylib.ops.tile_last(y, -1)):\n"
-              "    try:\n        bad()\n    except RuntimeError as e:\n        print(str(e).splitlines()[0])\n")
+              "    try:\n        bad()\n    except RuntimeError as e:\n        print(str(e).splitlines()[0])\n"
+              "x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)\n"
+              "assert torch.autograd.gradcheck(lambda t: mylib.ops.scale(t, 1.5), (x,))\n"
+              "assert torch.autograd.gradcheck(mylib.ops.row_sum, (x,))\n"
+              "assert torch.autograd.gradgradcheck(mylib.ops.row_sum, (x,))\n"
+              "t = mylib.ops.tile_last(torch.randn(2, 3, requires_grad=True), 2)\n"
+              "try:\n    t.sum().backward()\nexcept RuntimeError as e:\n    print(str(e).splitlines()[0])\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=lib, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(lib)})
     assert out.returncode == 0, out.stderr
@@ -85,7 +109,15 @@ def test_init_makes_a_separate_library_that_builds_and_loads(tmp_path):
         "mylib::scale: argument 'self' has dtype Half, but expected one of: float32, float64",
         "mylib::tile_last: argument 'self' must have at least 1 dimensions [*B, N], but got 0 (shape [])",
         "mylib::tile_last: output 'result' would have negative size -4 at dimension 2 (shape [2, 3, -4] from [*B, N * times])",
+        "derivative for mylib::tile_last is not implemented",
     ]
+    # A formula that does not compile is reported at its declaration's line.
+    decl = lib / "declarations" / "row_sum.yaml"
+    decl.write_text(decl.read_text().replace("grad.unsqueeze(1)", "grad.unsqueez(1)"))
+    assert run_codegen("generate", cwd=lib).returncode == 0
+    r = run_codegen("build", cwd=lib)
+    assert r.returncode != 0
+    assert "declarations/row_sum.yaml:6:" in r.stdout + r.stderr and "unsqueez" in r.stdout + r.stderr, r.stderr[-3000:]
 
 
 def test_cli_help_and_exit_codes():
