@@ -78,7 +78,17 @@ class Neg:
     operand: "Expr"
 
 
-Expr = Num | Var | TensorSize | TensorRank | TensorNumel | ListItem | ListLen | BinOp | Neg
+@dataclass(frozen=True)
+class Dynamic:
+    """`?name`: an output dimension known only once the kernel has run (data-dependent,
+    like nonzero's).  The real kernel receives the output with 0 there and resizes it; the
+    fake kernel takes a fresh symbolic size from `torch.library.get_ctx().new_dynamic_size()`.
+    Outputs naming the same `?name` share the size."""
+
+    name: str
+
+
+Expr = Num | Var | TensorSize | TensorRank | TensorNumel | ListItem | ListLen | BinOp | Neg | Dynamic
 
 
 @dataclass(frozen=True)
@@ -210,7 +220,15 @@ def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, it
             text = str(item)
             star = text.lstrip().startswith("*")
             p = _ExprParser(schema, diag, iloc, text)
-            if star:
+            if text.lstrip().startswith("?"):
+                name = text.strip()[1:].strip()
+                if not name.isidentifier():
+                    raise _ShapeError(iloc, "'?' must be followed by a name, as in ?nnz")
+                if not is_output:
+                    raise _ShapeError(iloc, f"'?{name}' (a data-dependent size) is for outputs; an input's "
+                                      "dimensions are known")
+                dims.append(Dim(Dynamic(name), False, f"?{name}", iloc))
+            elif star:
                 name = text.strip()[1:].strip()
                 if not name.isidentifier():
                     raise _ShapeError(iloc, f"'*' must be followed by a dimension-run name, as in *batch")
@@ -351,6 +369,8 @@ def _render(e: Expr, python: bool) -> str:
         return f"({r(e.lhs)} {e.op} {r(e.rhs)})"
     if isinstance(e, Neg):
         return f"(-{r(e.operand)})"
+    if isinstance(e, Dynamic):
+        return e.name if python else "0"
     raise TypeError(e)
 
 
@@ -468,6 +488,16 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema) -> lis
         else:
             lines.extend(body)
     return lines
+
+
+def dynamic_sizes(shapes) -> list[str]:
+    """The `?name` sizes of the given output shapes, in first-use order."""
+    out: list[str] = []
+    for s in shapes:
+        for d in s.dims or ():
+            if isinstance(d.expr, Dynamic) and d.expr.name not in out:
+                out.append(d.expr.name)
+    return out
 
 
 def python_output_shape(s: Shape) -> str:

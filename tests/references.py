@@ -26,6 +26,7 @@ REFERENCES = {
     "rms_norm": _rms_norm,
     "sincos": lambda self: (self.sin(), self.cos()),
     "bucketize_count": _bucketize_count,
+    "nonzero_flat": lambda self: torch.nonzero(self.flatten()).flatten(),
 }
 
 

@@ -113,7 +113,7 @@ def test_export_of_the_model_runs_like_eager():
     x = torch.randn(5, 6)
     ep = torch.export.export(model, (x,), dynamic_shapes={"x": {0: n}})
     targets = {str(node.target) for node in ep.graph.nodes if node.op == "call_function"}
-    for op in ("linear", "rms_norm", "sincos", "myadd", "mul_constant", "bucketize_count", "fill_natural"):
+    for op in ("linear", "rms_norm", "sincos", "myadd", "mul_constant", "bucketize_count", "fill_natural"):  # addmv_ is functionalized
         assert f"opwrap.{op}.default" in targets, targets
     with torch.no_grad():
         for rows in (5, 12):
@@ -124,3 +124,27 @@ def test_export_of_the_model_runs_like_eager():
 def test_fake_kernels_are_named_by_the_library_itself():
     module, _ = torch._C._dispatch_pystub("opwrap::linear", "")
     assert module == "opwrap._generated.fake"
+
+
+def _positive_mean(x):
+    idx = ops.nonzero_flat(torch.relu(x))
+    return x.flatten()[idx].sum() / x.numel()
+
+
+def test_data_dependent_output_size_compiles_and_exports():
+    # nonzero_flat's length is '?nnz': the fake kernel takes a size from new_dynamic_size().
+    torch._dynamo.reset()
+    counters.clear()
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):
+        compiled = torch.compile(_positive_mean, fullgraph=True)
+        for x in (torch.randn(4, 5), torch.randn(7, 3)):
+            torch.testing.assert_close(compiled(x), _positive_mean(x))
+    assert sum(counters["graph_break"].values()) == 0
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return _positive_mean(x)
+
+    ep = torch.export.export(M(), (torch.randn(4, 5),))
+    x = torch.randn(4, 5)
+    torch.testing.assert_close(ep.module()(x), _positive_mean(x))

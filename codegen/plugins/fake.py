@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from ..dtypes import DTYPES
 from ..schema import ListType
-from ..shapes import python_input_checks, python_output_shape
+from ..shapes import dynamic_sizes, python_input_checks, python_output_shape
 from .base import Output, Plugin
 from .registration import cpp_string
 
@@ -77,6 +77,8 @@ class FakeKernels(Plugin):
             if d.shape_plan is not None:
                 body.extend(python_input_checks(d.shape_plan, op, s))
             results = []
+            for size in dynamic_sizes(o.shape for o in d.outputs() if o.shape is not None):
+                body.append(f"{size} = torch.library.get_ctx().new_dynamic_size()  # data-dependent")
             for o in d.outputs():
                 name, rule, shape = o.name, o.dtype, o.shape
                 if o.aliases is not None:
