@@ -147,7 +147,7 @@ D2 = "- func: g(Tensor self) -> (Tensor a, Tensor b)\n  dtypes: [float32]\n  lik
      "declarations/ops.yaml:5:11: error: the formula for 'self' must be a C++ expression string"),
     # a data-dependent size is for outputs only
     ("- func: q(Tensor self) -> Tensor\n  dtypes: [float32]\n  shape: {self: ['?n'], result: ['?n']}\n",
-     "declarations/ops.yaml:3:18: error: '?n' (a data-dependent size) is for outputs"),
+     "declarations/ops.yaml:3:19: error: '?n' (a data-dependent size) is for outputs"),
     # a factory has nothing to differentiate
     ("- func: k(int n) -> Tensor\n  dtypes: [int64]\n  kernels: {CPU: f}\n  header: f.h\n  dtype: {result: int64}\n"
      "  shape: {result: [n]}\n  derivatives: {}\n",
