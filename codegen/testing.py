@@ -71,10 +71,15 @@ def sample_inputs(decl: Declaration, dtype, *, requires_grad: bool = False, seed
         if prepare is not None:
             values = prepare(dict(values))
         args, kwargs = [], {}
+        skipped = False  # after a left-out argument, the rest go by name
         for a in decl.schema.arguments:
             if a.name not in values:
+                skipped = True
                 continue
-            (kwargs.__setitem__(a.name, values[a.name]) if a.kwarg_only else args.append(values[a.name]))
+            if a.kwarg_only or skipped:
+                kwargs[a.name] = values[a.name]
+            else:
+                args.append(values[a.name])
         out.append(SampleInput(tuple(args), kwargs, variant))
         if not any(a.default is not None or a.is_optional for a in decl.schema.arguments):
             break  # the second variant would be the same call
