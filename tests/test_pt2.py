@@ -148,3 +148,28 @@ def test_data_dependent_output_size_compiles_and_exports():
     ep = torch.export.export(M(), (torch.randn(4, 5),))
     x = torch.randn(4, 5)
     torch.testing.assert_close(ep.module()(x), _positive_mean(x))
+
+
+def test_loading_the_shared_library_alone_names_the_fake_kernel_module():
+    # m.set_python_module records opwrap._generated.fake with every op.  Torch (2.14) does not
+    # import it by itself: tracing an op whose fake kernel is not imported fails with torch's
+    # own hint naming that module; importing it (as `import opwrap` does) is enough.
+    import subprocess
+    import sys
+
+    script = ("import importlib, torch\n"
+              f"torch.ops.load_library({str(opwrap.library_path)!r})\n"
+              "f = lambda x: torch.ops.opwrap.mul_constant(torch.ops.opwrap.myadd(x, x), 0.5)\n"
+              "try:\n"
+              "    torch.compile(f, fullgraph=True, backend='eager')(torch.randn(5))\n"
+              "except Exception as e:\n"
+              "    assert \"import the 'opwrap._generated.fake' Python module\" in str(e) or \\\n"
+              "        '`import opwrap._generated.fake`' in str(e), str(e)[-2000:]\n"
+              "else:\n"
+              "    raise AssertionError('traced without fake kernels?')\n"
+              "importlib.import_module('opwrap._generated.fake')\n"
+              "torch._dynamo.reset()\n"
+              "x = torch.randn(5)\n"
+              "torch.testing.assert_close(torch.compile(f, fullgraph=True)(x), x)\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
