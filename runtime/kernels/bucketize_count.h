@@ -4,12 +4,27 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/macros/Macros.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 namespace opwrap::kernels {
+
+// Binary search, shared with bucketize_count.cuh (std::lower_bound is host-only).
+template <typename scalar_t>
+C10_HOST_DEVICE inline int64_t bucket_of(const scalar_t* boundaries, int64_t K, scalar_t v) {
+  int64_t lo = 0, hi = K;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (boundaries[mid] < v) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
 
 template <typename scalar_t>
 void bucketize_count_cpu(const at::Tensor& values, const at::Tensor& boundaries, at::Tensor& indices,
@@ -20,11 +35,10 @@ void bucketize_count_cpu(const at::Tensor& values, const at::Tensor& boundaries,
   int64_t* idx = indices.mutable_data_ptr<int64_t>();
   int64_t* cnt = counts.mutable_data_ptr<int64_t>();
   std::memset(cnt, 0, sizeof(int64_t) * static_cast<size_t>(K + 1));
-  // Serial: the counts are a histogram, and this op is not a hot path.
+  // Serial: the counts are a histogram, and this op is not a hot path on CPU.
   for (int64_t i = 0; i < values.numel(); ++i) {
-    const int64_t bucket = std::lower_bound(b, b + K, v[i]) - b;
-    idx[i] = bucket;
-    ++cnt[bucket];
+    idx[i] = bucket_of(b, K, v[i]);
+    ++cnt[idx[i]];
   }
 }
 

@@ -1,5 +1,10 @@
-// Shared by the hand-written kernels.
+// Shared by the hand-written kernels.  Kernel math lives in C10_HOST_DEVICE functors and
+// inline functions in the op's .h, called by the CPU loop here and by the CUDA kernel in
+// the op's .cuh, so the CPU tests exercise the arithmetic the GPU runs.
 #pragma once
+
+#include <ATen/Parallel.h>
+#include <c10/macros/Macros.h>
 
 #include <cstdint>
 
@@ -7,5 +12,14 @@ namespace opwrap::kernels {
 
 // Elements per parallel chunk (at::internal::GRAIN_SIZE lives in a heavier header).
 constexpr int64_t kGrainSize = 32768;
+
+// f(i) for i in [0, n), in parallel chunks: the CPU counterpart of
+// opwrap::rt::cuda::launch_elementwise.
+template <typename F>
+void parallel_elementwise(int64_t n, const F& f) {
+  at::parallel_for(0, n, kGrainSize, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) f(i);
+  });
+}
 
 }  // namespace opwrap::kernels

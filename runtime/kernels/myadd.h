@@ -3,24 +3,28 @@
 #pragma once
 
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 
 #include "common.h"
 
 namespace opwrap::kernels {
 
+// The math, shared with myadd.cuh.
+template <typename scalar_t>
+struct MyAdd {
+  const scalar_t* a;
+  const scalar_t* b;
+  scalar_t* out;
+  C10_HOST_DEVICE void operator()(int64_t i) const {
+    using opmath_t = at::opmath_type<scalar_t>;
+    out[i] = static_cast<scalar_t>(static_cast<opmath_t>(a[i]) + static_cast<opmath_t>(b[i]));
+  }
+};
+
 template <typename scalar_t>
 void myadd_cpu(const at::Tensor& self, const at::Tensor& other, at::Tensor& result) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  const scalar_t* a = self.const_data_ptr<scalar_t>();
-  const scalar_t* b = other.const_data_ptr<scalar_t>();
-  scalar_t* out = result.mutable_data_ptr<scalar_t>();
-  at::parallel_for(0, result.numel(), opwrap::kernels::kGrainSize, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      out[i] = static_cast<scalar_t>(static_cast<opmath_t>(a[i]) + static_cast<opmath_t>(b[i]));
-    }
-  });
+  parallel_elementwise(result.numel(), MyAdd<scalar_t>{self.const_data_ptr<scalar_t>(), other.const_data_ptr<scalar_t>(),
+                                                      result.mutable_data_ptr<scalar_t>()});
 }
 
 }  // namespace opwrap::kernels

@@ -3,25 +3,31 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/macros/Macros.h>
 
 #include <cstdint>
 
 namespace opwrap::kernels {
 
+// The predicate, shared with nonzero_flat.cuh.
+template <typename scalar_t>
+struct IsNonzero {
+  const scalar_t* x;
+  C10_HOST_DEVICE bool operator()(int64_t i) const { return x[i] != scalar_t(0); }
+};
+
 template <typename scalar_t>
 void nonzero_flat_cpu(const at::Tensor& self, at::Tensor& result) {
-  const scalar_t* x = self.const_data_ptr<scalar_t>();
+  const IsNonzero<scalar_t> keep{self.const_data_ptr<scalar_t>()};
   const int64_t n = self.numel();
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    count += x[i] != scalar_t(0);
+    count += keep(i);
   }
   result.resize_({count});
   int64_t* out = result.mutable_data_ptr<int64_t>();
   for (int64_t i = 0, j = 0; i < n; ++i) {
-    if (x[i] != scalar_t(0)) {
-      out[j++] = i;
-    }
+    if (keep(i)) out[j++] = i;
   }
 }
 

@@ -18,22 +18,29 @@
 
 namespace opwrap::kernels {
 
+// The per-row math, shared with rms_norm.cuh.
+template <typename opmath_t>
+C10_HOST_DEVICE inline opmath_t rms_norm_inv(opmath_t sumsq, int64_t D, double eps) {
+  // D == 0: the mean over nothing is taken as 0, so rstd = 1 / sqrt(eps).
+  const opmath_t mean = D == 0 ? opmath_t(0) : sumsq / static_cast<opmath_t>(D);
+  return opmath_t(1) / std::sqrt(mean + static_cast<opmath_t>(eps));
+}
+
+template <typename scalar_t, typename opmath_t>
+C10_HOST_DEVICE inline scalar_t rms_norm_apply(scalar_t x, opmath_t inv, scalar_t w) {
+  return static_cast<scalar_t>(static_cast<opmath_t>(x) * inv * static_cast<opmath_t>(w));
+}
+
 template <typename scalar_t>
 void rms_norm_cpu(const at::Tensor& input, const at::Tensor& weight, double eps, at::Tensor& out, at::Tensor& rstd) {
   using opmath_t = at::opmath_type<scalar_t>;
   const int64_t D = input.size(-1);
-  const int64_t rows = D == 0 ? 0 : input.numel() / D;
+  const int64_t rows = rstd.numel();
   const scalar_t* x = input.const_data_ptr<scalar_t>();
   const scalar_t* w = weight.const_data_ptr<scalar_t>();
   scalar_t* y = out.mutable_data_ptr<scalar_t>();
   scalar_t* r = rstd.mutable_data_ptr<scalar_t>();
-  if (D == 0) {  // mean over nothing: rstd = 1 / sqrt(eps), as torch computes it
-    for (int64_t i = 0; i < rstd.numel(); ++i) {
-      r[i] = static_cast<scalar_t>(1 / std::sqrt(static_cast<opmath_t>(eps)));
-    }
-    return;
-  }
-  const int64_t grain = std::max<int64_t>(1, kGrainSize / D);
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, D));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const scalar_t* xr = x + row * D;
@@ -42,10 +49,10 @@ void rms_norm_cpu(const at::Tensor& input, const at::Tensor& weight, double eps,
         const auto v = static_cast<opmath_t>(xr[d]);
         sumsq += v * v;
       }
-      const opmath_t inv = opmath_t(1) / std::sqrt(sumsq / static_cast<opmath_t>(D) + static_cast<opmath_t>(eps));
+      const opmath_t inv = rms_norm_inv(sumsq, D, eps);
       r[row] = static_cast<scalar_t>(inv);
       for (int64_t d = 0; d < D; ++d) {
-        y[row * D + d] = static_cast<scalar_t>(static_cast<opmath_t>(xr[d]) * inv * static_cast<opmath_t>(w[d]));
+        y[row * D + d] = rms_norm_apply(xr[d], inv, w[d]);
       }
     }
   });

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 
@@ -12,19 +11,23 @@
 
 namespace opwrap::kernels {
 
+// The math, shared with sincos.cuh.
+template <typename scalar_t>
+struct SinCos {
+  const scalar_t* x;
+  scalar_t* s;
+  scalar_t* c;
+  C10_HOST_DEVICE void operator()(int64_t i) const {
+    const auto v = static_cast<at::opmath_type<scalar_t>>(x[i]);
+    s[i] = static_cast<scalar_t>(std::sin(v));
+    c[i] = static_cast<scalar_t>(std::cos(v));
+  }
+};
+
 template <typename scalar_t>
 void sincos_cpu(const at::Tensor& self, at::Tensor& sin, at::Tensor& cos) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  const scalar_t* x = self.const_data_ptr<scalar_t>();
-  scalar_t* s = sin.mutable_data_ptr<scalar_t>();
-  scalar_t* c = cos.mutable_data_ptr<scalar_t>();
-  at::parallel_for(0, self.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const auto v = static_cast<opmath_t>(x[i]);
-      s[i] = static_cast<scalar_t>(std::sin(v));
-      c[i] = static_cast<scalar_t>(std::cos(v));
-    }
-  });
+  parallel_elementwise(self.numel(), SinCos<scalar_t>{self.const_data_ptr<scalar_t>(), sin.mutable_data_ptr<scalar_t>(),
+                                                      cos.mutable_data_ptr<scalar_t>()});
 }
 
 // d(sin)/dx = cos and d(cos)/dx = -sin.  The declaration turns materialize_grads off, so the
