@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build demo test pytest clean
+.PHONY: venv generate check build demo test pytest gpu-test clean
 
 venv: $(STAMP)
 
@@ -43,6 +43,14 @@ test: venv
 pytest: venv
 	@$(PHASE) pytest sh -c '$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
+
+# On a machine with a GPU: build with CUDA (an error if it cannot be built), run the CUDA
+# tests (every op and dtype against the CPU kernel) and the CUDA benchmark against aten.
+gpu-test: venv
+	@$(PHASE) build $(CODEGEN) build --cuda
+	@$(PHASE) gpu-pytest sh -c '$(PY) -m pytest -q tests/test_cuda.py -m cuda -rs; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "no CUDA tests ran" >&2; exit 1; fi; exit $$rc'
+	@$(PHASE) gpu-bench $(PY) benchmarks/cuda_bench.py
 
 clean:
 	rm -rf build

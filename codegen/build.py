@@ -2,7 +2,12 @@
 
 ``build()`` is the development build (``codegen build`` / ``make build``): ninja, through
 ``torch.utils.cpp_extension.load``, into the project's build directory.  ``extension()``
-returns the same sources and flags as a setuptools ``CppExtension`` for wheels.
+returns the same sources and flags as a setuptools ``CppExtension`` (``CUDAExtension`` when
+CUDA is built) for wheels.
+
+CUDA sources (``.cu``) are compiled when torch is a CUDA build and a toolkit is found
+(see ``cuda_env``), and skipped with one line saying why otherwise; ``cuda=True/False``
+(``--cuda/--no-cuda``, or ``OPWRAP_CUDA=1/0`` for wheels) forces the choice.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 from .config import Config
 
 CXX_FLAGS = ["-O3", "-fvisibility-inlines-hidden"]  # torch adds its own -std (c++17 or c++20)
+NVCC_FLAGS = ["-O3"]  # torch adds -std, the arch flags from TORCH_CUDA_ARCH_LIST and its half/bfloat16 defines
 
 
 def support_include_dir() -> Path:
@@ -28,16 +34,50 @@ def support_include_dir() -> Path:
     return Path(str(files("codegen") / "include"))
 
 
-def sources(config: Config) -> list[Path]:
+def sources(config: Config, cuda: bool = False) -> list[Path]:
+    """The C++ (and, with `cuda`, the CUDA) sources: generated/ and `[tool.codegen] sources`."""
     gen = config.path("generated")
-    out = sorted(Path(p) for p in glob.glob(str(gen / "**" / "*.cpp"), recursive=True))
+    found = sorted(Path(p) for p in glob.glob(str(gen / "**" / "*.cpp"), recursive=True))
+    found += sorted(Path(p) for p in glob.glob(str(gen / "**" / "*.cu"), recursive=True))
     for pattern in config.sources:
-        out.extend(sorted(Path(p) for p in glob.glob(str(config.root / pattern), recursive=True)))
-    return out
+        found.extend(sorted(Path(p) for p in glob.glob(str(config.root / pattern), recursive=True)))
+    return [p for p in found if cuda or p.suffix != ".cu"]
+
+
+def cuda_sources(config: Config) -> list[Path]:
+    return [p for p in sources(config, cuda=True) if p.suffix == ".cu"]
+
+
+def resolve_cuda(config: Config, cuda: bool | None, log=print):
+    """The CUDA environment to build with, or None.  `cuda=None` decides by what is installed;
+    `True` fails when CUDA cannot be built; `False` skips it."""
+    from . import cuda_env
+
+    n = len(cuda_sources(config))
+    if cuda is False or n == 0:
+        if n:
+            log(f"codegen build: skipping {n} CUDA sources (--no-cuda)")
+        return None
+    env, reason = cuda_env.detect()
+    if env is None:
+        if cuda:
+            raise FileNotFoundError(f"--cuda given, but CUDA cannot be built: {reason}")
+        log(f"codegen build: skipping {n} CUDA sources: {reason}")
+        return None
+    cuda_env.activate(env)
+    log(f"codegen build: compiling {n} CUDA sources with {env.nvcc} "
+        f"(TORCH_CUDA_ARCH_LIST={os.environ['TORCH_CUDA_ARCH_LIST']})")
+    return env
 
 
 def include_dirs(config: Config) -> list[Path]:
     return [support_include_dir(), config.path("kernels"), *[config.root / d for d in config.include]]
+
+
+def cuda_include_flags(env) -> list[str]:
+    """The nvidia wheels' headers, for nvcc only: C++ translation units never need them, and
+    keeping them off the C++ command lines keeps those objects valid across CUDA/CPU builds."""
+    return [f"-I{d}" for d in env.include_dirs] if env is not None else []
 
 
 def ccache_wrapper(build_dir: Path) -> str | None:
@@ -56,20 +96,23 @@ def ccache_wrapper(build_dir: Path) -> str | None:
     return str(link)
 
 
-def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print) -> Path:
+def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
+          cuda: bool | None = None) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja."""
+    env = resolve_cuda(config, cuda, log)  # before cpp_extension is imported: it reads CUDA_HOME once
     from torch.utils import cpp_extension
 
     build_dir = config.path("build")
     build_dir.mkdir(parents=True, exist_ok=True)
-    srcs = sources(config)
+    srcs = sources(config, cuda=env is not None)
     if not srcs:
         raise FileNotFoundError(f"no C++ sources under {config.path('generated')}; run `codegen generate` first")
     stems: dict[str, Path] = {}
-    for src in srcs:  # cpp_extension.load names each object file after the source's stem only
-        if src.stem in stems:
-            raise ValueError(f"sources {stems[src.stem]} and {src} would compile to the same object {src.stem}.o")
-        stems[src.stem] = src
+    for src in srcs:  # cpp_extension.load names each object after the source's stem only
+        obj = src.stem + (".cuda.o" if src.suffix == ".cu" else ".o")
+        if obj in stems:
+            raise ValueError(f"sources {stems[obj]} and {src} would compile to the same object {obj}")
+        stems[obj] = src
     if use_ccache is not False and "CXX" not in os.environ:
         wrapper = ccache_wrapper(build_dir)
         if wrapper:
@@ -77,30 +120,58 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
             log(f"codegen build: compiling through ccache ({wrapper})")
         elif use_ccache:
             raise FileNotFoundError("--ccache given but ccache is not installed")
+    ninja_log = build_dir / ".ninja_log"
+    log_start = ninja_log.stat().st_size if ninja_log.exists() else 0
     t0 = time.perf_counter()
     cpp_extension.load(
         name=config.library,
         sources=[str(s) for s in srcs],
         extra_cflags=CXX_FLAGS,
+        extra_cuda_cflags=NVCC_FLAGS + cuda_include_flags(env),
         extra_include_paths=[str(d) for d in include_dirs(config)],
         build_directory=str(build_dir),
         verbose=verbose,
         is_python_module=False,
-        with_cuda=False,
+        with_cuda=env is not None,
     )
     out = build_dir / f"{config.library}.so"
     log(f"codegen build: {out} ({len(srcs)} sources, {time.perf_counter() - t0:.1f}s)")
+    for kind, (count, secs) in compile_times(ninja_log, log_start).items():
+        log(f"codegen build: compiled {count} {kind} objects, {secs:.1f}s of compiler time "
+            f"({secs / count:.1f}s each)")
     return out
 
 
-def extension(config: Config):
-    """A setuptools extension over the same sources, for `BuildExtension` wheels."""
-    from torch.utils.cpp_extension import CppExtension
+def compile_times(ninja_log: Path, start: int) -> dict[str, tuple[int, float]]:
+    """Objects compiled since byte `start` of ninja's log, by kind: C++ or CUDA."""
+    if not ninja_log.exists():
+        return {}
+    out: dict[str, list] = {}
+    with open(ninja_log) as f:
+        f.seek(start)
+        for line in f:
+            parts = line.split("\t")
+            if len(parts) < 4 or not parts[3].endswith(".o"):
+                continue
+            kind = "CUDA" if parts[3].endswith(".cuda.o") else "C++"
+            entry = out.setdefault(kind, [0, 0.0])
+            entry[0] += 1
+            entry[1] += (int(parts[1]) - int(parts[0])) / 1000
+    return {k: (n, secs) for k, (n, secs) in out.items()}
+
+
+def extension(config: Config, log=print):
+    """A setuptools extension over the same sources, for `BuildExtension` wheels.
+    OPWRAP_CUDA=1/0 forces CUDA on or off; unset, it is built when it can be."""
+    flag = os.environ.get("OPWRAP_CUDA")
+    env = resolve_cuda(config, None if flag is None else flag == "1", log)
+    from torch.utils.cpp_extension import CppExtension, CUDAExtension
 
     root = config.root
-    return CppExtension(
+    kind = CUDAExtension if env is not None else CppExtension
+    return kind(
         name=f"{config.python_package}.{config.library}",
-        sources=[os.path.relpath(s, root) for s in sources(config)],
+        sources=[os.path.relpath(s, root) for s in sources(config, cuda=env is not None)],
         include_dirs=[str(d) for d in include_dirs(config)],
-        extra_compile_args=CXX_FLAGS,
+        extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS + cuda_include_flags(env)} if env is not None else CXX_FLAGS,
     )

@@ -93,8 +93,10 @@ def check(project):
 @project_option
 @click.option("--generate/--no-generate", "regenerate", default=True, help="Run `generate` first (default: yes).")
 @click.option("--ccache/--no-ccache", default=None, help="Compile through ccache (default: when installed).")
+@click.option("--cuda/--no-cuda", default=None,
+              help="Compile the CUDA sources (default: when torch is a CUDA build and nvcc is found).")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
-def build(project, regenerate, ccache, verbose):
+def build(project, regenerate, ccache, cuda, verbose):
     from . import build as build_mod
     config = _config(project)
     if regenerate:
@@ -103,8 +105,8 @@ def build(project, regenerate, ccache, verbose):
         if report.written or report.removed:
             click.echo(f"codegen: {len(report.written)} written, {len(report.removed)} removed", err=True)
     try:
-        build_mod.build(config, verbose=verbose, use_ccache=ccache, log=lambda m: click.echo(m, err=True))
-    except (RuntimeError, FileNotFoundError, OSError) as e:
+        build_mod.build(config, verbose=verbose, use_ccache=ccache, cuda=cuda, log=lambda m: click.echo(m, err=True))
+    except (RuntimeError, ValueError, OSError) as e:
         click.echo(f"codegen build: failed: {e}", err=True)
         sys.exit(EXIT_DRIFT)
 

@@ -58,7 +58,7 @@ def differentiable_inputs(decl: Declaration) -> set[str]:
 
 
 def sample_inputs(decl: Declaration, dtype, *, requires_grad: bool = False, seed: int = 0,
-                  prepare: Callable[[dict], dict] | None = None) -> list[SampleInput]:
+                  prepare: Callable[[dict], dict] | None = None, device: str = "cpu") -> list[SampleInput]:
     """Inputs satisfying the op's shape rule, for `dtype`.  One sample with every default,
     one with optional tensors given and non-Tensor defaults changed.  `prepare` may adjust
     the arguments (a dict by name) of each sample, e.g. to sort boundaries."""
@@ -70,6 +70,9 @@ def sample_inputs(decl: Declaration, dtype, *, requires_grad: bool = False, seed
         values = _arguments(decl, dtype, rng, variant == "all_given", requires_grad)
         if prepare is not None:
             values = prepare(dict(values))
+        if device != "cpu":  # the same values on every device, so results can be compared
+            values = {k: v.detach().to(device).requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
+                      for k, v in values.items()}
         args, kwargs = [], {}
         skipped = False  # after a left-out argument, the rest go by name
         for a in decl.schema.arguments:
@@ -283,6 +286,25 @@ def check_gradients(decl: Declaration, op, sample: SampleInput) -> None:
             raise AssertionError(f"{decl.op_name} is once_differentiable, but a double backward did not raise")
     else:
         assert torch.autograd.gradgradcheck(fn, tensors)
+
+
+def to_device(sample: SampleInput, device) -> SampleInput:
+    """The sample with every tensor moved to `device` (requires_grad kept)."""
+    args, kwargs = _map_tensors(sample, lambda t: t.detach().to(device).requires_grad_(t.requires_grad))
+    return SampleInput(args, kwargs, sample.name)
+
+
+def check_same_as_cpu(decl: Declaration, op, sample: SampleInput, device) -> None:
+    """The op on `device` gives the CPU kernel's results (in place: the written argument)."""
+    import torch
+
+    cpu = sample.clone()
+    other = to_device(sample, device)
+    want, got = as_tuple(call(op, cpu)), as_tuple(call(op, other))
+    for w, g in zip(want, got):
+        assert g.device.type == torch.device(device).type, f"{decl.op_name}: result on {g.device}"
+        torch.testing.assert_close(g.detach().cpu(), w.detach(), equal_nan=True,
+                                   msg=lambda m: f"{decl.op_name} on {device} ({g.dtype}) differs from CPU: {m}")
 
 
 def check_opcheck(op, sample: SampleInput) -> None:

@@ -16,6 +16,7 @@ from ..diagnostics import Diagnostics, Loc
 from .base import Output, Plugin
 from .autograd import Autograd
 from .cpu import CpuKernels
+from .cuda import CudaKernels
 from .fake import FakeKernels
 from .python_loader import PythonLoader
 from .registration import SchemaRegistration
@@ -25,7 +26,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 def builtin_plugins() -> list[Plugin]:
     """The built-in emitters, in pipeline order."""
-    return [CpuKernels(), Autograd(), FakeKernels(), PythonLoader()]
+    return [CpuKernels(), CudaKernels(), Autograd(), FakeKernels(), PythonLoader()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

@@ -49,19 +49,29 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     for a in tensors:
         if isinstance(a.type, ListType):
             continue
+        # A device with an index (cuda:0, cuda:1) needs every tensor on the first one's.
+        same_device = (f'opwrap::rt::check_same_device(kOp, "{a.name}", {{t}}, {required[0].name}, "{required[0].name}");'
+                       if device != "CPU" and required and a is not required[0] else "")
         if a.is_optional:
             checks.append(f"if ({a.name}.has_value() && {a.name}->defined()) {{")
             checks.append(f'  opwrap::rt::check_tensor(kOp, "{a.name}", *{a.name}, {device_type});')
+            if same_device:
+                checks.append("  " + same_device.format(t=f"*{a.name}"))
             if required:
                 checks.append(f'  opwrap::rt::check_same_dtype(kOp, "{a.name}", *{a.name}, dtype, "{required[0].name}");')
             checks.append("}")
             continue
         checks.append(f'opwrap::rt::check_tensor(kOp, "{a.name}", {a.name}, {device_type});')
+        if same_device:
+            checks.append(same_device.format(t=a.name))
         if a is required[0]:
             checks.append(f'opwrap::rt::check_dtype_in(kOp, "{a.name}", {a.name}, {dtype_list}, "{dtype_names}");')
             checks.append(f"const at::ScalarType dtype = {a.name}.scalar_type();")
         else:
             checks.append(f'opwrap::rt::check_same_dtype(kOp, "{a.name}", {a.name}, dtype, "{required[0].name}");')
+    if device != "CPU" and required:
+        # Outputs are allocated, and inputs copied, on the inputs' device.
+        checks.append(f"const c10::cuda::CUDAGuard device_guard({required[0].name}.device());")
     if decl.shape_plan is not None:
         checks.extend(cpp_input_checks(decl.shape_plan, "kOp", s))
 

@@ -5,8 +5,8 @@
 
 #include <ATen/ops/empty.h>
 #include <cub/device/device_select.cuh>
-#include <cub/iterator/counting_input_iterator.cuh>
 #include <opwrap/runtime/cuda.cuh>
+#include <thrust/iterator/counting_iterator.h>
 
 #include "nonzero_flat.h"
 
@@ -18,7 +18,7 @@ void nonzero_flat_cuda(const at::Tensor& self, at::Tensor& result) {
   result.resize_({n});
   const auto options = self.options().dtype(at::kByte);
   at::Tensor count = at::empty({static_cast<int64_t>(sizeof(int64_t))}, options);
-  const cub::CountingInputIterator<int64_t> indices(0);
+  const thrust::counting_iterator<int64_t> indices(0);
   const IsNonzero<scalar_t> keep{self.const_data_ptr<scalar_t>()};
   auto* out = result.mutable_data_ptr<int64_t>();
   auto* num = reinterpret_cast<int64_t*>(count.mutable_data_ptr());

@@ -24,6 +24,13 @@ inline const at::Tensor& check_tensor(const char* op, const char* arg, const at:
   return t;
 }
 
+// Every tensor argument on the same device as the first (cuda:0 and cuda:1 do not mix).
+inline void check_same_device(const char* op, const char* arg, const at::Tensor& t, const at::Tensor& reference,
+                              const char* reference_name) {
+  TORCH_CHECK(t.device() == reference.device(), op, ": argument '", arg, "' is on ", t.device(),
+              ", but '", reference_name, "' is on ", reference.device(), "; expected all tensors on one device");
+}
+
 inline void check_dtype_in(const char* op, const char* arg, const at::Tensor& t,
                            std::initializer_list<at::ScalarType> allowed, const char* names) {
   for (auto s : allowed) {
