@@ -92,8 +92,7 @@ def plan(decl, namespace: str, torch_include: Path | None = None) -> AutogradPla
             items.append(f"{n}.has_value() ? *{n} : at::Tensor()" if a is not None and a.is_optional else n)
         forward.append("ctx->save_for_backward({" + ", ".join(items) + "});")
     for a in saved_values:
-        value = f"std::string({a.name})" if a.type == BaseType("str") else a.name
-        forward.append(f'ctx->saved_data["{a.name}"] = {value};')
+        forward.append(f'ctx->saved_data["{a.name}"] = {a.name};')
     for n, m in metadata:
         forward.append(f'ctx->saved_data["{n}_{METADATA[m][0]}"] = {n}.{m}();')
     for a in tensor_args:
