@@ -56,6 +56,7 @@ void scale_cpu(const at::Tensor& self, double factor, at::Tensor& result) {{
 
 _INIT = '''"""The {ns} op library: `import {ns}` loads it, so torch.ops.{ns}.* exist."""
 
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -80,7 +81,7 @@ def _generated_package():
 
 _generated = _generated_package()
 library_path = _generated.load_library()
-ops = torch.ops.{ns}
+ops = importlib.import_module(_generated.__name__ + ".ops")  # typed wrappers of torch.ops.{ns}.*
 '''
 
 

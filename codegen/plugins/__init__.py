@@ -19,6 +19,7 @@ from .cpu import CpuKernels
 from .cuda import CudaKernels
 from .fake import FakeKernels
 from .python_loader import PythonLoader
+from .python_ops import PythonOps
 from .registration import SchemaRegistration
 
 __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
@@ -26,7 +27,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 def builtin_plugins() -> list[Plugin]:
     """The built-in emitters, in pipeline order."""
-    return [CpuKernels(), CudaKernels(), Autograd(), FakeKernels(), PythonLoader()]
+    return [CpuKernels(), CudaKernels(), Autograd(), FakeKernels(), PythonLoader(), PythonOps()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

@@ -26,7 +26,7 @@ OPS = (
     "sincos",
 )
 
-COMPANIONS = ("fake",)
+COMPANIONS = ("fake", "ops")
 
 _HERE = Path(__file__).resolve().parent
 _loaded: str | None = None
@@ -56,9 +56,9 @@ def load_library() -> str:
             f"{(_HERE / '../../build').resolve()}; run `codegen build` (or `make build`) first"
         )
     path = str(candidates[0].resolve())
-    torch.ops.load_library(path)
+    torch.ops.load_library(path)  # type: ignore[no-untyped-call]
     _loaded = path
-    # Python companions of the C++ registrations (fake kernels), where generated.
+    # Python companions of the C++ registrations (fake kernels, typed wrappers), where generated.
     for companion in COMPANIONS:
         if importlib.util.find_spec(f"{__name__}.{companion}") is not None:
             importlib.import_module(f"{__name__}.{companion}")

@@ -1,18 +1,18 @@
 """opwrap: an op library built with the opwrap code generator.
 
-``import opwrap`` loads the compiled library, so ``torch.ops.opwrap.<op>`` exist.
+``import opwrap`` loads the compiled library, so ``torch.ops.opwrap.<op>`` exist, and
+``opwrap.ops.<op>`` are their typed wrappers.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import types
 from pathlib import Path
 
-import torch
 
-
-def _generated_package():
+def _generated_package() -> types.ModuleType:
     """`opwrap._generated` is a real subpackage when installed; in a source checkout that was
     not installed it is loaded from generated/python beside runtime/."""
     try:
@@ -22,15 +22,16 @@ def _generated_package():
         path = Path(__file__).resolve().parents[2] / "generated" / "python"
         spec = importlib.util.spec_from_file_location(
             f"{__name__}._generated", path / "__init__.py", submodule_search_locations=[str(path)])
+        assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         return module
 
 
-_generated = _generated_package()
-library_path = _generated.load_library()
-OPS = _generated.OPS
-ops = torch.ops.opwrap
+_generated_package()
+from ._generated import OPS, load_library, ops  # noqa: E402  (typed wrappers: opwrap.ops.<op>)
+
+library_path = load_library()
 
 __all__ = ["ops", "OPS", "library_path"]

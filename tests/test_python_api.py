@@ -1,0 +1,209 @@
+"""The typed Python surface `opwrap.ops`: signatures, docstrings, named results,
+`__torch_function__` (seed 002's ScalarTensor and MetadataTensor, a Tensor subclass, a
+TorchFunctionMode), torch.compile over the wrappers, and `mypy --strict` on a user script."""
+
+import functools
+import inspect
+import shutil
+import subprocess
+import sys
+import typing
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+from torch.overrides import TorchFunctionMode
+
+import opwrap
+from conftest import ROOT
+
+ops = opwrap.ops
+
+
+def test_every_op_has_a_typed_wrapper():
+    assert sorted(ops.__all__) == sorted(name.replace(".", "_") for name in opwrap.OPS)
+    sig = inspect.signature(ops.addmv_)
+    assert list(sig.parameters) == ["self", "mat", "vec", "beta", "alpha"]
+    assert sig.parameters["beta"].kind is inspect.Parameter.KEYWORD_ONLY and sig.parameters["beta"].default == 1
+    hints = typing.get_type_hints(ops.linear)
+    assert hints["bias"] == typing.Optional[torch.Tensor] and hints["return"] is torch.Tensor
+    assert typing.get_type_hints(ops.fill_natural)["size"] == typing.Sequence[int]
+
+
+def test_help_shows_schema_dtypes_devices_and_differentiability():
+    doc = ops.linear.__doc__
+    assert "y = input @ weight.T + bias" in doc
+    assert "Schema: opwrap::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor" in doc
+    assert "Dtypes: float32, float64, bfloat16" in doc and "Devices: CPU, CUDA" in doc
+    assert "Differentiable: yes, with respect to input, weight, bias; twice" in doc
+    assert "once (no double backward)" in ops.rms_norm.__doc__
+    assert "Differentiable: no (its outputs are not differentiable)" in ops.bucketize_count.__doc__
+
+
+def test_named_returns_are_named():
+    r = ops.rms_norm(torch.randn(2, 4), torch.ones(4))
+    assert r._fields == ("out", "rstd") and r.out.shape == (2, 4) and r.rstd.shape == (2,)
+    out, rstd = r
+    assert out is r.out
+    assert isinstance(ops.sincos(torch.randn(3)).cos, torch.Tensor)
+
+
+# ------------------------------------------------------------------ __torch_function__ (seed 002)
+
+HANDLED_FUNCTIONS = {}
+
+
+class ScalarTensor:
+    def __init__(self, N, value):
+        self._N, self._value = N, value
+
+    def tensor(self):
+        return self._value * torch.eye(self._N)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func not in HANDLED_FUNCTIONS or not all(issubclass(t, (torch.Tensor, ScalarTensor)) for t in types):
+            return NotImplemented
+        return HANDLED_FUNCTIONS[func](*args, **kwargs)
+
+
+def implements(torch_function):
+    def decorator(func):
+        functools.update_wrapper(func, torch_function)
+        HANDLED_FUNCTIONS[torch_function] = func
+        return func
+    return decorator
+
+
+@implements(ops.myadd)
+def _scalar_myadd(self, other):
+    if isinstance(self, ScalarTensor) and isinstance(other, ScalarTensor):
+        return ScalarTensor(self._N, self._value + other._value)
+    self = self.tensor() if isinstance(self, ScalarTensor) else self
+    other = other.tensor() if isinstance(other, ScalarTensor) else other
+    return ops.myadd(self, other)
+
+
+def test_scalar_tensor_reaches_its_override():
+    s = ops.myadd(ScalarTensor(2, 2), ScalarTensor(2, 3))
+    assert isinstance(s, ScalarTensor) and s._value == 5
+    mixed = ops.myadd(ScalarTensor(2, 2), torch.ones(2, 2))
+    torch.testing.assert_close(mixed, torch.tensor([[3.0, 1.0], [1.0, 3.0]]))
+    with pytest.raises(TypeError, match="no implementation found for 'opwrap._generated.ops.mul_constant'"):
+        ops.mul_constant(ScalarTensor(2, 2), 2.0)
+
+
+class MetadataTensor:
+    def __init__(self, data, metadata=None, **kwargs):
+        self._t = torch.as_tensor(data, **kwargs)
+        self._metadata = metadata
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        metadatas = [a._metadata for a in args if hasattr(a, "_metadata")]
+        args = [a._t if hasattr(a, "_t") else a for a in args]
+        return MetadataTensor(func(*args, **kwargs), metadata=metadatas[0])
+
+
+def test_metadata_tensor_propagates_through_the_op():
+    m = MetadataTensor([[1.0, 2.0], [3.0, 4.0]], metadata={"owner": "Ministry of Silly Walks"})
+    out = ops.myadd(torch.ones(2, 2), m)
+    assert isinstance(out, MetadataTensor) and out._metadata == {"owner": "Ministry of Silly Walks"}
+    torch.testing.assert_close(out._t, torch.tensor([[2.0, 3.0], [4.0, 5.0]]))
+
+
+class LoggingTensor(torch.Tensor):
+    calls = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.calls.append(func)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_tensor_subclass_sees_the_op_and_keeps_its_type():
+    LoggingTensor.calls.clear()
+    x = torch.randn(3).as_subclass(LoggingTensor)
+    out = ops.mul_constant(x, 2.0)
+    assert type(out) is LoggingTensor and ops.mul_constant in LoggingTensor.calls
+    r = ops.rms_norm(torch.randn(2, 3).as_subclass(LoggingTensor), torch.ones(3))
+    assert type(r.out) is LoggingTensor
+
+
+def test_torch_function_mode_sees_the_op():
+    seen = []
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Mode():
+        ops.myadd(torch.ones(2), torch.ones(2))
+    assert ops.myadd in seen
+
+
+def test_wrappers_compile_without_graph_breaks():
+    torch._dynamo.reset()
+    counters.clear()
+
+    def f(x, w):
+        r = ops.rms_norm(ops.myadd(x, x), w)
+        return ops.mul_constant(r.out, 2.0) + r.rstd.unsqueeze(-1)
+
+    x, w = torch.randn(4, 8), torch.randn(8)
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(x, w), f(x, w))
+    assert sum(counters["graph_break"].values()) == 0
+
+
+# ------------------------------------------------------------------ mypy --strict on a user script
+
+USER_SCRIPT = '''
+import torch
+import opwrap
+from opwrap import ops
+
+x = torch.randn(4, 3)
+w = torch.randn(5, 3)
+y: torch.Tensor = ops.linear(x, w, None)
+y = ops.linear(x, w)
+z: torch.Tensor = ops.myadd(y, y)
+z = ops.mul_constant(z, 0.5)
+z = ops.addmv_(torch.zeros(5), w, torch.randn(3), beta=0.0, alpha=2)
+r = ops.rms_norm(x, torch.ones(3), eps=1e-5)
+out: torch.Tensor = r.out
+s, c = ops.sincos(x)
+b = ops.bucketize_count(x, torch.tensor([0.0]))
+counts: torch.Tensor = b.counts
+n: torch.Tensor = ops.nonzero_flat(x)
+f: torch.Tensor = ops.fill_natural([2, 3])
+'''
+
+
+def _typing_view(tmp_path):
+    """The package as a wheel installs it: opwrap/ with _generated/ inside, py.typed included."""
+    pkg = tmp_path / "site" / "opwrap"
+    shutil.copytree(ROOT / "runtime" / "opwrap", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "generated" / "python", pkg / "_generated", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "site"
+
+
+def _mypy(tmp_path, script):
+    site = _typing_view(tmp_path)
+    (tmp_path / "user.py").write_text(script)
+    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "user.py"], cwd=tmp_path,
+                          capture_output=True, text=True, env={"MYPYPATH": str(site), "PATH": "/usr/bin:/bin"})
+
+
+def test_mypy_strict_accepts_a_script_calling_every_op(tmp_path):
+    r = _mypy(tmp_path, USER_SCRIPT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_mypy_strict_rejects_a_wrong_argument_type(tmp_path):
+    r = _mypy(tmp_path, USER_SCRIPT + "bad = ops.mul_constant(x, 'two')\nworse = ops.fill_natural(3)\n")
+    assert r.returncode == 1
+    assert 'Argument 2 to "mul_constant" has incompatible type "str"; expected "float"' in r.stdout, r.stdout
+    assert 'Argument 1 to "fill_natural" has incompatible type "int"; expected "Sequence[int]"' in r.stdout, r.stdout
