@@ -155,3 +155,14 @@ D2 = "- func: g(Tensor self) -> (Tensor a, Tensor b)\n  dtypes: [float32]\n  lik
 ])
 def test_bad_derivatives(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  autocast: lower_precison\n",
+     "declarations/ops.yaml:4:13: error: unknown autocast policy 'lower_precison'\n"
+     "declarations/ops.yaml:4:13: note: did you mean 'lower_precision'?"),
+    ("- func: f_(Tensor(a!) self) -> Tensor(a!)\n  dtypes: [float32]\n  autocast: fp32\n",
+     "declarations/ops.yaml:3:13: error: f_ writes its arguments in place"),
+])
+def test_bad_autocast(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)

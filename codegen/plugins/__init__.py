@@ -14,12 +14,14 @@ from importlib.metadata import entry_points
 from ..config import Config
 from ..diagnostics import Diagnostics, Loc
 from .base import Output, Plugin
+from .autocast import Autocast
 from .autograd import Autograd
 from .cpu import CpuKernels
 from .cuda import CudaKernels
 from .fake import FakeKernels
 from .python_loader import PythonLoader
 from .python_ops import PythonOps
+from .vmap import Vmap
 from .registration import SchemaRegistration
 
 __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
@@ -27,7 +29,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 def builtin_plugins() -> list[Plugin]:
     """The built-in emitters, in pipeline order."""
-    return [CpuKernels(), CudaKernels(), Autograd(), FakeKernels(), PythonLoader(), PythonOps()]
+    return [CpuKernels(), CudaKernels(), Autograd(), Autocast(), FakeKernels(), PythonLoader(), PythonOps(), Vmap()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

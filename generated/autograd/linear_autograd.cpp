@@ -42,17 +42,17 @@ struct linear_Function : public torch::autograd::Function<linear_Function> {
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(3);
     if (needs(input_edge)) {
-#line 12 "declarations/linear.yaml"
+#line 13 "declarations/linear.yaml"
       grad_inputs[0] = grad.mm(weight);
 #line 48 "generated/autograd/linear_autograd.cpp"
     }
     if (needs(weight_edge)) {
-#line 13 "declarations/linear.yaml"
+#line 14 "declarations/linear.yaml"
       grad_inputs[1] = grad.t().mm(input);
 #line 53 "generated/autograd/linear_autograd.cpp"
     }
     if (needs(bias_edge)) {
-#line 14 "declarations/linear.yaml"
+#line 15 "declarations/linear.yaml"
       grad_inputs[2] = grad.sum(0);
 #line 58 "generated/autograd/linear_autograd.cpp"
     }

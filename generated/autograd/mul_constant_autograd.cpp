@@ -37,7 +37,7 @@ struct mul_constant_Function : public torch::autograd::Function<mul_constant_Fun
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(2);
     if (needs(self_edge)) {
-#line 8 "declarations/mul_constant.yaml"
+#line 9 "declarations/mul_constant.yaml"
       grad_inputs[0] = grad * constant;
 #line 43 "generated/autograd/mul_constant_autograd.cpp"
     }

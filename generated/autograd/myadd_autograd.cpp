@@ -36,12 +36,12 @@ struct myadd_Function : public torch::autograd::Function<myadd_Function> {
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(2);
     if (needs(self_edge)) {
-#line 10 "declarations/myadd.yaml"
+#line 12 "declarations/myadd.yaml"
       grad_inputs[0] = grad;
 #line 42 "generated/autograd/myadd_autograd.cpp"
     }
     if (needs(other_edge)) {
-#line 11 "declarations/myadd.yaml"
+#line 13 "declarations/myadd.yaml"
       grad_inputs[1] = grad;
 #line 47 "generated/autograd/myadd_autograd.cpp"
     }

@@ -1,0 +1,65 @@
+"""Batching rules for torch.vmap, registered with `torch.library.register_vmap` from a
+generated Python module (`<package>._generated.vmap`, imported with the library).
+
+- `pointwise: true`: the op is elementwise over its same-shaped tensor inputs, so one call
+  on the whole batch is the batched result: batch dimensions move to the front and
+  unbatched tensors are expanded to the batch size.
+- `vmap: module:function`: a hand-written rule with register_vmap's signature
+  `(info, in_dims, *args) -> (outputs, out_dims)`.
+- Otherwise vmap over the op raises a clear "no batching rule" error, rather than falling
+  back to a slow per-example loop.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..schema import BaseType
+from .base import Output, Plugin
+
+_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*\Z")
+
+
+class Vmap(Plugin):
+    name = "vmap"
+    fields = {
+        "pointwise": "true for elementwise ops: vmap needs no rule beyond this",
+        "vmap": "a batching rule, 'module:function' with torch.library.register_vmap's signature",
+    }
+
+    def validate(self, decl, lib, diag):
+        pointwise, rule = decl.extra_field("pointwise"), decl.extra_field("vmap")
+        if pointwise is not None and not isinstance(pointwise, bool):
+            diag.error(decl.field_loc("pointwise"), "'pointwise' must be true or false")
+        if rule is not None and (not isinstance(rule, str) or not _TARGET.match(rule)):
+            diag.error(decl.field_loc("vmap"), f"'vmap' must name a Python function as 'module:function', not {rule!r}")
+        if pointwise and rule:
+            diag.error(decl.field_loc("vmap"), "a pointwise op needs no 'vmap' rule")
+        if pointwise:
+            s = decl.schema
+            if s.is_mutable:
+                diag.error(decl.field_loc("pointwise"), "the pointwise batching rule is for ops that do not write "
+                           "their arguments")
+            if any(r.type != BaseType("Tensor") for r in s.returns):
+                diag.error(decl.field_loc("pointwise"), "a pointwise op returns tensors")
+
+    def emit(self, lib, ctx):
+        ns = lib.namespace
+        rules = []
+        for d in lib.declarations:
+            if not d.tensor_inputs or not d.kernels:
+                continue
+            s = d.schema
+            rule = d.extra_field("vmap")
+            op = f"{ns}::{d.op_name}"
+            if d.extra_field("pointwise"):
+                kind, expr = "pointwise", f"_pointwise(torch.ops.{ns}.{d.name}.{d.overload or 'default'}, {len(s.returns)})"
+            elif rule:
+                module, _, function = rule.partition(":")
+                kind, expr = f"rule {rule}", f"_load({module!r}, {function!r})"
+            else:
+                kind, expr = "no rule", f"_none({op!r})"
+            rules.append(dict(op=op, kind=kind, expr=expr))
+        template = "python/vmap.py.j2"
+        yield Output("python/vmap.py", ctx.render(template, namespace=ns, rules=rules),
+                     lib.sources + (ctx.template_source(template),))
