@@ -37,11 +37,21 @@ def support_include_dir() -> Path:
 def sources(config: Config, cuda: bool = False) -> list[Path]:
     """The C++ (and, with `cuda`, the CUDA) sources: generated/ and `[tool.codegen] sources`."""
     gen = config.path("generated")
-    found = sorted(Path(p) for p in glob.glob(str(gen / "**" / "*.cpp"), recursive=True))
+    found = sorted(Path(p) for p in glob.glob(str(gen / "**" / "*.cpp"), recursive=True)
+                   if Path(p) != gen / "python" / f"{FAST_MODULE}.cpp")
     found += sorted(Path(p) for p in glob.glob(str(gen / "**" / "*.cu"), recursive=True))
     for pattern in config.sources:
         found.extend(sorted(Path(p) for p in glob.glob(str(config.root / pattern), recursive=True)))
     return [p for p in found if cuda or p.suffix != ".cu"]
+
+
+FAST_MODULE = "_fast"
+
+
+def fast_source(config: Config) -> Path | None:
+    """The generated CPython bindings (see plugins/python_fast.py), built as their own module."""
+    path = config.path("generated") / "python" / f"{FAST_MODULE}.cpp"
+    return path if path.is_file() else None
 
 
 def cuda_sources(config: Config) -> list[Path]:
@@ -136,6 +146,17 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     )
     out = build_dir / f"{config.library}.so"
     log(f"codegen build: {out} ({len(srcs)} sources, {time.perf_counter() - t0:.1f}s)")
+    fast = fast_source(config)
+    if fast is not None:  # the Python bindings: a CPython module of their own, linked with libtorch_python
+        fast_dir = build_dir / "python"
+        fast_dir.mkdir(exist_ok=True)
+        fast_log = fast_dir / ".ninja_log"
+        fast_start = fast_log.stat().st_size if fast_log.exists() else 0
+        cpp_extension.load(name=FAST_MODULE, sources=[str(fast)], extra_cflags=CXX_FLAGS,
+                           extra_include_paths=[str(d) for d in include_dirs(config)], build_directory=str(fast_dir),
+                           verbose=verbose, is_python_module=True, with_cuda=False)
+        for kind, (count, secs) in compile_times(fast_log, fast_start).items():
+            log(f"codegen build: compiled the fast Python bindings, {secs:.1f}s")
     for kind, (count, secs) in compile_times(ninja_log, log_start).items():
         log(f"codegen build: compiled {count} {kind} objects, {secs:.1f}s of compiler time "
             f"({secs / count:.1f}s each)")

@@ -20,6 +20,7 @@ from .cpu import CpuKernels
 from .cuda import CudaKernels
 from .fake import FakeKernels
 from .python_loader import PythonLoader
+from .python_fast import PythonFast
 from .python_ops import PythonOps
 from .vmap import Vmap
 from .registration import SchemaRegistration
@@ -29,7 +30,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 def builtin_plugins() -> list[Plugin]:
     """The built-in emitters, in pipeline order."""
-    return [CpuKernels(), CudaKernels(), Autograd(), Autocast(), FakeKernels(), PythonLoader(), PythonOps(), Vmap()]
+    return [CpuKernels(), CudaKernels(), Autograd(), Autocast(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

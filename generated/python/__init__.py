@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -43,6 +44,20 @@ def library_candidates() -> list[Path]:
     for directory in (_HERE.parent, _HERE / "../../build"):
         found.extend(Path(p) for p in sorted(glob.glob(str(directory / f"{LIBRARY}*.so"))))
     return found
+
+
+def load_fast() -> ModuleType | None:
+    """The compiled fast Python bindings (`_fast`), beside the package or in the build
+    directory; None when they were not built (the ops then take their Python wrappers)."""
+    for directory in (_HERE, _HERE / "../../build" / "python"):
+        for path in sorted(glob.glob(str(directory / "_fast*.so"))):
+            spec = importlib.util.spec_from_file_location(f"{__name__}._fast", path)
+            if spec is None or spec.loader is None:
+                continue
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    return None
 
 
 def load_library() -> str:

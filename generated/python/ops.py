@@ -8,6 +8,7 @@ do, and calls `torch.ops.opwrap.<op>`.
 
 from __future__ import annotations
 
+import typing
 from typing import Iterable, Optional, Sequence, Tuple, Union
 
 import torch
@@ -242,3 +243,28 @@ def sincos(self: Tensor) -> SincosResult:
     if has_torch_function((self,)):
         return handle_torch_function(sincos, (self,), self)
     return SincosResult(_ops.sincos.default(self))
+
+
+# The Python wrapper of every op, by name: the typed reference implementation of the call.
+WRAPPERS = {name: globals()[name] for name in __all__}
+
+
+def _install_fast_path() -> None:
+    """Bind each public name to its compiled fast function where one was built (see
+    codegen/plugins/python_fast.py).  The fast function hands every call it cannot take
+    exactly to the wrapper, and torch.compile traces the wrapper in its place."""
+    from . import load_fast
+
+    fast = load_fast()
+    if fast is None:
+        return
+    for index, name in enumerate(fast.OPS):
+        wrapper = WRAPPERS[name]
+        result_type = typing.get_type_hints(wrapper)["return"]
+        fast.install(index, wrapper, result_type if result_type is not Tensor else None)
+        binding = getattr(fast, name)
+        torch.compiler.substitute_in_graph(binding, skip_signature_check=True)(wrapper)
+        globals()[name] = binding
+
+
+_install_fast_path()

@@ -1,0 +1,113 @@
+// Argument unpacking for the generated fast Python bindings (vectorcall, METH_FASTCALL).
+// Each `take_*` returns false when the object is not what the fast path handles; the
+// binding then calls the op's Python wrapper, which handles everything (keywords,
+// __torch_function__, modes, conversions) and raises the proper error.
+#pragma once
+
+#include <Python.h>
+
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace opwrap::py {
+
+// A tensor that needs no __torch_function__ handling: torch.Tensor itself or nn.Parameter
+// (THPVariable_CheckExact takes both); subclasses take the Python path.  TorchFunctionModes
+// are checked once per call.
+inline bool take_tensor(PyObject* obj, const at::Tensor*& out) {
+  if (!THPVariable_CheckExact(obj)) return false;
+  out = &THPVariable_Unpack(obj);
+  return true;
+}
+
+inline bool take_optional_tensor(PyObject* obj, std::optional<at::Tensor>& out) {
+  if (obj == Py_None) {
+    out = std::nullopt;
+    return true;
+  }
+  const at::Tensor* t = nullptr;
+  if (!take_tensor(obj, t)) return false;
+  out = *t;
+  return true;
+}
+
+inline bool take_double(PyObject* obj, double& out) {
+  if (PyFloat_CheckExact(obj)) {
+    out = PyFloat_AS_DOUBLE(obj);
+    return true;
+  }
+  if (PyLong_CheckExact(obj)) {
+    out = PyLong_AsDouble(obj);
+    if (out == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+inline bool take_int(PyObject* obj, int64_t& out) {
+  if (!PyLong_CheckExact(obj)) return false;
+  int overflow = 0;
+  out = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  return overflow == 0 && !(out == -1 && PyErr_Occurred());
+}
+
+inline bool take_symint(PyObject* obj, c10::SymInt& out) {
+  int64_t v = 0;
+  if (!take_int(obj, v)) return false;
+  out = c10::SymInt(v);
+  return true;
+}
+
+inline bool take_bool(PyObject* obj, bool& out) {
+  if (obj != Py_True && obj != Py_False) return false;
+  out = obj == Py_True;
+  return true;
+}
+
+inline bool take_scalar(PyObject* obj, at::Scalar& out) {
+  if (PyBool_Check(obj)) {
+    out = at::Scalar(obj == Py_True);
+    return true;
+  }
+  if (PyFloat_CheckExact(obj)) {
+    out = at::Scalar(PyFloat_AS_DOUBLE(obj));
+    return true;
+  }
+  int64_t v = 0;
+  if (take_int(obj, v)) {
+    out = at::Scalar(v);
+    return true;
+  }
+  return false;
+}
+
+inline bool take_int_list(PyObject* obj, std::vector<int64_t>& out) {
+  if (!PyList_CheckExact(obj) && !PyTuple_CheckExact(obj)) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  out.resize(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!take_int(items[i], out[static_cast<size_t>(i)])) return false;
+  }
+  return true;
+}
+
+// Releases the GIL around the dispatcher call, as torch's own bindings do.
+struct NoGil {
+  PyThreadState* state = PyEval_SaveThread();
+  NoGil() = default;
+  NoGil(const NoGil&) = delete;
+  NoGil& operator=(const NoGil&) = delete;
+  ~NoGil() { PyEval_RestoreThread(state); }
+};
+
+}  // namespace opwrap::py
