@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build demo test pytest gpu-test clean
+.PHONY: venv generate check build demo test pytest bench gpu-test clean
 
 venv: $(STAMP)
 
@@ -43,6 +43,10 @@ test: venv
 pytest: venv
 	@$(PHASE) pytest sh -c '$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
+
+# Speed, side by side with what opwrap replaces, as ratios (benchmarks/bench.py).
+bench: build
+	@$(PHASE) bench $(PY) benchmarks/bench.py
 
 # On a machine with a GPU: build with CUDA (an error if it cannot be built), run the CUDA
 # tests (every op and dtype against the CPU kernel) and the CUDA benchmark against aten.

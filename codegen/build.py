@@ -196,3 +196,15 @@ def extension(config: Config, log=print):
         include_dirs=[str(d) for d in include_dirs(config)],
         extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS + cuda_include_flags(env)} if env is not None else CXX_FLAGS,
     )
+
+
+def fast_extension(config: Config):
+    """The fast Python bindings as a setuptools extension module, or None when not generated."""
+    from torch.utils.cpp_extension import CppExtension
+
+    src = fast_source(config)
+    if src is None:
+        return None
+    return CppExtension(name=f"{config.python_package}._generated.{FAST_MODULE}",
+                        sources=[os.path.relpath(src, config.root)],
+                        include_dirs=[str(d) for d in include_dirs(config)], extra_compile_args=CXX_FLAGS)

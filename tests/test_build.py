@@ -149,6 +149,7 @@ def test_wheel_builds_the_same_sources_with_build_extension(tmp_path):
     import zipfile
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("opwrap/_C") and n.endswith(".so") for n in names), names
+    assert any(n.startswith("opwrap/_generated/_fast") and n.endswith(".so") for n in names), names
     for expected in ("opwrap/_generated/__init__.py", "codegen/templates/cpu/op.cpp.j2",
                      "codegen/include/opwrap/runtime/checks.h"):
         assert expected in names
@@ -156,6 +157,7 @@ def test_wheel_builds_the_same_sources_with_build_extension(tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     script = ("import torch, opwrap\n"
               "assert 'site' in opwrap.library_path, opwrap.library_path\n"
+              "assert type(opwrap.ops.myadd).__name__ == 'builtin_function_or_method'\n"
               "print(torch.ops.opwrap.fill_natural([3]).tolist())\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(site)})

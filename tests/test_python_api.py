@@ -207,3 +207,50 @@ def test_mypy_strict_rejects_a_wrong_argument_type(tmp_path):
     assert r.returncode == 1
     assert 'Argument 2 to "mul_constant" has incompatible type "str"; expected "float"' in r.stdout, r.stdout
     assert 'Argument 1 to "fill_natural" has incompatible type "int"; expected "Sequence[int]"' in r.stdout, r.stdout
+
+
+# ------------------------------------------------------------------ the fast call path
+
+def test_eager_calls_take_the_compiled_binding():
+    assert type(ops.myadd).__name__ == "builtin_function_or_method"
+    assert inspect.signature(ops.addmv_) == inspect.signature(ops.WRAPPERS["addmv_"]).replace(
+        parameters=[p.replace(annotation=inspect.Parameter.empty)
+                    for p in inspect.signature(ops.WRAPPERS["addmv_"]).parameters.values()],
+        return_annotation=inspect.Signature.empty)
+    assert "Schema: opwrap::addmv_" in ops.addmv_.__doc__
+
+
+@pytest.mark.parametrize("call", [
+    lambda f, x, w: f["linear"](x, w),                      # a default filled in C++
+    lambda f, x, w: f["linear"](x, w, None),
+    lambda f, x, w: f["linear"](x, w, bias=torch.ones(5)),  # a keyword: the wrapper takes it
+    lambda f, x, w: f["linear"](input=x, weight=w),
+    lambda f, x, w: f["rms_norm"](x, torch.ones(3), 1e-3),
+    lambda f, x, w: f["addmv_"](torch.zeros(5), w, torch.ones(3), beta=0.5, alpha=2),
+    lambda f, x, w: f["fill_natural"]((2, 3)),
+    lambda f, x, w: f["mul_constant"](x, 2),                # an int where float is expected
+    lambda f, x, w: f["linear"](x, torch.nn.Parameter(w)),  # a Parameter is a plain tensor here
+])
+def test_binding_and_wrapper_agree(call):
+    x, w = torch.randn(4, 3), torch.randn(5, 3)
+    fast = {name: getattr(ops, name) for name in ops.__all__}
+    got, want = call(fast, x, w), call(ops.WRAPPERS, x, w)
+    assert type(got) is type(want)
+    for g, e in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        torch.testing.assert_close(g, e)
+
+
+def test_binding_errors_are_the_ops_errors():
+    with pytest.raises(RuntimeError, match="opwrap::myadd: argument 'other' has dtype Double"):
+        ops.myadd(torch.randn(3), torch.randn(3, dtype=torch.float64))
+    # Anything the binding does not take goes to the wrapper and torch.ops, which say what is wrong.
+    with pytest.raises(RuntimeError, match="Expected a value of type 'float' for argument 'constant'"):
+        ops.mul_constant(torch.randn(3), "two")
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'other'"):
+        ops.myadd(torch.randn(3))
+
+
+def test_binding_keeps_autograd():
+    x = torch.randn(3, requires_grad=True)
+    ops.mul_constant(ops.myadd(x, x), 3.0).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3,), 6.0))

@@ -102,18 +102,21 @@ def plan(decl, index: int, namespace: str) -> Binding | None:
             call.append(f"const_cast<at::Tensor&>(*{var})" if a.is_write else f"*{var}")
         else:
             call.append(var)
+    # How much data the call touches, to decide whether to release the GIL around it.
+    sizes = [f"{a.name}_->numel()" for a in s.arguments if _key(a.type) == "Tensor"]
+    gil = f"opwrap::py::NoGil no_gil({' + '.join(sizes) or '0'});"
     rets = s.returns
     if len(rets) == 1 and s.aliased_argument(rets[0]) is not None:
         arg = s.aliased_argument(rets[0])
         pos = s.arguments.index(arg)
-        result = (f"{{ opwrap::py::NoGil no_gil; op.call({', '.join(call)}); }}",
+        result = (f"{{ {gil} op.call({', '.join(call)}); }}",
                   f"Py_INCREF(args[{pos}]);", f"return args[{pos}];")
     elif len(rets) == 1:
-        result = ("at::Tensor result;", f"{{ opwrap::py::NoGil no_gil; result = op.call({', '.join(call)}); }}",
+        result = ("at::Tensor result;", f"{{ {gil} result = op.call({', '.join(call)}); }}",
                   "return THPVariable_Wrap(std::move(result));")
     else:
         n = len(rets)
-        result = (f"{cpp.returns_type(s)} result;", f"{{ opwrap::py::NoGil no_gil; result = op.call({', '.join(call)}); }}",
+        result = (f"{cpp.returns_type(s)} result;", f"{{ {gil} result = op.call({', '.join(call)}); }}",
                   f"PyObject* values = PyTuple_New({n});", "if (values == nullptr) return nullptr;")
         result += tuple(f"PyTuple_SET_ITEM(values, {i}, THPVariable_Wrap(std::move(std::get<{i}>(result))));" for i in range(n))
         result += (f"return wrap_result({index}, values);",)

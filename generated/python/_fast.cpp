@@ -53,7 +53,7 @@ PyObject* addmv_(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyO
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::addmv_", "")
       .typed<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, const at::Scalar&)>();
-  { opwrap::py::NoGil no_gil; op.call(const_cast<at::Tensor&>(*self_), *mat_, *vec_, beta_, alpha_); }
+  { opwrap::py::NoGil no_gil(self_->numel() + mat_->numel() + vec_->numel()); op.call(const_cast<at::Tensor&>(*self_), *mat_, *vec_, beta_, alpha_); }
   Py_INCREF(args[0]);
   return args[0];
   END_HANDLE_TH_ERRORS
@@ -74,7 +74,7 @@ PyObject* bucketize_count(PyObject* /*module*/, PyObject* const* args, size_t na
       .findSchemaOrThrow("opwrap::bucketize_count", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>();
   std::tuple<at::Tensor, at::Tensor> result;
-  { opwrap::py::NoGil no_gil; result = op.call(*values_, *boundaries_); }
+  { opwrap::py::NoGil no_gil(values_->numel() + boundaries_->numel()); result = op.call(*values_, *boundaries_); }
   PyObject* values = PyTuple_New(2);
   if (values == nullptr) return nullptr;
   PyTuple_SET_ITEM(values, 0, THPVariable_Wrap(std::move(std::get<0>(result))));
@@ -96,7 +96,7 @@ PyObject* fill_natural(PyObject* /*module*/, PyObject* const* args, size_t nargs
       .findSchemaOrThrow("opwrap::fill_natural", "")
       .typed<at::Tensor(at::IntArrayRef)>();
   at::Tensor result;
-  { opwrap::py::NoGil no_gil; result = op.call(size_); }
+  { opwrap::py::NoGil no_gil(0); result = op.call(size_); }
   return THPVariable_Wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
@@ -118,7 +118,7 @@ PyObject* linear(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyO
       .findSchemaOrThrow("opwrap::linear", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>();
   at::Tensor result;
-  { opwrap::py::NoGil no_gil; result = op.call(*input_, *weight_, bias_); }
+  { opwrap::py::NoGil no_gil(input_->numel() + weight_->numel()); result = op.call(*input_, *weight_, bias_); }
   return THPVariable_Wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
@@ -138,7 +138,7 @@ PyObject* mul_constant(PyObject* /*module*/, PyObject* const* args, size_t nargs
       .findSchemaOrThrow("opwrap::mul_constant", "")
       .typed<at::Tensor(const at::Tensor&, double)>();
   at::Tensor result;
-  { opwrap::py::NoGil no_gil; result = op.call(*self_, constant_); }
+  { opwrap::py::NoGil no_gil(self_->numel()); result = op.call(*self_, constant_); }
   return THPVariable_Wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
@@ -158,7 +158,7 @@ PyObject* myadd(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyOb
       .findSchemaOrThrow("opwrap::myadd", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   at::Tensor result;
-  { opwrap::py::NoGil no_gil; result = op.call(*self_, *other_); }
+  { opwrap::py::NoGil no_gil(self_->numel() + other_->numel()); result = op.call(*self_, *other_); }
   return THPVariable_Wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
@@ -178,7 +178,7 @@ PyObject* mymatmul(PyObject* /*module*/, PyObject* const* args, size_t nargsf, P
       .findSchemaOrThrow("opwrap::mymatmul", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   at::Tensor result;
-  { opwrap::py::NoGil no_gil; result = op.call(*self_, *other_); }
+  { opwrap::py::NoGil no_gil(self_->numel() + other_->numel()); result = op.call(*self_, *other_); }
   return THPVariable_Wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
@@ -196,7 +196,7 @@ PyObject* nonzero_flat(PyObject* /*module*/, PyObject* const* args, size_t nargs
       .findSchemaOrThrow("opwrap::nonzero_flat", "")
       .typed<at::Tensor(const at::Tensor&)>();
   at::Tensor result;
-  { opwrap::py::NoGil no_gil; result = op.call(*self_); }
+  { opwrap::py::NoGil no_gil(self_->numel()); result = op.call(*self_); }
   return THPVariable_Wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
@@ -218,7 +218,7 @@ PyObject* rms_norm(PyObject* /*module*/, PyObject* const* args, size_t nargsf, P
       .findSchemaOrThrow("opwrap::rms_norm", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double)>();
   std::tuple<at::Tensor, at::Tensor> result;
-  { opwrap::py::NoGil no_gil; result = op.call(*input_, *weight_, eps_); }
+  { opwrap::py::NoGil no_gil(input_->numel() + weight_->numel()); result = op.call(*input_, *weight_, eps_); }
   PyObject* values = PyTuple_New(2);
   if (values == nullptr) return nullptr;
   PyTuple_SET_ITEM(values, 0, THPVariable_Wrap(std::move(std::get<0>(result))));
@@ -240,7 +240,7 @@ PyObject* sincos(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyO
       .findSchemaOrThrow("opwrap::sincos", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&)>();
   std::tuple<at::Tensor, at::Tensor> result;
-  { opwrap::py::NoGil no_gil; result = op.call(*self_); }
+  { opwrap::py::NoGil no_gil(self_->numel()); result = op.call(*self_); }
   PyObject* values = PyTuple_New(2);
   if (values == nullptr) return nullptr;
   PyTuple_SET_ITEM(values, 0, THPVariable_Wrap(std::move(std::get<0>(result))));

@@ -101,13 +101,19 @@ inline bool take_int_list(PyObject* obj, std::vector<int64_t>& out) {
   return true;
 }
 
-// Releases the GIL around the dispatcher call, as torch's own bindings do.
+// Releases the GIL around the dispatcher call, as torch's own bindings do, when the call
+// has enough data to take a while: for a few elements, releasing and taking back the GIL
+// (about 0.1 us here) would cost more than the kernel, and nobody waits on so short a hold.
+constexpr int64_t kGilReleaseElements = 1 << 14;
+
 struct NoGil {
-  PyThreadState* state = PyEval_SaveThread();
-  NoGil() = default;
+  PyThreadState* state;
+  explicit NoGil(int64_t elements) : state(elements >= kGilReleaseElements ? PyEval_SaveThread() : nullptr) {}
   NoGil(const NoGil&) = delete;
   NoGil& operator=(const NoGil&) = delete;
-  ~NoGil() { PyEval_RestoreThread(state); }
+  ~NoGil() {
+    if (state != nullptr) PyEval_RestoreThread(state);
+  }
 };
 
 }  // namespace opwrap::py
