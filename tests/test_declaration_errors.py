@@ -166,3 +166,15 @@ def test_bad_derivatives(project, yaml_text, expected):
 ])
 def test_bad_autocast(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  pointwise: 3\n",
+     "declarations/ops.yaml:4:14: error: 'pointwise' must be true or false"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  vmap: rules.linear\n",
+     "declarations/ops.yaml:4:9: error: 'vmap' must name a Python function as 'module:function'"),
+    ("- func: f_(Tensor(a!) self) -> Tensor(a!)\n  dtypes: [float32]\n  pointwise: true\n",
+     "declarations/ops.yaml:3:14: error: the pointwise batching rule is for ops that do not write their arguments"),
+])
+def test_bad_vmap_fields(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)
