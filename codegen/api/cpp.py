@@ -82,6 +82,11 @@ def returns_type(schema: FunctionSchema) -> str:
     return "std::tuple<" + ", ".join(_return_type(r) for r in rets) + ">"
 
 
+def dispatcher_signature(schema: FunctionSchema) -> str:
+    """The function type of the op's typed dispatcher handle: `.typed<...>()`."""
+    return returns_type(schema) + "(" + ", ".join(argument_type(a) for a in schema.arguments) + ")"
+
+
 def _return_type(r: Return) -> str:
     if r.is_write and r.type == BaseType("Tensor"):
         return "at::Tensor&"

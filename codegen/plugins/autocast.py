@@ -61,7 +61,7 @@ class Autocast(Plugin):
                 decl=d, policy=policy, to=to, call=call,
                 params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in s.arguments),
                 returns=cpp.returns_type(s),
-                op_type=cpp.returns_type(s) + "(" + ", ".join(cpp.argument_type(a) for a in s.arguments) + ")",
+                op_type=cpp.dispatcher_signature(s),
             ))
         if kernels:
             template = "autocast/autocast.cpp.j2"

@@ -182,7 +182,7 @@ def _finish(decl, namespace, d, forward, backward, dirty, torch_include) -> Auto
     # The redispatch and what the kernel returns.
     multi = len(rets) > 1
     forward_returns = "torch::autograd::variable_list" if multi else "at::Tensor"
-    op_type = cpp.returns_type(s) + "(" + ", ".join(cpp.argument_type(a) for a in args) + ")"
+    op_type = cpp.dispatcher_signature(s)
     call_args = ", ".join(a.name for a in args)
     forward_result = ("{" + ", ".join(rets) + "}") if multi else rets[0]
     returns_decl = "at::Tensor " + ", ".join(rets)

@@ -120,7 +120,7 @@ def plan(decl, index: int, namespace: str) -> Binding | None:
                   f"PyObject* values = PyTuple_New({n});", "if (values == nullptr) return nullptr;")
         result += tuple(f"PyTuple_SET_ITEM(values, {i}, THPVariable_Wrap(std::move(std::get<{i}>(result))));" for i in range(n))
         result += (f"return wrap_result({index}, values);",)
-    op_type = cpp.returns_type(s) + "(" + ", ".join(cpp.argument_type(a) for a in s.arguments) + ")"
+    op_type = cpp.dispatcher_signature(s)
     return Binding(decl.ident, decl.name, decl.overload, op_type, required, len(positional), tuple(unpack),
                    ", ".join(call), result, str(s), cpp_string(docstring(decl, namespace)))
 
