@@ -14,6 +14,7 @@ from typing import Any, Callable
 import yaml
 
 from . import derivatives
+from .classes import load_class
 from .config import Config
 from .diagnostics import Diagnostics, Loc, did_you_mean
 from .dtypes import DTYPES, GROUPS
@@ -66,6 +67,7 @@ class DeclarationLoader:
     def __init__(self, config: Config, diag: Diagnostics, plugin_fields: dict[str, str] | None = None):
         self.config, self.diag = config, diag
         self.plugin_fields = dict(plugin_fields or {})
+        self.classes: list = []
 
     # ------------------------------------------------------------------ files
     def load(self) -> Library:
@@ -78,7 +80,7 @@ class DeclarationLoader:
         for f in files:
             decls.extend(self.load_file(f, _rel(f, root)))
         self.check_duplicates(decls)
-        return Library(self.config, tuple(decls), tuple(_rel(f, root) for f in files))
+        return Library(self.config, tuple(decls), tuple(_rel(f, root) for f in files), tuple(self.classes))
 
     def load_file(self, file: Path, path: str) -> list[Declaration]:
         data = file.read_bytes()
@@ -114,6 +116,11 @@ class DeclarationLoader:
         for node in root.value:
             if not isinstance(node, yaml.MappingNode):
                 self.diag.error(loc_of(node, path), "each entry must be a mapping with a 'func:' field")
+                continue
+            if any(getattr(k, "value", None) == "class" for k, _ in node.value):
+                c = load_class(node, path, self.diag)
+                if c is not None:
+                    self.classes.append(c)
                 continue
             d = self.load_entry(node, path)
             if d is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .classes import ClassDecl
 from .config import Config
 from .derivatives import Derivatives
 from .diagnostics import Loc
@@ -110,6 +111,7 @@ class Library:
     config: Config
     declarations: tuple[Declaration, ...]
     sources: tuple[str, ...] = ()  # declaration files read, relative to the root
+    classes: tuple[ClassDecl, ...] = ()  # custom classes (`- class:` entries)
 
     @property
     def namespace(self) -> str:

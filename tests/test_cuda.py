@@ -22,7 +22,8 @@ def op_of(decl):
 
 def test_every_op_but_factories_declares_cuda():
     for d in testing.declared_ops(ROOT):
-        assert bool(d.kernel("CUDA")) == bool(d.tensor_inputs), d.op_name
+        if d.kernels:  # class-method ops run the class's C++ method on any device
+            assert bool(d.kernel("CUDA")) == bool(d.tensor_inputs), d.op_name
 
 
 @needs_cuda_build

@@ -178,3 +178,19 @@ def test_bad_autocast(project, yaml_text, expected):
 ])
 def test_bad_vmap_fields(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
+
+
+CLS = "- class: Q\n  header: f.h\n  init: (Tensor t)\n  flatten: {t: self->t()}\n"
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    (CLS + "  methods:\n    push: {schema: '(Tensor x) -> ()'}\n",
+     "declarations/ops.yaml:6:5: error: method 'push' of Q has no 'fake' body"),
+    (CLS + "  methods:\n    push: {schema: '(Tensor x) -> ()', fake: 'return ('}\n",
+     "declarations/ops.yaml:6:46: error: the fake body of 'push' is not valid Python"),
+    (CLS + "  method: {}\n", "declarations/ops.yaml:5:3: error: unknown field 'method' of a class"),
+    (CLS + "  methods: {}\n- func: g(__torch__.torch.classes.testlib.Q q, Tensor x) -> ()\n  method: q.pop\n",
+     "declarations/ops.yaml:7:11: error: class Q has no method 'pop'"),
+])
+def test_bad_classes(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)

@@ -179,6 +179,7 @@ b = ops.bucketize_count(x, torch.tensor([0.0]))
 counts: torch.Tensor = b.counts
 n: torch.Tensor = ops.nonzero_flat(x)
 f: torch.Tensor = ops.fill_natural([2, 3])
+ops.for_each_add_(torch.classes.opwrap.TensorQueue(x), x)
 '''
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, Type
+from ..schema import Argument, BaseType, ClassType, FunctionSchema, ListType, OptionalType, Type
 
 _SCALARS = {
     "Tensor": "Tensor", "int": "int", "SymInt": "Union[int, torch.SymInt]", "float": "float", "bool": "bool",
@@ -19,6 +19,8 @@ class UnsupportedType(Exception):
 def annotation(t: Type) -> str:
     if isinstance(t, BaseType) and t.name in _SCALARS:
         return _SCALARS[t.name]
+    if isinstance(t, ClassType):
+        return "torch.ScriptObject"
     if isinstance(t, OptionalType):
         return f"Optional[{annotation(t.elem)}]"
     if isinstance(t, ListType):

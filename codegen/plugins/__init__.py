@@ -16,6 +16,7 @@ from ..diagnostics import Diagnostics, Loc
 from .base import Output, Plugin
 from .autocast import Autocast
 from .autograd import Autograd
+from .classes import Classes
 from .cpu import CpuKernels
 from .cuda import CudaKernels
 from .fake import FakeKernels
@@ -30,7 +31,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 def builtin_plugins() -> list[Plugin]:
     """The built-in emitters, in pipeline order."""
-    return [CpuKernels(), CudaKernels(), Autograd(), Autocast(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
+    return [CpuKernels(), CudaKernels(), Autograd(), Autocast(), Classes(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

@@ -11,6 +11,8 @@ hook               signature                                              combin
 ``transform``      ``(lib, diag) -> Library``; return a new model          chained
 ``library_block``  ``(lib) -> Iterable[str]``: statements for the one      concatenated,
                    ``TORCH_LIBRARY`` block of the namespace               plugin order
+``library_includes`` ``(lib) -> Iterable[str]``: headers those statements   union, sorted
+                   need, as written after ``#include``
 ``emit``           ``(lib, ctx) -> Iterable[Output]``                      all; a path
                                                                           twice is an error
 =================  =====================================================  ==============
@@ -51,6 +53,9 @@ class Plugin:
         return lib
 
     def library_block(self, lib: "Library") -> Iterable[str]:
+        return ()
+
+    def library_includes(self, lib: "Library") -> Iterable[str]:
         return ()
 
     def emit(self, lib: "Library", ctx: "EmitContext") -> Iterable[Output]:

@@ -47,16 +47,22 @@ class FakeKernels(Plugin):
             for d in lib.declarations))
 
     def library_block(self, lib):
-        if any(d.kernels for d in lib.declarations):
+        if any(d.kernels or d.extra_field("method") for d in lib.declarations):
             yield f"m.set_python_module({cpp_string(fake_module(lib))});"
 
     def emit(self, lib, ctx):
         functions = []
         for d in lib.declarations:
-            if not d.kernels:
-                continue
             op = f"{lib.namespace}::{d.op_name}"
             s = d.schema
+            if d.extra_field("method"):  # a method call on a custom class: the fake class runs it
+                arg, _, method = d.extra_field("method").partition(".")
+                others = ", ".join(a.name for a in s.arguments if a.name != arg)
+                functions.append(dict(op=op, ident=d.ident, params=python_params(s), schema=str(s),
+                                      body=[f"return {arg}.{method}({others})"]))
+                continue
+            if not d.kernels:
+                continue
             body: list[str] = []
             tensors = [a for a in d.tensor_inputs if not isinstance(a.type, ListType)]
             required = [a for a in tensors if not a.is_optional]

@@ -32,5 +32,6 @@ class SchemaRegistration(Plugin):
             defs.append(f"m.def({cpp_string(str(d.schema))}, {tags});" if d.tags else f"m.def({cpp_string(str(d.schema))});")
         extra = [line for p in self.plugins for line in p.library_block(lib)]  # emitted before the defs
         template = "registration.cpp.j2"
-        text = ctx.render(template, namespace=lib.namespace, defs=defs, extra=extra)
+        includes = sorted({inc for p in self.plugins for inc in p.library_includes(lib)})
+        text = ctx.render(template, namespace=lib.namespace, defs=defs, extra=extra, includes=includes)
         yield Output("registration.cpp", text, lib.sources + (ctx.template_source(template),))
