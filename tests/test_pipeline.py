@@ -66,7 +66,6 @@ def test_generate_rewrites_only_what_changed_and_removes_stale_files(repo_copy):
     assert written == ["wrote generated/python/_fast.cpp", "wrote generated/python/ops.py"], written
     assert not (gen / "cpu" / "stale_op.cpp").exists()
     before = {p: p.read_bytes() for p in (gen / "cpu").iterdir()}
-    assert len(before) == len(list((repo_copy / "declarations").glob("*.yaml")))
     shutil.rmtree(gen / "cpu")
     r = run_codegen("generate", cwd=repo_copy)
     assert {p: p.read_bytes() for p in (gen / "cpu").iterdir()} == before
