@@ -51,12 +51,14 @@ class FakeKernels(Plugin):
             yield f"m.set_python_module({cpp_string(fake_module(lib))});"
 
     def emit(self, lib, ctx):
+        from .classes import method_call  # classes imports this module for python_params
+
         functions = []
         for d in lib.declarations:
             op = f"{lib.namespace}::{d.op_name}"
             s = d.schema
             if d.extra_field("method"):  # a method call on a custom class: the fake class runs it
-                arg, _, method = d.extra_field("method").partition(".")
+                arg, method = method_call(d)
                 others = ", ".join(a.name for a in s.arguments if a.name != arg)
                 functions.append(dict(op=op, ident=d.ident, params=python_params(s), schema=str(s),
                                       body=[f"return {arg}.{method}({others})"]))

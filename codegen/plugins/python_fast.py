@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ..api import cpp
 from ..schema import Argument, BaseType, ListType, OptionalType
 from .base import Output, Plugin
+from .fake import python_params
 from .python_ops import doc_lines
 from .registration import cpp_string
 
@@ -127,13 +128,7 @@ def plan(decl, index: int, namespace: str) -> Binding | None:
 
 def docstring(decl, namespace: str) -> str:
     """The Python wrapper's docstring, led by a text signature so inspect.signature works."""
-    params, kw = [], False
-    for a in decl.schema.arguments:
-        if a.kwarg_only and not kw:
-            params.append("*")
-            kw = True
-        params.append(a.name + (f"={a.default.python()}" if a.default is not None else ""))
-    return f"{decl.ident}({', '.join(params)})\n--\n\n" + "\n".join(doc_lines(decl, namespace))
+    return f"{decl.ident}({python_params(decl.schema)})\n--\n\n" + "\n".join(doc_lines(decl, namespace))
 
 
 class PythonFast(Plugin):
