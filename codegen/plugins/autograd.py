@@ -9,6 +9,11 @@ is exactly what its formulas name: Tensor inputs and outputs through
 ``autogradNotImplementedFallback``: backward through them raises
 "derivative for <op> is not implemented" instead of silently detaching.
 
+All ops' Functions share one translation unit, ``autograd/autograd.cpp``: the autograd
+headers (custom_function.h) are most of the compile time of any one of them.  A formula may
+call another op of the library by name (``gelu_tanh_backward(grad, self)``); it is called
+through the dispatcher, so a double backward and torch.compile see that op.
+
 Each formula statement is preceded by a ``#line`` directive naming the declaration, so a
 formula that does not compile is reported by the compiler at the YAML line it came from.
 """
@@ -49,6 +54,7 @@ class AutogradPlan:
     apply_result: tuple[str, ...]  # how the kernel turns Function::apply's value into its return
     includes: tuple[str, ...]  # as written after #include: <...> or "..."
     once_differentiable: bool
+    op_calls: tuple[dict, ...] = ()  # library ops the formulas call, see op_call()
 
 
 def _saveable_type(t) -> str | None:
@@ -61,7 +67,22 @@ def _saveable_type(t) -> str | None:
     return None
 
 
-def plan(decl, namespace: str, torch_include: Path | None = None) -> AutogradPlan:
+def op_call(d, namespace: str) -> dict:
+    """A C++ function that calls library op `d` through the dispatcher, for formulas that name
+    it (`gelu_tanh_backward(grad, self)`): the backward then records that op's own autograd
+    node (double backward) and torch.compile traces it as the op."""
+    s = d.schema
+    return dict(function=d.name, returns=cpp.returns_type(s), signature=cpp.dispatcher_signature(s),
+                params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in s.arguments),
+                name=f"{namespace}::{d.name}", overload=d.overload, args=", ".join(a.name for a in s.arguments))
+
+
+def called_functions(d) -> set[str]:
+    """Names of the free functions the differentiable formulas call."""
+    return {m for f in d.formulas if f.differentiable for m in _FREE_CALL.findall(f.text)}
+
+
+def plan(decl, namespace: str, torch_include: Path | None = None, library_ops: dict | None = None) -> AutogradPlan:
     s = decl.schema
     d = decl.derivatives
     rets = s.return_names()
@@ -112,7 +133,7 @@ def plan(decl, namespace: str, torch_include: Path | None = None) -> AutogradPla
     n_args = len(args)
     if not any(f.differentiable for f in d.formulas) or not any(d.output_differentiability):
         backward.append(f"return torch::autograd::variable_list({n_args});  // no input has a gradient")
-        return _finish(decl, namespace, d, forward, backward, dirty, torch_include)
+        return _finish(decl, namespace, d, forward, backward, dirty, torch_include, library_ops)
     if not d.materialize_grads:
         backward.append("// materialize_grads: false; undefined gradients reach the formulas as undefined tensors.")
         backward.append("if (std::none_of(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.defined(); })) {")
@@ -164,10 +185,10 @@ def plan(decl, namespace: str, torch_include: Path | None = None) -> AutogradPla
         backward.append(LINE_RESTORE)
         backward.append("}")
     backward.append("return grad_inputs;")
-    return _finish(decl, namespace, d, forward, backward, dirty, torch_include)
+    return _finish(decl, namespace, d, forward, backward, dirty, torch_include, library_ops)
 
 
-def _finish(decl, namespace, d, forward, backward, dirty, torch_include) -> AutogradPlan:
+def _finish(decl, namespace, d, forward, backward, dirty, torch_include, library_ops=None) -> AutogradPlan:
     s = decl.schema
     rets = s.return_names()
     ident = decl.ident
@@ -199,7 +220,10 @@ def _finish(decl, namespace, d, forward, backward, dirty, torch_include) -> Auto
     if torch_include is not None:
         headers = [h for h in headers if (torch_include / h).is_file()]
     includes = [f"<{h}>" for h in headers]
-    if any(_FREE_CALL.search(f.text) for f in d.formulas if f.differentiable):
+    library_ops = library_ops or {}
+    calls = called_functions(d)
+    op_calls = tuple(op_call(library_ops[n], namespace) for n in sorted(calls & set(library_ops)))
+    if calls - set(library_ops):
         includes.append(f'"{decl.header}"')  # helpers a formula calls live beside the kernel
         backward.insert(0, f"using namespace ::{namespace}::kernels;  // the helpers the formulas call")
     if d.once_differentiable:
@@ -209,7 +233,17 @@ def _finish(decl, namespace, d, forward, backward, dirty, torch_include) -> Auto
         returns=cpp.returns_type(s), forward_returns=forward_returns, op_type=op_type, returns_decl=returns_decl,
         call=call, forward=tuple(forward), forward_result=forward_result,
         backward=tuple(line if line.startswith("#line") else "    " + line for line in backward),
-        apply_result=apply_result, includes=tuple(includes), once_differentiable=d.once_differentiable)
+        apply_result=apply_result, includes=tuple(includes), once_differentiable=d.once_differentiable,
+        op_calls=op_calls)
+
+
+def library_ops(lib) -> dict:
+    """The library's ops with kernels that formulas may call by name (one overload per name)."""
+    out = {}
+    for d in lib.declarations:
+        if d.kernels and not d.overload:
+            out.setdefault(d.name, d)
+    return out
 
 
 def _rewrite(formula, metadata_only: set[str]) -> str:
@@ -257,7 +291,8 @@ class Autograd(Plugin):
         for r, n in zip(s.returns, s.return_names()):
             if r.type != BaseType("Tensor"):
                 diag.error(decl.func_loc, f"return '{n}' of type {r.type} is not supported by the autograd emitter")
-        missing = [f.loc for f in d.formulas if f.differentiable and _FREE_CALL.search(f.text)]
+        ops = library_ops(lib)
+        missing = [f.loc for f in d.formulas if f.differentiable and set(_FREE_CALL.findall(f.text)) - set(ops)]
         header = lib.config.path("kernels") / decl.header
         if missing and not header.is_file():
             diag.error(missing[0], f"the formula calls a helper function, but '{lib.config.kernels}/{decl.header}' "
@@ -266,21 +301,22 @@ class Autograd(Plugin):
     def emit(self, lib, ctx):
         ns = lib.namespace
         inc = torch_include_dir()
-        not_implemented = []
+        ops = library_ops(lib)
+        functions, not_implemented = [], []
         for decl in lib.declarations:
             if not decl.kernels or not decl.tensor_inputs:
                 continue
             if decl.derivatives is None:
                 not_implemented.append(decl)
-                continue
-            p = plan(decl, ns, inc)
-            template = "autograd/op.cpp.j2"
-            text = ctx.render(template, namespace=ns, decl=decl, plan=p)
-            # The stem must differ from cpu/<ident>.cpp: cpp_extension.load names objects by stem.
-            yield Output(f"autograd/{decl.ident}_autograd.cpp", text, (decl.path, ctx.template_source(template)))
-        if not_implemented:
-            template = "autograd/not_implemented.cpp.j2"
-            text = ctx.render(template, namespace=ns, decls=not_implemented,
-                              inplace=[d for d in not_implemented if d.schema.is_mutable])
-            yield Output("autograd/not_implemented_autograd.cpp", text,
-                         tuple(sorted({d.path for d in not_implemented})) + (ctx.template_source(template),))
+            else:
+                functions.append((decl, plan(decl, ns, inc, ops)))
+        if not functions and not not_implemented:
+            return
+        includes = sorted({h for _, p in functions for h in p.includes}, key=lambda h: (h.startswith('"'), h))
+        calls = {c["function"]: c for _, p in functions for c in p.op_calls}
+        template = "autograd/autograd.cpp.j2"
+        text = ctx.render(template, namespace=ns, functions=functions, includes=includes,
+                          op_calls=[calls[k] for k in sorted(calls)], not_implemented=not_implemented,
+                          inplace=[d for d in not_implemented if d.schema.is_mutable])
+        sources = tuple(sorted({d.path for d, _ in functions} | {d.path for d in not_implemented}))
+        yield Output("autograd/autograd.cpp", text, sources + (ctx.template_source(template),))
