@@ -22,7 +22,19 @@ from pathlib import Path
 from .config import Config
 
 CXX_FLAGS = ["-O3", "-fvisibility-inlines-hidden"]  # torch adds its own -std (c++17 or c++20)
-NVCC_FLAGS = ["-O3"]  # torch adds -std, the arch flags from TORCH_CUDA_ARCH_LIST and its half/bfloat16 defines
+# at::parallel_for in a kernel header is an inline `#pragma omp parallel` when torch is built
+# with OpenMP: without -fopenmp it silently runs on one thread.  The link flag resolves to the
+# libgomp.so.1 that torch itself loads (same soname), so there is one OpenMP runtime.
+OPENMP_FLAGS = ["-fopenmp"] if sys.platform.startswith("linux") else []
+# torch adds -std, the arch flags from TORCH_CUDA_ARCH_LIST and its half/bfloat16 defines;
+# aten's gpu_kernel (generated pointwise kernels) takes extended __host__ __device__ lambdas.
+NVCC_FLAGS = ["-O3", "--extended-lambda"]
+
+
+def openmp_flags() -> list[str]:
+    """-fopenmp when torch parallelizes with OpenMP (see OPENMP_FLAGS)."""
+    import torch
+    return OPENMP_FLAGS if torch.backends.openmp.is_available() else []
 
 
 def support_include_dir() -> Path:
@@ -42,6 +54,10 @@ def sources(config: Config, cuda: bool = False) -> list[Path]:
     found += sorted(Path(p) for p in glob.glob(str(gen / "**" / "*.cu"), recursive=True))
     for pattern in config.sources:
         found.extend(sorted(Path(p) for p in glob.glob(str(config.root / pattern), recursive=True)))
+    # CPU-capability builds (cpu/<op>.AVX2.cpp) link last.  Inline functions from headers are
+    # emitted in every object that uses them, compiled for that object's instruction set,
+    # and the linker keeps the first copy: the one compiled for every CPU.
+    found.sort(key=lambda p: p.suffixes[-2:-1] in ([".AVX2"], [".AVX512"]))
     return [p for p in found if cuda or p.suffix != ".cu"]
 
 
@@ -136,7 +152,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     cpp_extension.load(
         name=config.library,
         sources=[str(s) for s in srcs],
-        extra_cflags=CXX_FLAGS,
+        extra_cflags=CXX_FLAGS + openmp_flags(),
+        extra_ldflags=openmp_flags(),
         extra_cuda_cflags=NVCC_FLAGS + cuda_include_flags(env),
         extra_include_paths=[str(d) for d in include_dirs(config)],
         build_directory=str(build_dir),
@@ -194,7 +211,9 @@ def extension(config: Config, log=print):
         name=f"{config.python_package}.{config.library}",
         sources=[os.path.relpath(s, root) for s in sources(config, cuda=env is not None)],
         include_dirs=[str(d) for d in include_dirs(config)],
-        extra_compile_args={"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS + cuda_include_flags(env)} if env is not None else CXX_FLAGS,
+        extra_compile_args=({"cxx": CXX_FLAGS + openmp_flags(), "nvcc": NVCC_FLAGS + cuda_include_flags(env)}
+                            if env is not None else CXX_FLAGS + openmp_flags()),
+        extra_link_args=openmp_flags(),
     )
 
 
