@@ -1,20 +1,43 @@
 """`make bench`: opwrap measured side by side with what it replaces, in one run, as ratios.
 
-Sections: Python call overhead of a generated op on a tiny tensor, against the aten op,
-the same op through torch.ops, and the same op written with torch.library.custom_op;
-with and without requires_grad.  (Pointwise throughput, per-TU compile seconds and codegen
-time join this script as their issues land.)
+Sections (each compares in the same process, on the same inputs):
+
+- call overhead: a generated op on an 8-element tensor against the aten op, the same op
+  through torch.ops, and the same op written with torch.library.custom_op;
+- throughput: generated pointwise kernels against aten, and fused ops against the eager
+  composition they replace, on 16M-element float32 and bfloat16 tensors, 1 and 2 threads;
+  each call allocates its output, as in real use;
+- build: compile seconds of a generated CPU translation unit against the same source
+  behind `#include <torch/extension.h>`, every generated C++ unit compiled alone (median),
+  the full C++ build and a no-op rebuild;
+- codegen: generating 1,000 synthetic declarations, and the files a no-op regenerate writes.
+
+Prints a table of ratios and writes it as JSON (--json).  Targets are printed beside the
+figures they apply to; --check exits 1 when one is missed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
+import textwrap
+import time
 import timeit
+from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 import opwrap
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @torch.library.custom_op("opwrap_bench::myadd", mutates_args=())
@@ -30,36 +53,268 @@ def _(self, other):
 custom_myadd.register_autograd(lambda ctx, grad: (grad, grad))
 
 
+class Report:
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def section(self, title: str, columns: str):
+        print(f"\n{title}\n  {columns}")
+
+    def add(self, section: str, name: str, ratio: float | None, target: float | None = None, **values):
+        row = dict(section=section, name=name, ratio=ratio, target=target, **values)
+        self.rows.append(row)
+        return row
+
+    def missed(self) -> list[dict]:
+        return [r for r in self.rows if r["target"] is not None and r["ratio"] is not None and r["ratio"] < r["target"]]
+
+
+def _mark(ratio, target) -> str:
+    if target is None:
+        return ""
+    return f"  (target >= {target}x{'' if ratio >= target else ', MISSED'})"
+
+
+# ---------------------------------------------------------------------------- call overhead
 def per_call_us(fn, number: int, repeat: int) -> float:
     return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
-def call_overhead(number: int, repeat: int) -> list[tuple[str, float, float]]:
-    rows = []
+def call_overhead(report: Report, number: int, repeat: int):
+    report.section("call overhead, 8-element float32 tensor (best of runs); ratio = time / torch.add's",
+                   f"{'call':<44}{'us/call':>9}{'ratio':>9}")
     for requires_grad in (False, True):
         x = torch.randn(8, requires_grad=requires_grad)
         tag = " (requires_grad)" if requires_grad else ""
         aten = per_call_us(lambda: torch.add(x, x), number, repeat)
         for name, fn in (("opwrap.ops.myadd", lambda: opwrap.ops.myadd(x, x)),
                          ("torch.ops.opwrap.myadd", lambda: torch.ops.opwrap.myadd(x, x)),
-                         ("torch.library.custom_op", lambda: custom_myadd(x, x))):
-            rows.append((name + tag, per_call_us(fn, number, repeat), aten))
-        rows.append(("torch.add" + tag, aten, aten))
-    return rows
+                         ("torch.library.custom_op", lambda: custom_myadd(x, x)),
+                         ("torch.add", lambda: torch.add(x, x))):
+            us = aten if name == "torch.add" else per_call_us(fn, number, repeat)
+            report.add("call_overhead", name + tag, us / aten, us_per_call=us)
+            print(f"  {name + tag:<44}{us:>9.2f}{us / aten:>8.2f}x")
+
+
+# ---------------------------------------------------------------------------- throughput
+def median_ms(fn, runs: int) -> float:
+    fn()  # warm up (and fault in the allocator's pages)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def rms_norm_eager(x, w, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def throughput(report: Report, numel: int, runs: int):
+    report.section(f"throughput, {numel / 2**20:.0f}M elements, median of {runs} calls; ratio = reference time / opwrap "
+                   "time (>1: opwrap faster)", f"{'opwrap op vs reference':<58}{'dtype':>9}{'thr':>4}"
+                   f"{'opwrap ms':>11}{'ref ms':>9}{'ratio':>8}")
+    old = torch.get_num_threads()
+    rows = 4096
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for dtype in (torch.float32, torch.bfloat16):
+                g = torch.Generator().manual_seed(0)
+                x = torch.randn(rows, numel // rows, generator=g).to(dtype)
+                y = torch.randn(rows, numel // rows, generator=g).to(dtype)
+                b = torch.randn(numel // rows, generator=g).to(dtype)
+                w = torch.randn(numel // rows, generator=g).to(dtype)
+                cases = [
+                    ("myadd vs torch.add", lambda: opwrap.ops.myadd(x, y), lambda: torch.add(x, y), 0.95),
+                    ("gelu_tanh vs F.gelu(tanh)", lambda: opwrap.ops.gelu_tanh(x), lambda: F.gelu(x, approximate="tanh"), 0.95),
+                    ("bias_gelu vs F.gelu(x + bias, tanh)", lambda: opwrap.ops.bias_gelu(x, b),
+                     lambda: F.gelu(x + b, approximate="tanh"), 1.4),
+                    ("rms_norm vs x * rsqrt(mean(x^2) + eps) * w", lambda: opwrap.ops.rms_norm(x, w)[0],
+                     lambda: rms_norm_eager(x, w), 2.0),
+                ]
+                for name, ours, ref, target in cases:
+                    torch.testing.assert_close(ours().float(), ref().float(), atol=3e-2, rtol=3e-2)
+                    ours_ms, ref_ms = median_ms(ours, runs), median_ms(ref, runs)
+                    ratio = ref_ms / ours_ms
+                    report.add("throughput", name, ratio, target, dtype=str(dtype).replace("torch.", ""), threads=threads,
+                               opwrap_ms=ours_ms, reference_ms=ref_ms)
+                    print(f"  {name:<58}{str(dtype)[6:]:>9}{threads:>4}{ours_ms:>11.1f}{ref_ms:>9.1f}{ratio:>7.2f}x"
+                          f"{_mark(ratio, target)}")
+    finally:
+        torch.set_num_threads(old)
+
+
+# ---------------------------------------------------------------------------- build
+def _ninja_vars(build_dir: Path) -> dict[str, str]:
+    out = {}
+    for line in (build_dir / "build.ninja").read_text().splitlines():
+        if " = " in line and not line.startswith(" "):
+            k, _, v = line.partition(" = ")
+            out[k.strip()] = v
+    return out
+
+
+def compile_seconds(cxx: str, cflags: str, source: Path, workdir: Path) -> float:
+    """Wall seconds of one compile, alone on the machine, without a compiler cache."""
+    cmd = f"{cxx} {cflags} -c {shlex.quote(str(source))} -o {shlex.quote(str(workdir / 'tu.o'))}"
+    env = dict(os.environ, CCACHE_DISABLE="1")
+    t = time.perf_counter()
+    subprocess.run(cmd, shell=True, check=True, env=env, cwd=workdir)
+    return time.perf_counter() - t
+
+
+def build_times(report: Report, full: bool):
+    from codegen import build as cbuild
+    from codegen.config import load_config
+
+    config = load_config(ROOT)
+    build_dir = config.path("build")
+    if not (build_dir / "build.ninja").is_file():
+        print("\nbuild: skipped (run `make build` first)")
+        return
+    v = _ninja_vars(build_dir)
+    cxx = "c++"  # the compiler itself: no ccache
+    cflags = v["cflags"] + " " + v.get("post_cflags", "")
+    report.section("build: compile seconds, each unit alone, no compiler cache; ratio = extension.h TU / generated TU",
+                   f"{'translation unit':<58}{'seconds':>9}{'ratio':>8}")
+    gen = config.path("generated")
+    sample = gen / "cpu" / "gelu_tanh.cpp"
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        # The same kernel source with torch/extension.h first, as a hand-written extension has it.
+        heavy = work / "gelu_tanh_extension_h.cpp"
+        heavy.write_text(f'#include <torch/extension.h>\n#include "{sample}"\n')
+        heavy_s = compile_seconds(cxx, cflags, heavy, work)
+        light_s = compile_seconds(cxx, cflags, sample, work)
+        ratio = heavy_s / light_s
+        report.add("build", "generated cpu/gelu_tanh.cpp vs the same + torch/extension.h", ratio, 3.0,
+                   generated_s=light_s, extension_h_s=heavy_s)
+        print(f"  {'cpu/gelu_tanh.cpp (generated)':<58}{light_s:>9.1f}")
+        print(f"  {'the same with #include <torch/extension.h>':<58}{heavy_s:>9.1f}{ratio:>7.2f}x{_mark(ratio, 3.0)}")
+        if full:
+            units = [s for s in cbuild.sources(config) if s.suffix == ".cpp"]
+            per_unit = {}
+            for src in units:
+                per_unit[str(src.relative_to(gen))] = compile_seconds(cxx, cflags, src, work)
+            median = statistics.median(per_unit.values())
+            ratio = heavy_s / median
+            slowest = sorted(per_unit.items(), key=lambda kv: -kv[1])[:3]
+            report.add("build", f"median of {len(units)} generated C++ units vs extension.h TU", ratio, 3.0,
+                       median_s=median, per_unit_s=per_unit)
+            print(f"  {f'median of the {len(units)} generated C++ units':<58}{median:>9.1f}{ratio:>7.2f}x"
+                  f"{_mark(ratio, 3.0)}")
+            for name, secs in slowest:
+                print(f"    slowest: {name:<47}{secs:>9.1f}")
+
+    # Full C++ build (fresh directory, 2 jobs, no cache) and a no-op rebuild of the real one.
+    if full:
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "codegen.cli", "build", "--no-cuda", "--no-ccache",
+                                "--build-dir", tmp], cwd=ROOT, capture_output=True, text=True,
+                               env=dict(os.environ, MAX_JOBS=str(os.cpu_count() or 2)))
+            full_s = time.perf_counter() - t
+            if r.returncode != 0:
+                print(r.stdout[-2000:], r.stderr[-2000:])
+            report.add("build", "full C++ library build (fresh, no cache, no CUDA)", None, seconds=full_s)
+            print(f"  {'full C++ build (fresh dir, no cache, no CUDA)':<58}{full_s:>9.1f}")
+    log = build_dir / ".ninja_log"
+    before = log.stat().st_size if log.exists() else 0
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "codegen.cli", "build"], cwd=ROOT, capture_output=True, check=True)
+    noop_s = time.perf_counter() - t
+    rebuilt = sum(n for n, _ in cbuild.compile_times(log, before).values())
+    report.add("build", "no-op `codegen build`", None, seconds=noop_s, objects_rebuilt=rebuilt)
+    print(f"  {'no-op `codegen build` (objects rebuilt: %d)' % rebuilt:<58}{noop_s:>9.1f}")
+    if rebuilt:
+        report.add("build", "no-op build rebuilt objects", 0.0, 1.0)
+
+
+# ---------------------------------------------------------------------------- codegen
+SYNTHETIC = textwrap.dedent("""\
+    - func: op{i}(Tensor self, Tensor other, float alpha=1.0) -> Tensor
+      doc: Synthetic pointwise op {i}.
+      dtypes: floating
+      pointwise: self + alpha * tanh(other) * {i}
+      derivatives:
+        self: grad
+        other: grad * alpha * {i}
+    - func: red{i}(Tensor input, Tensor weight) -> (Tensor out, Tensor stat)
+      dtypes: [float32, float64]
+      kernels: {{CPU: red_cpu}}
+      header: red.h
+      shape:
+        input: ["*B", D]
+        weight: [D]
+        out: input.shape
+        stat: ["*B"]
+      derivatives:
+        input, weight: red_backward(grad_out, input, weight, grad_input_mask)
+        output_differentiability: [true, false]
+    """)
+
+
+def codegen_times(report: Report, n: int):
+    report.section(f"codegen: {n} synthetic declarations (half pointwise expressions, half shape-ruled ops)",
+                   f"{'step':<58}{'seconds':>9}{'written':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "declarations").mkdir()
+        (root / "kernels").mkdir()
+        (root / "kernels" / "red.h").write_text("// kernels and helpers\n")
+        (root / "pyproject.toml").write_text('[tool.codegen]\nnamespace = "synthetic"\nkernels = "kernels"\n')
+        for f in range(n // 2 // 50):
+            text = "".join(SYNTHETIC.format(i=f * 50 + i) for i in range(50))
+            (root / "declarations" / f"ops{f:03}.yaml").write_text(text)
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        results = []
+        for step in ("generate", "no-op regenerate"):
+            t = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "codegen.cli", "generate"], cwd=root, env=env,
+                               capture_output=True, text=True)
+            secs = time.perf_counter() - t
+            if r.returncode != 0:
+                raise RuntimeError(r.stderr[-3000:])
+            written = int(r.stdout.strip().splitlines()[-1].split(" written")[0].rsplit(" ", 1)[-1])
+            results.append((step, secs, written))
+            print(f"  {step:<58}{secs:>9.2f}{written:>9}")
+        (_, gen_s, _), (_, noop_s, noop_written) = results
+        report.add("codegen", f"generate {n} declarations", 2.0 / gen_s, 1.0, seconds=gen_s, target_seconds=2.0)
+        report.add("codegen", "no-op regenerate", None if noop_written == 0 else 0.0, None if noop_written == 0 else 1.0,
+                   seconds=noop_s, files_written=noop_written)
+        print(f"  target: generate under 2 s{'' if gen_s < 2.0 else ' (MISSED)'}; no-op writes 0 files"
+              f"{'' if noop_written == 0 else ' (MISSED)'}")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: fewer repetitions, smaller tensors, "
+                        "no per-unit or full builds")
+    parser.add_argument("--json", default=str(ROOT / "build" / "bench.json"), help="where to write the results")
+    parser.add_argument("--only", choices=("calls", "throughput", "build", "codegen"), action="append")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
-    number, repeat = (2000, 3) if args.quick else (100000, 7)
+    only = set(args.only or ("calls", "throughput", "build", "codegen"))
+    report = Report()
     fast = type(opwrap.ops.myadd).__name__ == "builtin_function_or_method"
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; fast bindings: {'yes' if fast else 'no'}")
-    print("\ncall overhead, 8-element float32 tensor (best of runs)")
-    print(f"  {'call':<42}{'us/call':>9}{'vs aten':>9}")
-    for name, us, aten in call_overhead(number, repeat):
-        print(f"  {name:<42}{us:>9.2f}{us / aten:>8.2f}x")
-    return 0
+    print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+          f"{os.cpu_count()} CPUs; fast bindings: {'yes' if fast else 'no'}")
+    if "calls" in only:
+        call_overhead(report, *((2000, 3) if args.quick else (100000, 7)))
+    if "throughput" in only:
+        throughput(report, 1 << 20 if args.quick else 16 << 20, 3 if args.quick else 15)
+    if "build" in only:
+        build_times(report, full=not args.quick)
+    if "codegen" in only:
+        codegen_times(report, 1000)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(dict(torch=torch.__version__, cpu_capability=torch.backends.cpu.get_cpu_capability(),
+                                               rows=report.rows), indent=1) + "\n")
+    missed = report.missed()
+    print(f"\nwrote {args.json}; targets missed: {len(missed)}" + "".join(f"\n  {r['name']}" for r in missed))
+    return 1 if args.check and missed else 0
 
 
 if __name__ == "__main__":

@@ -95,10 +95,14 @@ def check(project):
 @click.option("--ccache/--no-ccache", default=None, help="Compile through ccache (default: when installed).")
 @click.option("--cuda/--no-cuda", default=None,
               help="Compile the CUDA sources (default: when torch is a CUDA build and nvcc is found).")
+@click.option("--build-dir", type=click.Path(file_okay=False), help="Build here instead of [tool.codegen] build.")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
-def build(project, regenerate, ccache, cuda, verbose):
+def build(project, regenerate, ccache, cuda, build_dir, verbose):
     from . import build as build_mod
     config = _config(project)
+    if build_dir:
+        import dataclasses
+        config = dataclasses.replace(config, build=str(Path(build_dir).resolve()))
     if regenerate:
         from .writer import write_tree
         report = write_tree(config.path("generated"), _generate(config).files)

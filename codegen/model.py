@@ -11,6 +11,7 @@ from .derivatives import Derivatives
 from .diagnostics import Loc
 from .dtypes import DType
 from .schema import FunctionSchema, is_tensor, unwrap_optional
+from .pointwise import Expression
 from .shapes import Shape, ShapePlan
 
 
@@ -45,6 +46,8 @@ class Declaration:
     extra: tuple[tuple[str, Any], ...] = ()  # fields owned by plugins, as loaded from YAML
     field_locs: tuple[tuple[str, Loc], ...] = ()
     derivatives: Derivatives | None = None  # None: no 'derivatives:' field
+    pointwise: bool = False  # elementwise: `pointwise: true` or an expression
+    expression: Expression | None = None  # `pointwise: <expression>`: kernels generated from it
 
     # ---------------------------------------------------------------- derived facts
     @property

@@ -65,9 +65,11 @@ def sample_inputs(decl: Declaration, dtype, *, requires_grad: bool = False, seed
     import torch
 
     out = []
-    for variant in ("defaults", "all_given"):
+    # Pointwise expressions: same shapes, broadcasting shapes, and non-contiguous inputs.
+    variants = ("same_shape", "broadcast", "strided") if decl.expression is not None else ("defaults", "all_given")
+    for variant in variants:
         rng = random.Random(f"{decl.op_name}:{dtype}:{seed}:{variant}")
-        values = _arguments(decl, dtype, rng, variant == "all_given", requires_grad)
+        values = _arguments(decl, dtype, rng, variant == "all_given", requires_grad, variant)
         if prepare is not None:
             values = prepare(dict(values))
         if device != "cpu":  # the same values on every device, so results can be compared
@@ -84,12 +86,13 @@ def sample_inputs(decl: Declaration, dtype, *, requires_grad: bool = False, seed
             else:
                 args.append(values[a.name])
         out.append(SampleInput(tuple(args), kwargs, variant))
-        if not any(a.default is not None or a.is_optional for a in decl.schema.arguments):
+        if decl.expression is None and not any(a.default is not None or a.is_optional for a in decl.schema.arguments):
             break  # the second variant would be the same call
     return out
 
 
-def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, requires_grad: bool) -> dict[str, Any]:
+def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, requires_grad: bool,
+               variant: str = "") -> dict[str, Any]:
     import torch
 
     s = decl.schema
@@ -113,9 +116,12 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
             continue
         if a.is_optional and not all_given:
             continue
-        shape = _input_shape(decl, a.name, env, shapes, rng)
-        shapes[a.name] = shape
-        x = _tensor(shape, dtype, rng)
+        if decl.expression is not None:
+            x = _pointwise_input(a.name == decl.expression.tensors[0], variant, dtype, rng, env)
+        else:
+            shape = _input_shape(decl, a.name, env, shapes, rng)
+            shapes[a.name] = shape
+            x = _tensor(shape, dtype, rng)
         if a.name in grads:
             x.requires_grad_(True)
         values[a.name] = x
@@ -138,6 +144,18 @@ def _scalar_value(a, t, rng: random.Random, changed: bool):
     if a.default is not None:
         return _SKIP
     raise NotImplementedError(f"no sample value for argument '{a.name}' of type {a.type}")
+
+
+def _pointwise_input(first: bool, variant: str, dtype, rng: random.Random, env: dict):
+    """An input of a pointwise op: all of one shape; or the others broadcasting against the
+    first (a suffix of its shape with some sizes 1); or transposed, non-contiguous views."""
+    shape = env.setdefault("__pointwise_shape", [rng.randint(2, 5) for _ in range(3)])
+    if variant == "broadcast" and not first:
+        suffix = shape[rng.randint(1, len(shape) - 1):]
+        return _tensor([1 if rng.random() < 0.3 else n for n in suffix], dtype, rng)
+    if variant == "strided":
+        return _tensor(list(reversed(shape)), dtype, rng).permute(2, 1, 0)
+    return _tensor(shape, dtype, rng)
 
 
 def _input_shape(decl: Declaration, name: str, env: dict, shapes: dict, rng: random.Random) -> list[int]:

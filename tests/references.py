@@ -17,6 +17,14 @@ def _bucketize_count(values, boundaries):
     return indices, torch.bincount(indices.flatten(), minlength=boundaries.numel() + 1)
 
 
+def _gelu_tanh_double_backward(grad, grad_output, self):
+    shape = torch.broadcast_shapes(grad.shape, grad_output.shape, self.shape)
+    x = self.detach().expand(shape).clone().requires_grad_()
+    with torch.enable_grad():
+        g = torch.ops.aten.gelu_backward(grad_output.expand(shape), x, approximate="tanh")
+        return torch.autograd.grad(g, x, grad.expand(shape))[0]
+
+
 REFERENCES = {
     "myadd": lambda self, other: self + other,
     "mul_constant": lambda self, constant: self * constant,
@@ -28,6 +36,10 @@ REFERENCES = {
     "bucketize_count": _bucketize_count,
     "nonzero_flat": lambda self: torch.nonzero(self.flatten()).flatten(),
     "mymatmul": lambda self, other: self @ other,
+    "gelu_tanh": lambda self: F.gelu(self, approximate="tanh"),
+    "bias_gelu": lambda self, bias: F.gelu(self + bias, approximate="tanh"),
+    "gelu_tanh_backward": lambda grad_output, self: torch.ops.aten.gelu_backward(grad_output, self, approximate="tanh"),
+    "gelu_tanh_double_backward": _gelu_tanh_double_backward,
 }
 
 

@@ -170,13 +170,54 @@ def test_bad_autocast(project, yaml_text, expected):
 
 @pytest.mark.parametrize("yaml_text, expected", [
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  pointwise: 3\n",
-     "declarations/ops.yaml:4:14: error: 'pointwise' must be true or false"),
+     "declarations/ops.yaml:4:14: error: 'pointwise' must be an expression such as 'self + other', or true"),
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  vmap: rules.linear\n",
      "declarations/ops.yaml:4:9: error: 'vmap' must name a Python function as 'module:function'"),
     ("- func: f_(Tensor(a!) self) -> Tensor(a!)\n  dtypes: [float32]\n  pointwise: true\n",
      "declarations/ops.yaml:3:14: error: the pointwise batching rule is for ops that do not write their arguments"),
 ])
 def test_bad_vmap_fields(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)
+
+
+PW = "- func: f(Tensor self, Tensor other, float alpha) -> Tensor\n  dtypes: [float32]\n"
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    # positions inside a one-line expression
+    (PW + "  pointwise: self + alpah * other\n",
+     "declarations/ops.yaml:3:21: error: unknown name 'alpah' in pointwise expression\n"
+     "declarations/ops.yaml:3:21: note: did you mean 'alpha'?"),
+    (PW + "  pointwise: self + tanhh(other)\n",
+     "declarations/ops.yaml:3:21: error: unknown function 'tanhh' in pointwise expression"),
+    (PW + "  pointwise: self + (other\n", "declarations/ops.yaml:3:21: error: invalid pointwise expression: '(' was never closed"),
+    (PW + "  pointwise: self % other\n", "declarations/ops.yaml:3:14: error: operator '%' is not supported"),
+    (PW + "  pointwise: self + other > 0\n", "error: a comparison is a condition: use it as the first argument of where"),
+    (PW + "  pointwise: where(self, other, alpha)\n", "declarations/ops.yaml:3:20: error: the condition of where() must be one comparison"),
+    (PW + "  pointwise: tanh(self, other)\n", "declarations/ops.yaml:3:14: error: tanh() takes 1 positional argument"),
+    (PW + "  pointwise: self * alpha\n", "declarations/ops.yaml:3:14: error: Tensor argument 'other' is not used"),
+    (PW + "  pointwise: self + 'one'\n", "declarations/ops.yaml:3:21: error: only numbers may appear as literals"),
+    # positions inside a literal block, on its second line
+    (PW + "  pointwise: |\n    x = self + other\n    x * alpah\n",
+     "declarations/ops.yaml:5:9: error: unknown name 'alpah'"),
+    (PW + "  pointwise: |\n    self = other\n    self\n", "declarations/ops.yaml:4:5: error: 'self' is already defined"),
+    (PW + "  pointwise: |\n    x + 1\n    self\n", "declarations/ops.yaml:4:5: error: each line before the last must bind one name"),
+    # what the expression decides cannot also be declared
+    (PW + "  pointwise: self + other\n  like: self\n", "declarations/ops.yaml:4:9: error: 'like' does not apply to an op "
+     "with a pointwise expression"),
+    (PW + "  pointwise: self + other\n  kernels: {CPU: f}\n", "error: 'kernels' does not apply to an op with a pointwise expression"),
+    # schema and dtype limits
+    ("- func: f(Tensor self) -> (Tensor, Tensor)\n  dtypes: [float32]\n  pointwise: self\n",
+     "declarations/ops.yaml:3:14: error: a pointwise expression computes one new Tensor"),
+    ("- func: f(Tensor self, int[] dims) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n",
+     "error: argument 'dims' of type int[] cannot be used by a pointwise op"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32, int64]\n  pointwise: tanh(self)\n",
+     "declarations/ops.yaml:3:14: error: the expression uses '/' or a floating-point function, but the op declares "
+     "integer dtypes (int64)"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32, bool]\n  pointwise: self\n",
+     "declarations/ops.yaml:2:11: error: pointwise expressions support real floating and integer dtypes, not bool"),
+])
+def test_bad_pointwise_expressions(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
 
 

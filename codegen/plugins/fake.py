@@ -54,6 +54,7 @@ class FakeKernels(Plugin):
         from .classes import method_call  # classes imports this module for python_params
 
         functions = []
+        pointwise = False
         for d in lib.declarations:
             op = f"{lib.namespace}::{d.op_name}"
             s = d.schema
@@ -64,6 +65,15 @@ class FakeKernels(Plugin):
                                       body=[f"return {arg}.{method}({others})"]))
                 continue
             if not d.kernels:
+                continue
+            if d.expression is not None:  # aten's elementwise rule: broadcast shapes, promoted dtype
+                names = d.expression.tensors
+                allowed = "(" + ", ".join(dt.python for dt in d.dtypes) + ",)"
+                float_op = all(dt.is_floating for dt in d.dtypes)
+                functions.append(dict(op=op, ident=d.ident, params=python_params(s), schema=str(s), body=[
+                    f"return _pointwise({op!r}, {names!r}, ({''.join(n + ', ' for n in names)}), {allowed}, "
+                    f"{', '.join(dt.name for dt in d.dtypes)!r}, float_op={float_op})"]))
+                pointwise = True
                 continue
             body: list[str] = []
             tensors = [a for a in d.tensor_inputs if not isinstance(a.type, ListType)]
@@ -104,5 +114,5 @@ class FakeKernels(Plugin):
             body.append("return " + (", ".join(results) if results else "None"))
             functions.append(dict(op=op, ident=d.ident, params=python_params(s), schema=str(s), body=body))
         template = "python/fake.py.j2"
-        yield Output("python/fake.py", ctx.render(template, namespace=lib.namespace, functions=functions),
+        yield Output("python/fake.py", ctx.render(template, namespace=lib.namespace, functions=functions, pointwise=pointwise),
                      lib.sources + (ctx.template_source(template),))

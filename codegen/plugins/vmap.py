@@ -4,6 +4,9 @@ generated Python module (`<package>._generated.vmap`, imported with the library)
 - `pointwise: true`: the op is elementwise over its same-shaped tensor inputs, so one call
   on the whole batch is the batched result: batch dimensions move to the front and
   unbatched tensors are expanded to the batch size.
+- `pointwise: <expression>`: elementwise with broadcasting, so batched tensors only need
+  their batch dimension in front and size-1 dimensions after it up to the largest logical
+  rank; unbatched tensors broadcast as they are.
 - `vmap: module:function`: a hand-written rule with register_vmap's signature
   `(info, in_dims, *args) -> (outputs, out_dims)`.
 - Otherwise vmap over the op raises a clear "no batching rule" error, rather than falling
@@ -23,14 +26,11 @@ _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*\Z")
 class Vmap(Plugin):
     name = "vmap"
     fields = {
-        "pointwise": "true for elementwise ops: vmap needs no rule beyond this",
         "vmap": "a batching rule, 'module:function' with torch.library.register_vmap's signature",
     }
 
     def validate(self, decl, lib, diag):
-        pointwise, rule = decl.extra_field("pointwise"), decl.extra_field("vmap")
-        if pointwise is not None and not isinstance(pointwise, bool):
-            diag.error(decl.field_loc("pointwise"), "'pointwise' must be true or false")
+        pointwise, rule = decl.pointwise, decl.extra_field("vmap")
         if rule is not None and (not isinstance(rule, str) or not _TARGET.match(rule)):
             diag.error(decl.field_loc("vmap"), f"'vmap' must name a Python function as 'module:function', not {rule!r}")
         if pointwise and rule:
@@ -52,8 +52,11 @@ class Vmap(Plugin):
             s = d.schema
             rule = d.extra_field("vmap")
             op = f"{ns}::{d.op_name}"
-            if d.extra_field("pointwise"):
-                kind, expr = "pointwise", f"_pointwise(torch.ops.{ns}.{d.name}.{d.overload or 'default'}, {len(s.returns)})"
+            if d.pointwise:
+                packet = f"torch.ops.{ns}.{d.name}.{d.overload or 'default'}"
+                broadcasts = d.expression is not None
+                kind = "pointwise, broadcasting" if broadcasts else "pointwise"
+                expr = f"_pointwise({packet}, {len(s.returns)}, broadcasts={broadcasts})"
             elif rule:
                 module, _, function = rule.partition(":")
                 kind, expr = f"rule {rule}", f"_load({module!r}, {function!r})"

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace opwrap::rt {
@@ -50,6 +51,44 @@ inline void check_same_dtype(const char* op, const char* arg, const at::Tensor& 
                                            const char* names) {
   TORCH_CHECK(false, op, ": dtype ", dtype, " of '", arg, "' is not supported; expected one of: ",
               names);
+}
+
+// Pointwise ops: the inputs' shapes broadcast (as torch.broadcast_shapes).
+struct NamedTensor {
+  const char* name;
+  const at::Tensor& tensor;
+};
+
+inline void check_broadcastable(const char* op, std::initializer_list<NamedTensor> inputs) {
+  std::vector<int64_t> shape;
+  const char* shaped_by = nullptr;
+  for (const NamedTensor& in : inputs) {
+    const c10::IntArrayRef sizes = in.tensor.sizes();
+    if (sizes.size() > shape.size()) shape.insert(shape.begin(), sizes.size() - shape.size(), 1);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      int64_t& have = shape[shape.size() - sizes.size() + i];
+      const int64_t size = sizes[i];
+      if (size == have || size == 1) continue;
+      TORCH_CHECK(have == 1, op, ": argument '", in.name, "' has shape ", sizes, ", which does not broadcast with '",
+                  shaped_by, "' (broadcast so far: ", c10::IntArrayRef(shape), ")");
+      have = size;
+    }
+    if (shaped_by == nullptr) shaped_by = in.name;
+  }
+}
+
+// The dtype the inputs promote to must be one the op is instantiated for.
+inline void check_promoted_dtype(const char* op, std::initializer_list<NamedTensor> inputs, at::ScalarType dtype,
+                                 std::initializer_list<at::ScalarType> allowed, const char* allowed_names) {
+  for (at::ScalarType a : allowed) {
+    if (a == dtype) return;
+  }
+  std::string from;
+  for (const NamedTensor& in : inputs) {
+    from += std::string(from.empty() ? "" : ", ") + "'" + in.name + "' " + c10::toString(in.tensor.scalar_type());
+  }
+  TORCH_CHECK(false, op, ": the inputs (", from, ") compute in dtype ", dtype,
+              ", which is not supported; expected one of: ", allowed_names);
 }
 
 inline void check_rank(const char* op, const char* arg, const at::Tensor& t, int64_t rank,

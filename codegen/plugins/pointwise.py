@@ -1,0 +1,138 @@
+"""Kernels from ``pointwise: <expression>`` (see codegen/pointwise.py for the language).
+
+For each such op:
+
+- ``pointwise/<op>.h``: the expression as a functor over a value type that is a scalar or
+  an ``at::vec::Vectorized``; every loop below evaluates this one text.
+- ``cpu/<op>.cpp``: the CPU kernel.  The wrapper checks devices and that the shapes
+  broadcast, builds an ``at::TensorIterator`` (broadcasting, type promotion, strided and
+  non-contiguous inputs, output allocation, as aten's elementwise ops), checks the
+  promoted dtype and calls the best build of the loop for this CPU.  The loop is
+  ``at::native::cpu_kernel_vec`` with a scalar and a Vectorized lambda; reduced-precision
+  types compute in float through ``convert_to_float``/``convert_from_float``; TensorIterator
+  parallelizes with ``at::parallel_for``.  This unit holds the DEFAULT build of the loop.
+- ``cpu/<op>.AVX2.cpp`` and ``cpu/<op>.AVX512.cpp``: the same loop compiled for those
+  capabilities (runtime/include/opwrap/runtime/cpu_capability.h), registered into the
+  wrapper's table and chosen at run time (cpu_dispatch.h).
+- ``cuda/<op>.cu``: the same wrapper for CUDA, with ``at::native::gpu_kernel`` over the
+  scalar functor (vectorized loads, 32-bit indexing splits and launch configuration are
+  aten's).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..api import cpp
+from ..schema import is_tensor
+from .base import Output, Plugin
+
+CAPABILITIES = ("AVX2", "AVX512")  # built besides DEFAULT, in their own translation units
+
+
+@dataclass(frozen=True)
+class PointwisePlan:
+    """Every name and statement the pointwise templates lay out for one op."""
+
+    op: str  # namespace::name
+    functor: str  # the expression's functor template
+    params: str  # the op's C++ parameter list
+    tensors: tuple[str, ...]  # the iterator's inputs
+    scalar_params: str  # the loop's extra parameters (the scalar arguments)
+    scalar_args: str  # ... as passed
+    scalar_inits: str  # the functor's initializer list from them, in opmath_t
+    members: tuple[str, ...]  # the functor's scalar members
+    kernel_type: str  # function pointer type of one loop build
+    float_op: bool  # integer inputs promote to the default float dtype
+    dtype_cases: tuple[tuple[str, str], ...]  # (at::ScalarType name, C++ type)
+    dtype_list: str  # {at::ScalarType::Float, ...}
+    dtype_names: str
+
+
+def plan(decl, namespace: str) -> PointwisePlan:
+    e = decl.expression
+    s = decl.schema
+    scalars = dict(e.scalars)
+    scalar_args = [a for a in s.arguments if a.name in scalars]
+    scalar_params = ", ".join(f"{cpp.argument_type(a)} {a.name}" for a in scalar_args)
+    ident = _camel(decl.ident)
+    fp = f"void (*)(at::TensorIteratorBase&{''.join(', ' + cpp.argument_type(a) for a in scalar_args)})"
+    return PointwisePlan(
+        op=f"{namespace}::{decl.op_name}", functor=f"{ident}Op",
+        params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in s.arguments),
+        tensors=e.tensors, scalar_params=scalar_params, scalar_args=", ".join(a.name for a in scalar_args),
+        scalar_inits=", ".join(scalars[a.name] for a in scalar_args), members=tuple(a.name for a in scalar_args),
+        kernel_type=fp, float_op=all(dt.is_floating for dt in decl.dtypes),
+        dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes),
+        dtype_list="{" + ", ".join(f"at::ScalarType::{dt.scalar_type}" for dt in decl.dtypes) + "}",
+        dtype_names=", ".join(dt.name for dt in decl.dtypes))
+
+
+def wrapper(decl, p: PointwisePlan, device: str) -> dict:
+    """The statements of one device's kernel that Python decides: argument checks and the loop call."""
+    first = p.tensors[0]
+    checks = [f'constexpr const char* kOp = "{p.op}";']
+    for t in p.tensors:
+        checks.append(f'opwrap::rt::check_tensor(kOp, "{t}", {t}, c10::DeviceType::{device});')
+        if device != "CPU" and t != first:
+            checks.append(f'opwrap::rt::check_same_device(kOp, "{t}", {t}, {first}, "{first}");')
+    if device != "CPU":
+        checks.append(f"const c10::cuda::CUDAGuard device_guard({first}.device());")
+    named = "{" + ", ".join(f'{{"{t}", {t}}}' for t in p.tensors) + "}"
+    if len(p.tensors) > 1:
+        checks.append(f"opwrap::rt::check_broadcastable(kOp, {named});")
+    args = "iter" + (", " + p.scalar_args if p.scalar_args else "")
+    call = f"{decl.ident}_cpu_kernels.get()({args})" if device == "CPU" else f"{decl.ident}_kernel({args})"
+    return dict(device=device, checks=checks, named=named, call=call)
+
+
+def _camel(ident: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in re.split(r"_+", ident) if p)
+
+
+class PointwiseKernels(Plugin):
+    name = "pointwise"
+
+    def validate(self, decl, lib, diag):
+        e = decl.expression
+        if e is None:
+            return
+        if e.floating:
+            ints = [dt.name for dt in decl.dtypes if not dt.is_floating]
+            if ints:
+                diag.error(e.loc, f"the expression uses '/' or a floating-point function, but the op declares integer "
+                           f"dtypes ({', '.join(ints)})", "declare floating dtypes only; integer inputs then promote "
+                           "to float as in torch.div")
+        if not decl.dtypes:
+            diag.error(decl.loc, "missing 'dtypes': list the dtypes the expression is computed for")
+        odd = [dt.name for dt in decl.dtypes if dt.is_complex or dt.name == "bool"]
+        if odd:
+            diag.error(decl.field_loc("dtypes"), f"pointwise expressions support real floating and integer dtypes, "
+                       f"not {', '.join(odd)}")
+        for a in decl.schema.arguments:
+            if a.name in ("Tv", "opmath_t", "scalar_t", "iter", "op") and not is_tensor(a.type):
+                diag.error(decl.func_loc, f"argument name '{a.name}' is reserved in generated pointwise kernels")
+
+    def emit(self, lib, ctx):
+        ns = lib.namespace
+        for d in lib.declarations:
+            if d.expression is None:
+                continue
+            p = plan(d, ns)
+            t = p.tensors
+            common = dict(namespace=ns, decl=d, expr=d.expression, plan=p, header=f"../pointwise/{d.ident}.h",
+                          tensor_params=", ".join(f"Tv {n}" for n in t),
+                          scalar_params=", ".join(f"scalar_t {n}" for n in t),
+                          vec_params=", ".join(f"Vec {n}" for n in t),
+                          opmath_args=", ".join(f"static_cast<opmath_t>({n})" for n in t),
+                          plain_args=", ".join(t), halves=[", ".join(f"{n}{i}" for n in t) for i in (0, 1)],
+                          cpu=wrapper(d, p, "CPU"), cuda=wrapper(d, p, "CUDA"))
+            for path, template, extra in (
+                (f"pointwise/{d.ident}.h", "pointwise/op.h.j2", {}),
+                (f"cpu/{d.ident}.cpp", "pointwise/cpu.cpp.j2", {}),
+                *((f"cpu/{d.ident}.{cap}.cpp", "pointwise/cpu_capability.cpp.j2", {"capability": cap})
+                  for cap in CAPABILITIES),
+                (f"cuda/{d.ident}.cu", "pointwise/cuda.cu.j2", {}),
+            ):
+                yield Output(path, ctx.render(template, **common, **extra), (d.path, ctx.template_source(template)))

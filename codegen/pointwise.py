@@ -1,0 +1,220 @@
+"""Pointwise expressions: ``pointwise: <expression>`` in a declaration.
+
+The expression is written in Python's expression syntax and parsed with Python's own
+parser (``ast``), which gives operator precedence, positions and error messages for free.
+It may be preceded by ``name = expression`` lines that bind intermediate values::
+
+    pointwise: |
+      inner = 0.7978845608 * (self + 0.044715 * self * self * self)
+      0.5 * self * (1 + tanh(inner))
+
+Names are the op's Tensor arguments (one element each), its numeric scalar arguments and
+earlier bindings.  The translation is one C++ expression text over a value type ``Tv``
+that is a scalar (``float``, ``double``, ``int64_t``...) or an ``at::vec::Vectorized`` of
+one, so the same text is the scalar CPU loop, the vectorized CPU loop and the CUDA loop:
+literals and scalar arguments become ``Tv(...)`` and functions are ``opwrap::pw::``
+overloads (``runtime/include/opwrap/runtime/pointwise.h``) for both kinds of value.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .diagnostics import Diagnostics, Loc, did_you_mean
+from .schema import BaseType, FunctionSchema, is_tensor
+
+VALUE_TYPE = "Tv"  # the C++ value type the expression is written over
+
+
+@dataclass(frozen=True)
+class Function:
+    arity: int
+    floating: bool  # defined for floating-point values only
+    doc: str
+
+
+FUNCTIONS: dict[str, Function] = {
+    "abs": Function(1, False, "|x|"),
+    "exp": Function(1, True, "e^x"),
+    "expm1": Function(1, True, "e^x - 1"),
+    "log": Function(1, True, "natural logarithm"),
+    "log1p": Function(1, True, "log(1 + x)"),
+    "log2": Function(1, True, "base-2 logarithm"),
+    "log10": Function(1, True, "base-10 logarithm"),
+    "sqrt": Function(1, True, "square root"),
+    "rsqrt": Function(1, True, "1 / sqrt(x)"),
+    "reciprocal": Function(1, True, "1 / x"),
+    "sin": Function(1, True, "sine"),
+    "cos": Function(1, True, "cosine"),
+    "tan": Function(1, True, "tangent"),
+    "tanh": Function(1, True, "hyperbolic tangent"),
+    "sigmoid": Function(1, True, "1 / (1 + e^-x)"),
+    "erf": Function(1, True, "error function"),
+    "erfc": Function(1, True, "1 - erf(x)"),
+    "floor": Function(1, True, "round down"),
+    "ceil": Function(1, True, "round up"),
+    "trunc": Function(1, True, "round toward zero"),
+    "relu": Function(1, False, "maximum(x, 0)"),
+    "pow": Function(2, True, "x^y (also written x ** y)"),
+    "maximum": Function(2, False, "the larger value; NaN if either is NaN"),
+    "minimum": Function(2, False, "the smaller value; NaN if either is NaN"),
+    "clamp": Function(3, False, "minimum(maximum(x, lo), hi)"),
+    "where": Function(3, False, "where(condition, a, b): a where the comparison holds, else b"),
+}
+ALIASES = {"max": "maximum", "min": "minimum"}
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_COMPARE = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+# Scalar argument types a pointwise op may take, and how each becomes the computation type.
+SCALAR_TYPES = {"float": "static_cast<opmath_t>({name})", "int": "static_cast<opmath_t>({name})",
+                "SymInt": "static_cast<opmath_t>({name}.guard_int(__FILE__, __LINE__))",
+                "bool": "static_cast<opmath_t>({name})", "Scalar": "{name}.to<opmath_t>()"}
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A checked pointwise expression and its C++ translation."""
+
+    source: str
+    bindings: tuple[tuple[str, str], ...]  # (name, C++ expression), in order
+    result: str  # C++ expression of the result
+    tensors: tuple[str, ...]  # the Tensor arguments, in schema order (the iterator's inputs)
+    scalars: tuple[tuple[str, str], ...]  # (argument, C++ conversion to opmath_t), in schema order
+    floating: bool  # uses a floating-point-only function or '/'
+    loc: Loc
+
+
+class _Error(Exception):
+    def __init__(self, node: ast.AST | None, message: str, hint: str = ""):
+        super().__init__(message)
+        self.node, self.message, self.hint = node, message, hint
+
+
+def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expression | None:
+    """Parse and check `text`.  `loc_at(line, col)` maps a 1-based line and 0-based column
+    of the text to a declaration position.  Reports errors to `diag`; None when any."""
+    try:
+        module = ast.parse(text, mode="exec")
+    except SyntaxError as e:
+        diag.error(loc_at(e.lineno or 1, (e.offset or 1) - 1), f"invalid pointwise expression: {e.msg}")
+        return None
+    tensors = [a for a in schema.arguments if is_tensor(a.type)]
+    scalars = [a for a in schema.arguments if isinstance(a.type, BaseType) and a.type.name in SCALAR_TYPES]
+    ok = True
+    for a in schema.arguments:
+        if a not in tensors and a not in scalars:
+            diag.error(loc_at(1, 0), f"argument '{a.name}' of type {a.type} cannot be used by a pointwise op; "
+                       f"Tensor and {', '.join(sorted(SCALAR_TYPES))} arguments can")
+            ok = False
+    if not ok:
+        return None
+    tr = _Translator({a.name for a in tensors}, {a.name for a in scalars})
+    bindings = []
+    try:
+        body = module.body
+        if not body:
+            raise _Error(None, "empty pointwise expression")
+        for stmt in body[:-1]:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+                raise _Error(stmt, "each line before the last must bind one name: 'name = expression'")
+            name = stmt.targets[0].id
+            if name in tr.names or name in FUNCTIONS or name == VALUE_TYPE:
+                raise _Error(stmt.targets[0], f"'{name}' is already defined")
+            bindings.append((name, tr.value(stmt.value)))
+            tr.names[name] = "binding"
+        last = body[-1]
+        if not isinstance(last, ast.Expr):
+            raise _Error(last, "the last line must be the result expression")
+        result = tr.value(last.value)
+    except _Error as e:
+        node = e.node
+        loc = loc_at(node.lineno, node.col_offset) if node is not None else loc_at(1, 0)
+        diag.error(loc, e.message, e.hint)
+        return None
+    for a in tensors:
+        if a.name not in tr.used:
+            diag.error(loc_at(1, 0), f"Tensor argument '{a.name}' is not used by the pointwise expression")
+            ok = False
+    if not ok:
+        return None
+    return Expression(
+        source=text, bindings=tuple(bindings), result=result, tensors=tuple(a.name for a in tensors),
+        scalars=tuple((a.name, SCALAR_TYPES[a.type.name].format(name=a.name)) for a in scalars if a.name in tr.used),
+        floating=tr.floating, loc=loc_at(1, 0))
+
+
+class _Translator:
+    def __init__(self, tensors: set[str], scalars: set[str]):
+        self.names: dict[str, str] = {**{n: "tensor" for n in tensors}, **{n: "scalar" for n in scalars}}
+        self.used: set[str] = set()
+        self.floating = False
+
+    def value(self, node: ast.AST) -> str:
+        """A C++ expression of type Tv."""
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise _Error(node, f"only numbers may appear as literals, not {node.value!r}")
+            return f"{VALUE_TYPE}({node.value!r})"
+        if isinstance(node, ast.Name):
+            kind = self.names.get(node.id)
+            if kind is None:
+                raise _Error(node, f"unknown name '{node.id}' in pointwise expression",
+                             did_you_mean(node.id, list(self.names)))
+            self.used.add(node.id)
+            return f"{VALUE_TYPE}({node.id})" if kind == "scalar" else node.id
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.USub):
+                return f"opwrap::pw::neg({self.value(node.operand)})"
+            if isinstance(node.op, ast.UAdd):
+                return self.value(node.operand)
+            raise _Error(node, f"operator '{_op_text(node.op)}' is not supported in pointwise expressions")
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Pow):
+                return self.power(node)
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise _Error(node, f"operator '{_op_text(node.op)}' is not supported in pointwise expressions",
+                             "use + - * / ** and the functions: " + ", ".join(sorted(FUNCTIONS)))
+            if op == "/":
+                self.floating = True
+            return f"({self.value(node.left)} {op} {self.value(node.right)})"
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.Compare):
+            raise _Error(node, "a comparison is a condition: use it as the first argument of where(condition, a, b)")
+        raise _Error(node, f"{type(node).__name__.lower()} is not supported in pointwise expressions")
+
+    def power(self, node: ast.BinOp) -> str:
+        base = self.value(node.left)
+        exp = node.right
+        if isinstance(exp, ast.Constant) and exp.value in (2, 3) and not isinstance(exp.value, bool):
+            # Small integer powers as products: exact, and as fast as it gets in every loop.
+            return "(" + " * ".join([base] * exp.value) + ")"
+        self.floating = True
+        return f"opwrap::pw::pow({base}, {self.value(exp)})"
+
+    def call(self, node: ast.Call) -> str:
+        if not isinstance(node.func, ast.Name):
+            raise _Error(node.func, "only the built-in functions may be called: " + ", ".join(sorted(FUNCTIONS)))
+        name = ALIASES.get(node.func.id, node.func.id)
+        fn = FUNCTIONS.get(name)
+        if fn is None:
+            raise _Error(node.func, f"unknown function '{node.func.id}' in pointwise expression",
+                         did_you_mean(node.func.id, list(FUNCTIONS) + list(ALIASES)))
+        if node.keywords or len(node.args) != fn.arity:
+            raise _Error(node, f"{name}() takes {fn.arity} positional argument{'s' if fn.arity > 1 else ''}")
+        self.floating |= fn.floating
+        if name == "where":
+            cond = node.args[0]
+            if not (isinstance(cond, ast.Compare) and len(cond.ops) == 1):
+                raise _Error(cond, "the condition of where() must be one comparison, such as 'x > 0'")
+            op = _COMPARE[type(cond.ops[0])]
+            test = f"({self.value(cond.left)} {op} {self.value(cond.comparators[0])})"
+            return f"opwrap::pw::where({test}, {self.value(node.args[1])}, {self.value(node.args[2])})"
+        return f"opwrap::pw::{name}(" + ", ".join(self.value(a) for a in node.args) + ")"
+
+
+def _op_text(op: ast.AST) -> str:
+    return {ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+            ast.LShift: "<<", ast.RShift: ">>", ast.Not: "not", ast.Invert: "~"}.get(type(op), type(op).__name__)

@@ -1,0 +1,192 @@
+"""Ops generated from `pointwise: <expression>`: broadcasting, type promotion, strides,
+errors and the per-CPU-capability builds, against the aten ops they mirror.  (Every op and
+dtype also runs test_declared_ops' reference, opcheck and gradcheck suite.)"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import opwrap
+from conftest import ROOT
+
+
+def gelu(x):
+    return F.gelu(x, approximate="tanh")
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((3, 1), (4,)), ((1,), (2, 3)), ((), (5,)), ((2, 0, 3), (3,))])
+def test_broadcasting(a_shape, b_shape):
+    a, b = torch.randn(a_shape), torch.randn(b_shape)
+    torch.testing.assert_close(opwrap.ops.myadd(a, b), a + b)
+    torch.testing.assert_close(opwrap.ops.bias_gelu(a, b), gelu(a + b))
+
+
+@pytest.mark.parametrize("a_dtype, b_dtype", [
+    (torch.float32, torch.float64), (torch.int32, torch.int64), (torch.int32, torch.float32),
+    (torch.bfloat16, torch.float32), (torch.int64, torch.float16), (torch.bfloat16, torch.bfloat16)])
+def test_type_promotion_as_torch_add(a_dtype, b_dtype):
+    a = torch.arange(-6, 6).reshape(3, 4).to(a_dtype)
+    b = torch.arange(4).to(b_dtype)
+    out, want = opwrap.ops.myadd(a, b), torch.add(a, b)
+    assert out.dtype == want.dtype
+    torch.testing.assert_close(out, want)
+
+
+def test_zero_dim_tensors_promote_as_aten():
+    # A 0-dim tensor does not raise the dtype of a dimensioned one of the same category.
+    x = torch.randn(4, dtype=torch.float16)
+    s = torch.tensor(2.0, dtype=torch.float64)
+    out = opwrap.ops.myadd(x, s)
+    assert out.dtype == torch.add(x, s).dtype == torch.float16
+    torch.testing.assert_close(out, x + s)
+
+
+def test_integer_inputs_promote_to_float_in_float_ops():
+    x = torch.arange(-4, 4)
+    out = opwrap.ops.gelu_tanh(x)
+    assert out.dtype == torch.get_default_dtype()
+    torch.testing.assert_close(out, gelu(x.float()))
+    torch.testing.assert_close(opwrap.ops.mul_constant(x, 0.5), x * 0.5)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last", "sliced", "expanded"])
+def test_strided_inputs_and_output_layout_as_aten(layout):
+    base = torch.randn(2, 3, 4, 5)
+    x = {"transposed": base.transpose(1, 3), "channels_last": base.contiguous(memory_format=torch.channels_last),
+         "sliced": base[:, :, ::2, 1:], "expanded": torch.randn(1, 3, 1, 5).expand(2, 3, 4, 5)}[layout]
+    y = torch.randn(x.shape[-1])
+    out, want = opwrap.ops.myadd(x, y), x + y
+    torch.testing.assert_close(out, want)
+    assert out.stride() == want.stride(), "TensorIterator lays the output out as aten does"
+    torch.testing.assert_close(opwrap.ops.gelu_tanh(x), gelu(x))
+    # The fake kernel agrees with the real output, strides included.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fx, fy = mode.from_tensor(x), mode.from_tensor(y)
+        fake = opwrap.ops.myadd(fx, fy)
+    assert fake.shape == out.shape and fake.stride() == out.stride() and fake.dtype == out.dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_tensors_in_parallel_and_vectorized(dtype, threads):
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        x = torch.randn(1 << 20, dtype=torch.float64).to(dtype)
+        b = torch.randn(1 << 10, dtype=torch.float64).to(dtype)
+        x2 = x.view(1 << 10, 1 << 10)
+        torch.testing.assert_close(opwrap.ops.gelu_tanh(x), gelu(x))
+        # Fused: x + b is not rounded to dtype before the GELU, as it is in the composition.
+        torch.testing.assert_close(opwrap.ops.bias_gelu(x2, b), gelu(x2.double() + b.double()).to(dtype))
+        torch.testing.assert_close(opwrap.ops.myadd(x2, b), x2 + b)
+        torch.testing.assert_close(opwrap.ops.mul_constant(x, 3.0), x * 3.0)
+    finally:
+        torch.set_num_threads(old)
+
+
+def test_reduced_precision_computes_in_float():
+    # 1 + 1e-3 is 1 in bfloat16; computed in float and rounded once it is not lost twice.
+    x = torch.linspace(-4, 4, 1000, dtype=torch.bfloat16)
+    want = gelu(x.float()).to(torch.bfloat16)
+    assert torch.equal(opwrap.ops.gelu_tanh(x), want) or (opwrap.ops.gelu_tanh(x).float() - want.float()).abs().max() <= 2 ** -7
+
+
+def test_special_values():
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 1e30, -1e30])
+    torch.testing.assert_close(opwrap.ops.gelu_tanh(x), gelu(x), equal_nan=True)
+    torch.testing.assert_close(opwrap.ops.myadd(x, x), x + x, equal_nan=True)
+
+
+def test_errors_name_the_op_and_argument():
+    with pytest.raises(RuntimeError, match=r"opwrap::myadd: argument 'other' has shape \[4\], which does not broadcast"):
+        opwrap.ops.myadd(torch.randn(3), torch.randn(4))
+    with pytest.raises(RuntimeError, match=r"opwrap::myadd: the inputs \('self' Bool, 'other' Bool\) compute in dtype "
+                       r"Bool, which is not supported; expected one of: float32"):
+        opwrap.ops.myadd(torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool))
+    with pytest.raises(RuntimeError, match=r"opwrap::gelu_tanh: .*compute in dtype ComplexFloat"):
+        opwrap.ops.gelu_tanh(torch.randn(2, dtype=torch.complex64))
+
+
+def test_gradients_reduce_over_broadcast_dimensions():
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    opwrap.ops.bias_gelu(x, b).sum().backward()
+    x2, b2 = x.detach().requires_grad_(), b.detach().requires_grad_()
+    gelu(x2 + b2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(b.grad, b2.grad)
+    assert torch.autograd.gradgradcheck(opwrap.ops.bias_gelu, (x, b))
+
+
+def test_mixed_dtype_gradients_arrive_in_each_inputs_dtype():
+    a = torch.randn(3, dtype=torch.float32, requires_grad=True)
+    b = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    opwrap.ops.myadd(a, b).sum().backward()
+    assert a.grad.dtype == torch.float32 and b.grad.dtype == torch.float64
+
+
+def test_vmap_broadcasts_batched_and_unbatched_inputs():
+    x = torch.randn(5, 3, 4)
+    b = torch.randn(5, 4)
+    torch.testing.assert_close(torch.vmap(opwrap.ops.bias_gelu)(x, b), gelu(x + b[:, None, :]))
+    torch.testing.assert_close(torch.vmap(opwrap.ops.bias_gelu, in_dims=(None, 0))(x[0], b), gelu(x[0] + b[:, None, :]))
+    torch.testing.assert_close(torch.vmap(opwrap.ops.myadd, in_dims=(1, None))(x, b[0]), (x + b[0]).transpose(0, 1))
+
+
+def test_compile_fuses_nothing_away():
+    # Under torch.compile the generated op stays one call (its fake kernel gives the output).
+    f = torch.compile(lambda x, b: opwrap.ops.bias_gelu(x, b) * 2, fullgraph=True, dynamic=True)
+    x, b = torch.randn(6, 8), torch.randn(8)
+    torch.testing.assert_close(f(x, b), gelu(x + b) * 2)
+
+
+_CAPABILITY_CHECK = """
+import torch, torch.nn.functional as F, opwrap
+print(torch.backends.cpu.get_cpu_capability())
+for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+    x = torch.randn(4099, dtype=torch.float64).to(dtype)  # not a multiple of any vector width
+    b = torch.randn(4099, dtype=torch.float64).to(dtype)
+    torch.testing.assert_close(opwrap.ops.gelu_tanh(x), F.gelu(x, approximate="tanh"))
+    torch.testing.assert_close(opwrap.ops.bias_gelu(x, b), F.gelu(x.double() + b.double(), approximate="tanh").to(dtype))
+    torch.testing.assert_close(opwrap.ops.myadd(x, b), x + b)
+    torch.testing.assert_close(opwrap.ops.gelu_tanh_backward(b, x), torch.ops.aten.gelu_backward(b, x, approximate="tanh"))
+for dtype in (torch.int32, torch.int64):
+    x, y = torch.randint(-100, 100, (1027,), dtype=dtype), torch.randint(-100, 100, (1027,), dtype=dtype)
+    assert torch.equal(opwrap.ops.myadd(x, y), x + y)
+"""
+
+
+def _capabilities():
+    have = torch.backends.cpu.get_cpu_capability()
+    caps = ["default"]
+    if have in ("AVX2", "AVX512"):
+        caps.append("avx2")
+    if have == "AVX512":
+        caps.append("avx512")
+    return caps
+
+
+@pytest.mark.parametrize("capability", _capabilities())
+def test_every_cpu_capability_build(capability):
+    """Each build (DEFAULT, AVX2, AVX-512) runs where torch runs its own kernels at that
+    capability (ATEN_CPU_CAPABILITY), and computes what aten computes."""
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
+    r = subprocess.run([sys.executable, "-c", _CAPABILITY_CHECK], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split()[0] == capability.upper()
+
+
+def test_capability_builds_are_in_the_library():
+    """The AVX2 and AVX-512 loops were compiled (with Vectorized of those widths) into the library."""
+    import shutil
+    if shutil.which("nm") is None or torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip("needs nm and an x86-64 CPU with AVX2")
+    so = ROOT / "build" / "_C.so"
+    symbols = subprocess.run(["nm", "-C", str(so)], capture_output=True, text=True, check=True).stdout
+    for cap in ("AVX2", "AVX512"):
+        assert f"at::vec::{cap}::Vectorized<float>" in symbols, cap
