@@ -17,7 +17,7 @@ AUTOGRAD = {"ATen/TensorOperators.h", "torch/csrc/autograd/custom_function.h", "
 
 # Pointwise expression kernels: TensorIterator and at::vec, and the capability prelude.
 POINTWISE = {"opwrap/runtime/cpu_capability.h", "ATen/OpMathType.h", "ATen/TensorIterator.h", "ATen/cpu/vec/functional.h",
-             "ATen/cpu/vec/vec.h", "ATen/native/cpu/Loops.h", "opwrap/runtime/cpu_dispatch.h"}
+             "ATen/cpu/vec/vec.h", "ATen/native/cpu/Loops.h", "opwrap/runtime/cpu_dispatch.h", "c10/core/Scalar.h"}
 
 # The CPython bindings; ATen/autocast_mode.h is heavy, so all autocast kernels share one TU.
 FAST = {"Python.h", "ATen/core/dispatch/Dispatcher.h", "torch/csrc/Exceptions.h", "opwrap/runtime/python_fast.h", "tuple"}

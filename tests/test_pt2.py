@@ -54,8 +54,11 @@ def test_fake_kernel_checks_like_the_real_one():
         assert out.shape == (4, 5) and out.dtype == torch.float32
         with pytest.raises(RuntimeError, match="opwrap::linear: argument 'weight' has size 2 at dimension 1, but expected K = 3"):
             ops.linear(torch.empty(4, 3), torch.empty(5, 2), None)
-        with pytest.raises(RuntimeError, match="opwrap::myadd: argument 'other' has dtype torch.float64"):
-            ops.myadd(torch.empty(3), torch.empty(3, dtype=torch.float64))
+        with pytest.raises(RuntimeError, match=r"opwrap::myadd: the shapes of 'self' \[3\], 'other' \[4\] do not broadcast"):
+            ops.myadd(torch.empty(3), torch.empty(4))
+        with pytest.raises(RuntimeError, match="opwrap::myadd: the inputs compute in dtype torch.bool, which is not supported"):
+            ops.myadd(torch.empty(3, dtype=torch.bool), torch.empty(3, dtype=torch.bool))
+        assert ops.myadd(torch.empty(3, 1), torch.empty(4, dtype=torch.float64)).shape == (3, 4)
         assert ops.fill_natural([2, 3]).dtype == torch.int64
 
 

@@ -2,7 +2,8 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 // The AVX512 build of the loop of opwrap::gelu_tanh, chosen at run time on CPUs that have it.
 #define OPWRAP_CPU_CAPABILITY_AVX512
-#include <opwrap/runtime/cpu_capability.h>  // first: it sets the instruction set of everything below
+// First: it sets the instruction set of everything below.
+#include <opwrap/runtime/cpu_capability.h>
 
 #if OPWRAP_CPU_CAPABILITY_BUILT
 #include <ATen/OpMathType.h>
@@ -10,6 +11,7 @@
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 #include <ATen/native/cpu/Loops.h>
+#include <c10/core/Scalar.h>
 
 #include <opwrap/runtime/cpu_dispatch.h>
 #include "../pointwise/gelu_tanh.h"

@@ -3,6 +3,7 @@
 #include <ATen/OpMathType.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/cuda/Loops.cuh>
+#include <c10/core/Scalar.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 

@@ -13,7 +13,11 @@ def _pointwise(op, names, tensors, allowed, allowed_names, float_op):
     for name, t in zip(names[1:], tensors[1:]):
         torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
                      f"'{names[0]}' is on {first.device}")
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    except RuntimeError as e:
+        shapes = ", ".join(f"'{n}' {list(t.shape)}" for n, t in zip(names, tensors))
+        raise RuntimeError(f"{op}: the shapes of {shapes} do not broadcast") from e
     kind = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT if float_op else ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
     _, dtype = elementwise_dtypes(*tensors, type_promotion_kind=kind)
     torch._check(dtype in allowed, lambda: f"{op}: the inputs compute in dtype {dtype}, which is not supported; "
