@@ -46,6 +46,8 @@ _EXPRESSION_DECIDES = ("kernels", "header", "shape", "dtype", "like", "contiguou
 KNOWN_TAGS = {"pt2_compliant_tag", "inplace", "inplace_view", "view_copy", "pointwise", "core", "nondeterministic_seeded",
               "nondeterministic_bitwise", "needs_fixed_stride_order", "flexible_layout", "maybe_aliasing_or_mutating",
               "data_dependent_output", "dynamic_output_shape", "generated", "cudagraph_unsafe", "reduction"}
+# libyaml's composer when PyYAML has it (about 5x faster); same nodes, tags and marks.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CPP_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DISPATCH_KEYS = ("CPU", "CUDA")
 
@@ -96,8 +98,9 @@ class DeclarationLoader:
             col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
             self.diag.error(Loc(path, line, col), f"file is not valid UTF-8 (byte 0x{data[e.start]:02x})")
             return []
+        self.text = text
         try:
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
+            root = yaml.compose(text, Loader=_SAFE_LOADER)
         except yaml.MarkedYAMLError as e:
             m = e.problem_mark or e.context_mark
             self.diag.error(Loc(path, m.line + 1, m.column + 1) if m else Loc(path, 1, 1),
@@ -248,7 +251,7 @@ class DeclarationLoader:
         if not _tensor_args(schema):
             self.diag.error(loc_of(node, path), "a pointwise expression needs a Tensor argument")
             return True, None
-        expr = pointwise_expr.parse(node.value, schema, lambda line, col: text_loc(node, path, line, col), self.diag)
+        expr = pointwise_expr.parse(node.value, schema, lambda line, col: text_loc(node, path, line, col, self.text), self.diag)
         return True, expr
 
     def parse_dtypes(self, node: yaml.Node | None, path: str):

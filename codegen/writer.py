@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,19 +47,23 @@ def write_tree(root: Path, files: dict[str, str]) -> WriteReport:
 
 def _atomic_write(target: Path, data: bytes) -> None:
     """Write to a temporary file beside the target, then rename it over: readers see the old
-    or the new file, never a partial one, even if the process is killed."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    or the new file, never a partial one, even if the process is killed.  The temporary name
+    is unique to this process (one writer per process writes each target once), which spares
+    mkstemp's retries; and no fsync: that would only add crash durability, and generated files
+    are regenerated at will (it cost more than the rest of `generate` for a thousand
+    declarations)."""
+    tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
         os.replace(tmp, target)
+    except FileNotFoundError:
+        if tmp.parent.is_dir():
+            raise
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(target, data)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
         raise
 
 

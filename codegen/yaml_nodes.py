@@ -23,13 +23,14 @@ def scalar_text_loc(node: yaml.ScalarNode, path: str, offset: int) -> Loc:
     return base.shifted(offset + (1 if node.style in ("'", '"') else 0))
 
 
-def text_loc(node: yaml.ScalarNode, path: str, line: int, col: int) -> Loc:
+def text_loc(node: yaml.ScalarNode, path: str, line: int, col: int, source: str) -> Loc:
     """The position of (1-based `line`, 0-based `col`) of a scalar's value: exact for one-line
-    scalars and for literal blocks (`|`), whose lines are the source lines after the indicator."""
+    scalars and for literal blocks (`|`), whose lines are the source lines after the indicator.
+    `source` is the file's text (libyaml's marks do not carry it)."""
     if line == 1 and node.start_mark.line == node.end_mark.line:
         return scalar_text_loc(node, path, col)
-    if node.style == "|" and node.start_mark.buffer is not None:
-        lines = node.start_mark.buffer[node.start_mark.pointer:].split("\n")
+    if node.style == "|":
+        lines = source.split("\n")[node.start_mark.line:]
         content = [ln for ln in lines[1:] if ln.strip()]
         indent = len(content[0]) - len(content[0].lstrip(" ")) if content else 0
         return Loc(path, node.start_mark.line + 1 + line, indent + col + 1)

@@ -237,12 +237,19 @@ def _finish(decl, namespace, d, forward, backward, dirty, torch_include, library
         op_calls=op_calls)
 
 
+_LIBRARY_OPS: tuple = (None, {})  # (lib, its ops): validate asks once per declaration
+
+
 def library_ops(lib) -> dict:
     """The library's ops with kernels that formulas may call by name (one overload per name)."""
+    global _LIBRARY_OPS
+    if _LIBRARY_OPS[0] is lib:
+        return _LIBRARY_OPS[1]
     out = {}
     for d in lib.declarations:
         if d.kernels and not d.overload:
             out.setdefault(d.name, d)
+    _LIBRARY_OPS = (lib, out)
     return out
 
 
