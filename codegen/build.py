@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .config import Config
 
-CXX_FLAGS = ["-O3", "-fvisibility-inlines-hidden"]  # torch adds its own -std (c++17 or c++20)
+# -Wno-psabi: GCC notes that passing at::vec::Vectorized by value changed ABI in GCC 4.6 (noise).
+CXX_FLAGS = ["-O3", "-fvisibility-inlines-hidden", "-Wno-psabi"]  # torch adds its own -std (c++17 or c++20)
 # at::parallel_for in a kernel header is an inline `#pragma omp parallel` when torch is built
 # with OpenMP: without -fopenmp it silently runs on one thread.  The link flag resolves to the
 # libgomp.so.1 that torch itself loads (same soname), so there is one OpenMP runtime.

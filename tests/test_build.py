@@ -15,9 +15,9 @@ AUTOGRAD = {"ATen/TensorOperators.h", "torch/csrc/autograd/custom_function.h", "
             "torch/csrc/autograd/autograd_not_implemented_fallback.h", "algorithm", "array", "cstdint", "tuple"}
 
 
-# Pointwise expression kernels: TensorIterator and at::vec, and the capability prelude.
-POINTWISE = {"opwrap/runtime/cpu_capability.h", "ATen/OpMathType.h", "ATen/TensorIterator.h", "ATen/cpu/vec/functional.h",
-             "ATen/cpu/vec/vec.h", "ATen/native/cpu/Loops.h", "opwrap/runtime/cpu_dispatch.h", "c10/core/Scalar.h"}
+# Pointwise expression kernels: the capability prelude and run-time dispatch (TensorIterator
+# and at::vec come through generated/pointwise/<op>.h).
+POINTWISE = {"opwrap/runtime/cpu_capability.h", "opwrap/runtime/cpu_dispatch.h"}
 
 # The CPython bindings; ATen/autocast_mode.h is heavy, so all autocast kernels share one TU.
 FAST = {"Python.h", "ATen/core/dispatch/Dispatcher.h", "torch/csrc/Exceptions.h", "opwrap/runtime/python_fast.h", "tuple"}

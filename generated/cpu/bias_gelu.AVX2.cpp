@@ -6,63 +6,8 @@
 #include <opwrap/runtime/cpu_capability.h>
 
 #if OPWRAP_CPU_CAPABILITY_BUILT
-#include <ATen/OpMathType.h>
-#include <ATen/TensorIterator.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
-#include <ATen/native/cpu/Loops.h>
-#include <c10/core/Scalar.h>
-
 #include <opwrap/runtime/cpu_dispatch.h>
 #include "../pointwise/bias_gelu.h"
-
-namespace opwrap::generated {
-namespace {
-
-template <typename scalar_t>
-void bias_gelu_loop(at::TensorIteratorBase& iter) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using Vec = at::vec::Vectorized<scalar_t>;
-  const BiasGeluOp<opmath_t> op{};
-  if constexpr (c10::is_reduced_floating_point_v<scalar_t>) {
-    // Computed in float: each Vectorized<scalar_t> converts to two Vectorized<float>.
-    at::native::cpu_kernel_vec(
-        iter,
-        [op](scalar_t self, scalar_t bias) -> scalar_t { return static_cast<scalar_t>(op(static_cast<opmath_t>(self), static_cast<opmath_t>(bias))); },
-        [op](Vec self, Vec bias) -> Vec {
-          const auto [self0, self1] = at::vec::convert_to_float<scalar_t>(self);
-          const auto [bias0, bias1] = at::vec::convert_to_float<scalar_t>(bias);
-          return at::vec::convert_from_float<scalar_t>(op(self0, bias0), op(self1, bias1));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        iter,
-        [op](scalar_t self, scalar_t bias) -> scalar_t { return op(self, bias); },
-        [op](Vec self, Vec bias) -> Vec { return op(self, bias); });
-  }
-}
-
-void bias_gelu_kernel(at::TensorIteratorBase& iter) {
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float:
-      bias_gelu_loop<float>(iter);
-      break;
-    case at::ScalarType::Double:
-      bias_gelu_loop<double>(iter);
-      break;
-    case at::ScalarType::Half:
-      bias_gelu_loop<at::Half>(iter);
-      break;
-    case at::ScalarType::BFloat16:
-      bias_gelu_loop<at::BFloat16>(iter);
-      break;
-    default:
-      TORCH_INTERNAL_ASSERT(false, "opwrap::bias_gelu: dtype ", iter.common_dtype(), " was not checked");
-  }
-}
-
-} // namespace
-} // namespace opwrap::generated
 
 namespace opwrap::generated {
 

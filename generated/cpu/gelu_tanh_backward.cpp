@@ -3,66 +3,11 @@
 // First: this unit holds the DEFAULT build of the loop.
 #include <opwrap/runtime/cpu_capability.h>
 
-#include <ATen/OpMathType.h>
-#include <ATen/TensorIterator.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
-#include <ATen/native/cpu/Loops.h>
-#include <c10/core/Scalar.h>
-
-#include <opwrap/runtime/cpu_dispatch.h>
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <opwrap/runtime/cpu_dispatch.h>
 #include "../pointwise/gelu_tanh_backward.h"
-
-namespace opwrap::generated {
-namespace {
-
-template <typename scalar_t>
-void gelu_tanh_backward_loop(at::TensorIteratorBase& iter) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using Vec = at::vec::Vectorized<scalar_t>;
-  const GeluTanhBackwardOp<opmath_t> op{};
-  if constexpr (c10::is_reduced_floating_point_v<scalar_t>) {
-    // Computed in float: each Vectorized<scalar_t> converts to two Vectorized<float>.
-    at::native::cpu_kernel_vec(
-        iter,
-        [op](scalar_t grad_output, scalar_t self) -> scalar_t { return static_cast<scalar_t>(op(static_cast<opmath_t>(grad_output), static_cast<opmath_t>(self))); },
-        [op](Vec grad_output, Vec self) -> Vec {
-          const auto [grad_output0, grad_output1] = at::vec::convert_to_float<scalar_t>(grad_output);
-          const auto [self0, self1] = at::vec::convert_to_float<scalar_t>(self);
-          return at::vec::convert_from_float<scalar_t>(op(grad_output0, self0), op(grad_output1, self1));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        iter,
-        [op](scalar_t grad_output, scalar_t self) -> scalar_t { return op(grad_output, self); },
-        [op](Vec grad_output, Vec self) -> Vec { return op(grad_output, self); });
-  }
-}
-
-void gelu_tanh_backward_kernel(at::TensorIteratorBase& iter) {
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float:
-      gelu_tanh_backward_loop<float>(iter);
-      break;
-    case at::ScalarType::Double:
-      gelu_tanh_backward_loop<double>(iter);
-      break;
-    case at::ScalarType::Half:
-      gelu_tanh_backward_loop<at::Half>(iter);
-      break;
-    case at::ScalarType::BFloat16:
-      gelu_tanh_backward_loop<at::BFloat16>(iter);
-      break;
-    default:
-      TORCH_INTERNAL_ASSERT(false, "opwrap::gelu_tanh_backward: dtype ", iter.common_dtype(), " was not checked");
-  }
-}
-
-} // namespace
-} // namespace opwrap::generated
 
 namespace opwrap::generated {
 

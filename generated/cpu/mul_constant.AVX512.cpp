@@ -6,62 +6,8 @@
 #include <opwrap/runtime/cpu_capability.h>
 
 #if OPWRAP_CPU_CAPABILITY_BUILT
-#include <ATen/OpMathType.h>
-#include <ATen/TensorIterator.h>
-#include <ATen/cpu/vec/functional.h>
-#include <ATen/cpu/vec/vec.h>
-#include <ATen/native/cpu/Loops.h>
-#include <c10/core/Scalar.h>
-
 #include <opwrap/runtime/cpu_dispatch.h>
 #include "../pointwise/mul_constant.h"
-
-namespace opwrap::generated {
-namespace {
-
-template <typename scalar_t>
-void mul_constant_loop(at::TensorIteratorBase& iter, double constant) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using Vec = at::vec::Vectorized<scalar_t>;
-  const MulConstantOp<opmath_t> op{static_cast<opmath_t>(constant)};
-  if constexpr (c10::is_reduced_floating_point_v<scalar_t>) {
-    // Computed in float: each Vectorized<scalar_t> converts to two Vectorized<float>.
-    at::native::cpu_kernel_vec(
-        iter,
-        [op](scalar_t self) -> scalar_t { return static_cast<scalar_t>(op(static_cast<opmath_t>(self))); },
-        [op](Vec self) -> Vec {
-          const auto [self0, self1] = at::vec::convert_to_float<scalar_t>(self);
-          return at::vec::convert_from_float<scalar_t>(op(self0), op(self1));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        iter,
-        [op](scalar_t self) -> scalar_t { return op(self); },
-        [op](Vec self) -> Vec { return op(self); });
-  }
-}
-
-void mul_constant_kernel(at::TensorIteratorBase& iter, double constant) {
-  switch (iter.common_dtype()) {
-    case at::ScalarType::Float:
-      mul_constant_loop<float>(iter, constant);
-      break;
-    case at::ScalarType::Double:
-      mul_constant_loop<double>(iter, constant);
-      break;
-    case at::ScalarType::Half:
-      mul_constant_loop<at::Half>(iter, constant);
-      break;
-    case at::ScalarType::BFloat16:
-      mul_constant_loop<at::BFloat16>(iter, constant);
-      break;
-    default:
-      TORCH_INTERNAL_ASSERT(false, "opwrap::mul_constant: dtype ", iter.common_dtype(), " was not checked");
-  }
-}
-
-} // namespace
-} // namespace opwrap::generated
 
 namespace opwrap::generated {
 
