@@ -3,7 +3,15 @@
 #include <torch/library.h>
 #include "tensor_queue.h"
 #include <torch/custom_class.h>
+#include <torch/version.h>
 #include <tuple>
+
+// at::Tag::inplace exists from torch 2.13; older versions define the op without it.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+#define OPWRAP_TAG_INPLACE at::Tag::inplace
+#else
+#define OPWRAP_TAG_INPLACE
+#endif
 
 // The one TORCH_LIBRARY block of namespace 'opwrap': every schema is defined here;
 // kernels are registered per dispatch key in the other translation units.  Statements from
@@ -25,7 +33,7 @@ TORCH_LIBRARY(opwrap, m) {
       ;
   m.impl("for_each_add_", torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd, [](const c10::intrusive_ptr<::opwrap::kernels::TensorQueue>& foo, const at::Tensor& inc) -> void { return foo->for_each_add_(inc); }));
   m.set_python_module("opwrap._generated.fake");
-  m.def("addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)", {at::Tag::inplace, at::Tag::pt2_compliant_tag});
+  m.def("addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)", {at::Tag::pt2_compliant_tag, OPWRAP_TAG_INPLACE});
   m.def("bucketize_count(Tensor values, Tensor boundaries) -> (Tensor indices, Tensor counts)", {at::Tag::pt2_compliant_tag});
   m.def("fill_natural(int[] size) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("gelu_tanh(Tensor self) -> Tensor", {at::Tag::pt2_compliant_tag});

@@ -7,6 +7,9 @@ from dataclasses import replace
 
 from .base import Output, Plugin
 
+# at::Tag values that not every supported torch (>= 2.6) has: tag -> (macro, (major, minor) since).
+VERSIONED_TAGS = {"inplace": ("OPWRAP_TAG_INPLACE", (2, 13))}
+
 
 def cpp_string(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
@@ -28,10 +31,17 @@ class SchemaRegistration(Plugin):
     def emit(self, lib, ctx):
         defs = []
         for d in lib.declarations:
-            tags = "{" + ", ".join(f"at::Tag::{t}" for t in d.tags) + "}"
+            # Tags newer than the oldest supported torch go through a macro (last: it may be empty).
+            names = sorted(d.tags, key=lambda t: t in VERSIONED_TAGS)
+            tags = "{" + ", ".join(VERSIONED_TAGS[t][0] if t in VERSIONED_TAGS else f"at::Tag::{t}" for t in names) + "}"
             defs.append(f"m.def({cpp_string(str(d.schema))}, {tags});" if d.tags else f"m.def({cpp_string(str(d.schema))});")
         extra = [line for p in self.plugins for line in p.library_block(lib)]  # emitted before the defs
         template = "registration.cpp.j2"
         includes = sorted({inc for p in self.plugins for inc in p.library_includes(lib)})
-        text = ctx.render(template, namespace=lib.namespace, defs=defs, extra=extra, includes=includes)
+        versioned = [(macro, tag, since) for tag, (macro, since) in sorted(VERSIONED_TAGS.items())
+                     if any(tag in d.tags for d in lib.declarations)]
+        if versioned:
+            includes = sorted(set(includes) | {"<torch/version.h>"})
+        text = ctx.render(template, namespace=lib.namespace, defs=defs, extra=extra, includes=includes,
+                          versioned=versioned)
         yield Output("registration.cpp", text, lib.sources + (ctx.template_source(template),))
