@@ -97,14 +97,18 @@ def call_overhead(report: Report, number: int, repeat: int):
 
 
 # ---------------------------------------------------------------------------- throughput
-def median_ms(fn, runs: int) -> float:
-    fn()  # warm up (and fault in the allocator's pages)
-    times = []
+def median_ms(fns, runs: int) -> list[float]:
+    """Median milliseconds of each function, calls interleaved (a, b, a, b, ...) so that drift
+    in the machine's state (frequency, page cache, allocator) falls on both alike."""
+    for fn in fns:
+        fn()  # warm up
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+        for fn, ts in zip(fns, times):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+    return [statistics.median(ts) * 1e3 for ts in times]
 
 
 def rms_norm_eager(x, w, eps=1e-6):
@@ -136,7 +140,7 @@ def throughput(report: Report, numel: int, runs: int):
                 ]
                 for name, ours, ref, target in cases:
                     torch.testing.assert_close(ours().float(), ref().float(), atol=3e-2, rtol=3e-2)
-                    ours_ms, ref_ms = median_ms(ours, runs), median_ms(ref, runs)
+                    ours_ms, ref_ms = median_ms((ours, ref), runs)
                     ratio = ref_ms / ours_ms
                     report.add("throughput", name, ratio, target, dtype=str(dtype).replace("torch.", ""), threads=threads,
                                opwrap_ms=ours_ms, reference_ms=ref_ms)
@@ -161,7 +165,9 @@ def compile_seconds(cxx: str, cflags: str, source: Path, workdir: Path) -> float
     cmd = f"{cxx} {cflags} -c {shlex.quote(str(source))} -o {shlex.quote(str(workdir / 'tu.o'))}"
     env = dict(os.environ, CCACHE_DISABLE="1")
     t = time.perf_counter()
-    subprocess.run(cmd, shell=True, check=True, env=env, cwd=workdir)
+    r = subprocess.run(cmd, shell=True, env=env, cwd=workdir, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"compiling {source} failed:\n{r.stderr[-3000:]}")
     return time.perf_counter() - t
 
 

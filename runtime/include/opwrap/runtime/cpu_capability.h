@@ -18,41 +18,15 @@
 #if defined(OPWRAP_CPU_CAPABILITY_AVX2) || defined(OPWRAP_CPU_CAPABILITY_AVX512)
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define OPWRAP_CPU_CAPABILITY_BUILT 1
-// First, compiled for every CPU: the standard library and the torch headers that hold no
-// vector code.  GCC 13 gives the implicitly declared members of classes defined under the
-// pragma no target, then refuses to inline libstdc++'s always_inline functions compiled for
-// the pragma's target into them ("target specific option mismatch").  Functions compiled
-// for every CPU may be inlined into AVX code, so only at::vec and the loops come after.
-#include <algorithm>
-#include <array>
-#include <atomic>
-#include <bitset>
-#include <cmath>
-#include <complex>
-#include <cstdint>
-#include <cstring>
-#include <functional>
-#include <iostream>
-#include <limits>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <numeric>
-#include <optional>
-#include <sstream>
-#include <string>
-#include <tuple>
-#include <type_traits>
-#include <unordered_map>
-#include <utility>
-#include <variant>
-#include <vector>
-
-#include <ATen/OpMathType.h>
-#include <ATen/TensorIterator.h>
-#include <ATen/Version.h>
-#include <ATen/native/TensorIterator.h>
-#include <c10/core/Scalar.h>
+// First, compiled for every CPU: libstdc++'s allocator (and the std::move/std::forward it
+// brings).  GCC 13 gives implicitly declared members of classes defined under the pragma
+// (std::string's _Alloc_hider) no target, then refuses to inline the always_inline
+// ~allocator compiled for the pragma's target into them ("target specific option
+// mismatch").  Only this much: templates such as std::apply and std::get instantiated from
+// headers included before the pragma keep the default target, cannot inline the
+// vectorized lambdas they call, and with all of <tuple>/<functional> first the loops ran
+// 7% slower.
+#include <bits/allocator.h>
 #if defined(OPWRAP_CPU_CAPABILITY_AVX512)
 // aten's AVX512 flags: -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 #pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vl,avx512dq")
