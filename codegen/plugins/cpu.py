@@ -74,6 +74,7 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         checks.append(f"const c10::cuda::CUDAGuard device_guard({required[0].name}.device());")
     if decl.shape_plan is not None:
         checks.extend(cpp_input_checks(decl.shape_plan, "kOp", s))
+    checks.extend(overlap_checks(decl))
 
     # Outputs: allocated from the one shape rule and the dtype rule.
     outputs, results = [], []
@@ -87,7 +88,7 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         shape_expr = cpp_output_shape(shape) if shape is not None else f"{decl.like}.sizes().vec()"
         checks.append(f"const std::vector<int64_t> {name}_shape = {shape_expr};")
         checks.append(f'opwrap::rt::check_output_shape(kOp, "{name}", {name}_shape, "{_c(shape.text if shape else "like " + decl.like)}");')
-        checks.append(f"at::Tensor {name} = at::empty({name}_shape, {options_base}.dtype({dtype}));")
+        checks.append(f'at::Tensor {name} = opwrap::rt::empty(kOp, "{name}", {name}_shape, {options_base}.dtype({dtype}));')
         outputs.append(name)
         results.append(name)
     if not required:
@@ -99,12 +100,12 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         is_t = is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType)
         if is_t and decl.contiguous:
             if a.is_write:
-                checks.append(f"at::Tensor {a.name}_c = {a.name}.contiguous();")
+                checks.append(f'at::Tensor {a.name}_c = opwrap::rt::contiguous(kOp, "{a.name}", {a.name});')
                 epilogue.append(f"opwrap::rt::write_back({a.name}, {a.name}_c);")
             elif a.is_optional:
-                checks.append(f"const std::optional<at::Tensor> {a.name}_c = opwrap::rt::contiguous({a.name});")
+                checks.append(f'const std::optional<at::Tensor> {a.name}_c = opwrap::rt::contiguous(kOp, "{a.name}", {a.name});')
             else:
-                checks.append(f"const at::Tensor {a.name}_c = {a.name}.contiguous();")
+                checks.append(f'const at::Tensor {a.name}_c = opwrap::rt::contiguous(kOp, "{a.name}", {a.name});')
             kernel_args.append(f"{a.name}_c")
         else:
             kernel_args.append(cpp.kernel_argument_value(a, a.name))
@@ -124,6 +125,24 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     params = ", ".join(f"{cpp.argument_type(a)} {a.name}" for a in s.arguments)
     return KernelCall(params, cpp.returns_type(s), tuple(checks), ", ".join(kernel_params), ", ".join(kernel_args), ", ".join(plain),
                       tuple(epilogue), result, dispatch_expr, dispatch_arg, bool(outputs))
+
+
+def overlap_checks(decl) -> list[str]:
+    """Each argument written in place has no self-overlapping elements and shares no memory
+    with another tensor input (aten's assert_no_internal_overlap / assert_no_overlap)."""
+    out = []
+    tensors = [a for a in decl.tensor_inputs if not isinstance(a.type, ListType)]
+    for w in (a for a in tensors if a.is_write and not a.is_optional):
+        out.append(f'opwrap::rt::check_writable(kOp, "{w.name}", {w.name});')
+        for a in tensors:
+            if a is w:
+                continue
+            if a.is_optional:
+                out.append(f'if ({a.name}.has_value() && {a.name}->defined()) '
+                           f'opwrap::rt::check_no_overlap(kOp, "{w.name}", {w.name}, "{a.name}", *{a.name});')
+            else:
+                out.append(f'opwrap::rt::check_no_overlap(kOp, "{w.name}", {w.name}, "{a.name}", {a.name});')
+    return out
 
 
 def _c(s: str) -> str:

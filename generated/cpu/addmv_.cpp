@@ -26,9 +26,12 @@ at::Tensor& addmv__cpu(at::Tensor& self, const at::Tensor& mat, const at::Tensor
   const int64_t M = mat.size(1);
   opwrap::rt::check_rank(kOp, "vec", vec, 1, false, "[M]");
   opwrap::rt::check_size(kOp, "vec", vec, 0, M, "M");
-  at::Tensor self_c = self.contiguous();
-  const at::Tensor mat_c = mat.contiguous();
-  const at::Tensor vec_c = vec.contiguous();
+  opwrap::rt::check_writable(kOp, "self", self);
+  opwrap::rt::check_no_overlap(kOp, "self", self, "mat", mat);
+  opwrap::rt::check_no_overlap(kOp, "self", self, "vec", vec);
+  at::Tensor self_c = opwrap::rt::contiguous(kOp, "self", self);
+  const at::Tensor mat_c = opwrap::rt::contiguous(kOp, "mat", mat);
+  const at::Tensor vec_c = opwrap::rt::contiguous(kOp, "vec", vec);
   switch (dtype) {
     case at::ScalarType::Float:
       ::opwrap::kernels::addmv_cpu<float>(self_c, mat_c, vec_c, beta, alpha);

@@ -22,12 +22,12 @@ std::tuple<at::Tensor, at::Tensor> bucketize_count_cpu(const at::Tensor& values,
   const int64_t K = boundaries.size(0);
   const std::vector<int64_t> indices_shape = values.sizes().vec();
   opwrap::rt::check_output_shape(kOp, "indices", indices_shape, "values.shape");
-  at::Tensor indices = at::empty(indices_shape, values.options().dtype(at::ScalarType::Long));
+  at::Tensor indices = opwrap::rt::empty(kOp, "indices", indices_shape, values.options().dtype(at::ScalarType::Long));
   const std::vector<int64_t> counts_shape = std::vector<int64_t>{(K + 1)};
   opwrap::rt::check_output_shape(kOp, "counts", counts_shape, "[K + 1]");
-  at::Tensor counts = at::empty(counts_shape, values.options().dtype(at::ScalarType::Long));
-  const at::Tensor values_c = values.contiguous();
-  const at::Tensor boundaries_c = boundaries.contiguous();
+  at::Tensor counts = opwrap::rt::empty(kOp, "counts", counts_shape, values.options().dtype(at::ScalarType::Long));
+  const at::Tensor values_c = opwrap::rt::contiguous(kOp, "values", values);
+  const at::Tensor boundaries_c = opwrap::rt::contiguous(kOp, "boundaries", boundaries);
   switch (dtype) {
     case at::ScalarType::Float:
       ::opwrap::kernels::bucketize_count_cpu<float>(values_c, boundaries_c, indices, counts);

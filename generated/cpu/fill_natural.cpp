@@ -15,7 +15,7 @@ at::Tensor fill_natural_cpu(at::IntArrayRef size) {
   constexpr const char* kOp = "opwrap::fill_natural";
   const std::vector<int64_t> result_shape = size.vec();
   opwrap::rt::check_output_shape(kOp, "result", result_shape, "size");
-  at::Tensor result = at::empty(result_shape, at::TensorOptions().device(c10::DeviceType::CPU).dtype(at::ScalarType::Long));
+  at::Tensor result = opwrap::rt::empty(kOp, "result", result_shape, at::TensorOptions().device(c10::DeviceType::CPU).dtype(at::ScalarType::Long));
   const at::ScalarType dtype = result.scalar_type();
   switch (dtype) {
     case at::ScalarType::Long:

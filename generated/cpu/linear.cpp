@@ -35,10 +35,10 @@ at::Tensor linear_cpu(const at::Tensor& input, const at::Tensor& weight, const s
   }
   const std::vector<int64_t> result_shape = std::vector<int64_t>{N, M};
   opwrap::rt::check_output_shape(kOp, "result", result_shape, "[N, M]");
-  at::Tensor result = at::empty(result_shape, input.options().dtype(input.scalar_type()));
-  const at::Tensor input_c = input.contiguous();
-  const at::Tensor weight_c = weight.contiguous();
-  const std::optional<at::Tensor> bias_c = opwrap::rt::contiguous(bias);
+  at::Tensor result = opwrap::rt::empty(kOp, "result", result_shape, input.options().dtype(input.scalar_type()));
+  const at::Tensor input_c = opwrap::rt::contiguous(kOp, "input", input);
+  const at::Tensor weight_c = opwrap::rt::contiguous(kOp, "weight", weight);
+  const std::optional<at::Tensor> bias_c = opwrap::rt::contiguous(kOp, "bias", bias);
   switch (dtype) {
     case at::ScalarType::Float:
       ::opwrap::kernels::linear_cpu<float>(input_c, weight_c, bias_c, result);

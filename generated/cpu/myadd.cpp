@@ -23,13 +23,15 @@ at::Tensor myadd_cpu(const at::Tensor& self, const at::Tensor& other) {
   opwrap::rt::check_tensor(kOp, "other", other, c10::DeviceType::CPU);
   opwrap::rt::check_broadcastable(kOp, {{"self", self}, {"other", other}});
   at::Tensor opwrap_out;
-  at::TensorIterator iter = at::TensorIteratorConfig()
-      .add_output(opwrap_out)
-      .add_const_input(self)
-      .add_const_input(other)
-      .promote_inputs_to_common_dtype(true)
-      .cast_common_dtype_to_outputs(true)
-      .build();
+  at::TensorIterator iter = opwrap::rt::with_context(kOp, "allocating output 'result'", [&] {
+    return at::TensorIteratorConfig()
+        .add_output(opwrap_out)
+        .add_const_input(self)
+        .add_const_input(other)
+        .promote_inputs_to_common_dtype(true)
+        .cast_common_dtype_to_outputs(true)
+        .build();
+  });
   opwrap::rt::check_promoted_dtype(kOp, {{"self", self}, {"other", other}}, iter.common_dtype(), {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, float16, bfloat16, int32, int64");
   myadd_cpu_kernels.get()(iter);
   return iter.output();

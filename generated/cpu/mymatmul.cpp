@@ -26,9 +26,9 @@ at::Tensor mymatmul_cpu(const at::Tensor& self, const at::Tensor& other) {
   const int64_t M = other.size(1);
   const std::vector<int64_t> result_shape = std::vector<int64_t>{N, M};
   opwrap::rt::check_output_shape(kOp, "result", result_shape, "[N, M]");
-  at::Tensor result = at::empty(result_shape, self.options().dtype(self.scalar_type()));
-  const at::Tensor self_c = self.contiguous();
-  const at::Tensor other_c = other.contiguous();
+  at::Tensor result = opwrap::rt::empty(kOp, "result", result_shape, self.options().dtype(self.scalar_type()));
+  const at::Tensor self_c = opwrap::rt::contiguous(kOp, "self", self);
+  const at::Tensor other_c = opwrap::rt::contiguous(kOp, "other", other);
   switch (dtype) {
     case at::ScalarType::Float:
       ::opwrap::kernels::mymatmul_cpu<float>(self_c, other_c, result);

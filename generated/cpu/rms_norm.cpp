@@ -25,12 +25,12 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_cpu(const at::Tensor& input, const a
   opwrap::rt::check_size(kOp, "weight", weight, 0, D, "D");
   const std::vector<int64_t> out_shape = input.sizes().vec();
   opwrap::rt::check_output_shape(kOp, "out", out_shape, "input.shape");
-  at::Tensor out = at::empty(out_shape, input.options().dtype(input.scalar_type()));
+  at::Tensor out = opwrap::rt::empty(kOp, "out", out_shape, input.options().dtype(input.scalar_type()));
   const std::vector<int64_t> rstd_shape = opwrap::rt::concat({B});
   opwrap::rt::check_output_shape(kOp, "rstd", rstd_shape, "[*B]");
-  at::Tensor rstd = at::empty(rstd_shape, input.options().dtype(input.scalar_type()));
-  const at::Tensor input_c = input.contiguous();
-  const at::Tensor weight_c = weight.contiguous();
+  at::Tensor rstd = opwrap::rt::empty(kOp, "rstd", rstd_shape, input.options().dtype(input.scalar_type()));
+  const at::Tensor input_c = opwrap::rt::contiguous(kOp, "input", input);
+  const at::Tensor weight_c = opwrap::rt::contiguous(kOp, "weight", weight);
   switch (dtype) {
     case at::ScalarType::Float:
       ::opwrap::kernels::rms_norm_cpu<float>(input_c, weight_c, eps, out, rstd);

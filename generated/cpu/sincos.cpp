@@ -18,11 +18,11 @@ std::tuple<at::Tensor, at::Tensor> sincos_cpu(const at::Tensor& self) {
   const at::ScalarType dtype = self.scalar_type();
   const std::vector<int64_t> sin_shape = self.sizes().vec();
   opwrap::rt::check_output_shape(kOp, "sin", sin_shape, "like self");
-  at::Tensor sin = at::empty(sin_shape, self.options().dtype(self.scalar_type()));
+  at::Tensor sin = opwrap::rt::empty(kOp, "sin", sin_shape, self.options().dtype(self.scalar_type()));
   const std::vector<int64_t> cos_shape = self.sizes().vec();
   opwrap::rt::check_output_shape(kOp, "cos", cos_shape, "like self");
-  at::Tensor cos = at::empty(cos_shape, self.options().dtype(self.scalar_type()));
-  const at::Tensor self_c = self.contiguous();
+  at::Tensor cos = opwrap::rt::empty(kOp, "cos", cos_shape, self.options().dtype(self.scalar_type()));
+  const at::Tensor self_c = opwrap::rt::contiguous(kOp, "self", self);
   switch (dtype) {
     case at::ScalarType::Float:
       ::opwrap::kernels::sincos_cpu<float>(self_c, sin, cos);

@@ -56,14 +56,16 @@ at::Tensor gelu_tanh_backward_cuda(const at::Tensor& grad_output, const at::Tens
   const c10::cuda::CUDAGuard device_guard(grad_output.device());
   opwrap::rt::check_broadcastable(kOp, {{"grad_output", grad_output}, {"self", self}});
   at::Tensor opwrap_out;
-  at::TensorIterator iter = at::TensorIteratorConfig()
-      .add_output(opwrap_out)
-      .add_const_input(grad_output)
-      .add_const_input(self)
-      .promote_inputs_to_common_dtype(true)
-      .promote_integer_inputs_to_float(true)
-      .cast_common_dtype_to_outputs(true)
-      .build();
+  at::TensorIterator iter = opwrap::rt::with_context(kOp, "allocating output 'result'", [&] {
+    return at::TensorIteratorConfig()
+        .add_output(opwrap_out)
+        .add_const_input(grad_output)
+        .add_const_input(self)
+        .promote_inputs_to_common_dtype(true)
+        .promote_integer_inputs_to_float(true)
+        .cast_common_dtype_to_outputs(true)
+        .build();
+  });
   opwrap::rt::check_promoted_dtype(kOp, {{"grad_output", grad_output}, {"self", self}}, iter.common_dtype(), {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16}, "float32, float64, float16, bfloat16");
   gelu_tanh_backward_kernel(iter);
   return iter.output();

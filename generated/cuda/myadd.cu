@@ -66,13 +66,15 @@ at::Tensor myadd_cuda(const at::Tensor& self, const at::Tensor& other) {
   const c10::cuda::CUDAGuard device_guard(self.device());
   opwrap::rt::check_broadcastable(kOp, {{"self", self}, {"other", other}});
   at::Tensor opwrap_out;
-  at::TensorIterator iter = at::TensorIteratorConfig()
-      .add_output(opwrap_out)
-      .add_const_input(self)
-      .add_const_input(other)
-      .promote_inputs_to_common_dtype(true)
-      .cast_common_dtype_to_outputs(true)
-      .build();
+  at::TensorIterator iter = opwrap::rt::with_context(kOp, "allocating output 'result'", [&] {
+    return at::TensorIteratorConfig()
+        .add_output(opwrap_out)
+        .add_const_input(self)
+        .add_const_input(other)
+        .promote_inputs_to_common_dtype(true)
+        .cast_common_dtype_to_outputs(true)
+        .build();
+  });
   opwrap::rt::check_promoted_dtype(kOp, {{"self", self}, {"other", other}}, iter.common_dtype(), {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, float16, bfloat16, int32, int64");
   myadd_kernel(iter);
   return iter.output();

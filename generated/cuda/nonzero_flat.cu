@@ -20,8 +20,8 @@ at::Tensor nonzero_flat_cuda(const at::Tensor& self) {
   const c10::cuda::CUDAGuard device_guard(self.device());
   const std::vector<int64_t> result_shape = std::vector<int64_t>{0};
   opwrap::rt::check_output_shape(kOp, "result", result_shape, "[?nnz]");
-  at::Tensor result = at::empty(result_shape, self.options().dtype(at::ScalarType::Long));
-  const at::Tensor self_c = self.contiguous();
+  at::Tensor result = opwrap::rt::empty(kOp, "result", result_shape, self.options().dtype(at::ScalarType::Long));
+  const at::Tensor self_c = opwrap::rt::contiguous(kOp, "self", self);
   switch (dtype) {
     case at::ScalarType::Float:
       ::opwrap::kernels::nonzero_flat_cuda<float>(self_c, result);

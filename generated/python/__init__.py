@@ -52,9 +52,11 @@ def library_candidates() -> list[Path]:
 
 
 def load_fast() -> ModuleType | None:
-    """The compiled fast Python bindings (`_fast`), beside the package or in the build
-    directory; None when they were not built (the ops then take their Python wrappers)."""
-    for directory in (_HERE, _HERE / "../../build" / "python"):
+    """The compiled fast Python bindings (`_fast`): from the build $OPWRAP_LIBRARY names, beside
+    the package, or in the build directory; None when they were not built (the ops then take their Python wrappers)."""
+    env = os.environ.get("OPWRAP_LIBRARY")
+    beside = [Path(env).parent / "python"] if env else []  # the build that $OPWRAP_LIBRARY names
+    for directory in (*beside, _HERE, _HERE / "../../build" / "python"):
         for path in sorted(glob.glob(str(directory / "_fast*.so"))):
             spec = importlib.util.spec_from_file_location(f"{__name__}._fast", path)
             if spec is None or spec.loader is None:

@@ -21,8 +21,9 @@ namespace opwrap::kernels {
 // The per-row math, shared with rms_norm.cuh.
 template <typename opmath_t>
 C10_HOST_DEVICE inline opmath_t rms_norm_inv(opmath_t sumsq, int64_t D, double eps) {
-  // D == 0: the mean over nothing is taken as 0, so rstd = 1 / sqrt(eps).
-  const opmath_t mean = D == 0 ? opmath_t(0) : sumsq / static_cast<opmath_t>(D);
+  // D == 0: the mean over nothing is 0 / 0 = NaN, so rstd is NaN, as aten's _fused_rms_norm
+  // gives (out is empty then).
+  const opmath_t mean = sumsq / static_cast<opmath_t>(D);
   return opmath_t(1) / std::sqrt(mean + static_cast<opmath_t>(eps));
 }
 

@@ -1,8 +1,11 @@
 // Support code for generated kernels: argument checks whose messages name the op, the
 // argument and what was expected.  Header-only, and it includes nothing beyond
-// ATen/core/Tensor.h, so generated translation units stay cheap to compile.
+// ATen/core/Tensor.h and two small ATen headers, so generated translation units stay cheap to
+// compile.
 #pragma once
 
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/empty.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
@@ -137,6 +140,42 @@ inline void check_output_shape(const char* op, const char* out, c10::IntArrayRef
   }
 }
 
+// Errors torch raises inside a generated wrapper (an allocation that fails, a byte count past
+// int64) gain a line naming the op and what it was doing.
+template <typename F>
+auto with_context(const char* op, const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (c10::Error& e) {
+    e.add_context(std::string(op) + ": while " + what);
+    throw;  // the same exception type (OutOfMemoryError stays one)
+  }
+}
+
+// An output allocated from its shape rule.
+inline at::Tensor empty(const char* op, const char* out, c10::IntArrayRef shape, const at::TensorOptions& options) {
+  const std::string what = std::string("allocating output '") + out + "'";
+  return with_context(op, what.c_str(), [&] { return at::empty(shape, options); });
+}
+
+// An argument written in place must not have elements that share memory (an expanded
+// tensor): the kernel would write one location several times.
+inline void check_writable(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, op, ": argument '", arg,
+              "' is written in place, but some of its elements share memory (an expanded or "
+              "stride-0 tensor); clone() it first");
+}
+
+// An argument written in place must not share memory with an input the kernel reads: the
+// kernel would read values it has already overwritten.
+inline void check_no_overlap(const char* op, const char* written, const at::Tensor& w, const char* input,
+                             const at::Tensor& in) {
+  const auto status = at::get_overlap_status(w, in);
+  TORCH_CHECK(status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial, op,
+              ": argument '", written, "' is written in place, but shares memory with input '", input,
+              "'; pass a copy (clone()) of one of them");
+}
+
 inline int64_t list_item(c10::IntArrayRef list, int64_t i) {
   const int64_t n = static_cast<int64_t>(list.size());
   TORCH_CHECK(i >= -n && i < n, "index ", i, " out of range for a list of ", n, " sizes");
@@ -155,9 +194,17 @@ inline std::vector<int64_t> concat(std::initializer_list<c10::IntArrayRef> piece
   return out;
 }
 
-inline std::optional<at::Tensor> contiguous(const std::optional<at::Tensor>& t) {
+// The kernel's contiguous view of an argument: the tensor itself when it is contiguous, else
+// a copy (which can fail for a huge expanded tensor: the error then names the argument).
+inline at::Tensor contiguous(const char* op, const char* arg, const at::Tensor& t) {
+  if (t.is_contiguous()) return t;
+  const std::string what = std::string("making a contiguous copy of argument '") + arg + "'";
+  return with_context(op, what.c_str(), [&] { return t.contiguous(); });
+}
+
+inline std::optional<at::Tensor> contiguous(const char* op, const char* arg, const std::optional<at::Tensor>& t) {
   if (!t.has_value() || !t->defined()) return std::nullopt;
-  return t->contiguous();
+  return contiguous(op, arg, *t);
 }
 
 // After a kernel wrote into a contiguous copy of a non-contiguous in-place argument.
