@@ -75,34 +75,27 @@ def sample_inputs(decl: Declaration, dtype, *, requires_grad: bool = False, seed
         if device != "cpu":  # the same values on every device, so results can be compared
             values = {k: v.detach().to(device).requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
                       for k, v in values.items()}
-        args, kwargs = [], {}
-        skipped = False  # after a left-out argument, the rest go by name
-        for a in decl.schema.arguments:
-            if a.name not in values:
-                skipped = True
-                continue
-            if a.kwarg_only or skipped:
-                kwargs[a.name] = values[a.name]
-            else:
-                args.append(values[a.name])
-        out.append(SampleInput(tuple(args), kwargs, variant))
+        out.append(_to_sample(decl, values, variant))
         if decl.expression is None and not any(a.default is not None or a.is_optional for a in decl.schema.arguments):
             break  # the second variant would be the same call
     return out
 
 
 def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, requires_grad: bool,
-               variant: str = "") -> dict[str, Any]:
+               variant: str = "", env: dict[str, Any] | None = None) -> dict[str, Any]:
     import torch
 
     s = decl.schema
-    env: dict[str, Any] = {}  # dimension variables and int arguments
+    env = {} if env is None else env  # dimension variables and int arguments; preset ones are kept
     shapes: dict[str, list[int]] = {}
     values: dict[str, Any] = {}
     grads = differentiable_inputs(decl) if requires_grad and dtype.is_floating_point else set()
     for a in s.arguments:  # non-tensor arguments first: shapes may name them
         t = unwrap_optional(a.type)
         if is_tensor(t):
+            continue
+        if a.name in env:
+            values[a.name] = env[a.name]
             continue
         if a.default is not None and not all_given:
             continue
@@ -126,6 +119,20 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
             x.requires_grad_(True)
         values[a.name] = x
     return values
+
+
+def _to_sample(decl: Declaration, values: dict[str, Any], name: str) -> SampleInput:
+    args, kwargs = [], {}
+    skipped = False  # after a left-out argument, the rest go by name
+    for a in decl.schema.arguments:
+        if a.name not in values:
+            skipped = True
+            continue
+        if a.kwarg_only or skipped:
+            kwargs[a.name] = values[a.name]
+        else:
+            args.append(values[a.name])
+    return SampleInput(tuple(args), kwargs, name)
 
 
 _SKIP = object()
@@ -332,3 +339,173 @@ def check_opcheck(op, sample: SampleInput) -> None:
     result = torch.library.opcheck(op, sample.args, sample.kwargs)
     failed = {k: v for k, v in result.items() if v != "SUCCESS"}
     assert not failed, failed
+
+
+# --------------------------------------------------------------------------- misuse
+@dataclass
+class Misuse:
+    """A call that breaks the op's contract, or stresses its layout handling.  `names` is
+    None when the call is valid and must match the reference (zero-size, non-contiguous and
+    expanded inputs); otherwise the RuntimeError must start with the op's name and name one
+    of `names` (the argument at fault, or the output it would make)."""
+
+    case: str
+    sample: SampleInput
+    names: tuple[str, ...] | None
+
+
+# Dtypes tried where an op's declared dtypes leave one out, in this order.
+_OTHER_DTYPES = ("complex64", "bool", "int16", "float16", "int64", "float64", "float32")
+HUGE = 2**62
+
+
+def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | None = None) -> list[Misuse]:
+    """Calls of `decl` (for `dtype`) with the wrong dtype, a tensor on another device, the
+    wrong rank, sizes that break the shape rule or do not broadcast, zero-size inputs,
+    non-contiguous and expanded (stride 0) inputs, in-place targets that are expanded or
+    overlap an input, and sizes past what int64 or memory hold; derived from the declaration,
+    so every op of a library gets them."""
+    import torch
+
+    rng = random.Random(f"{decl.op_name}:{dtype}:misuse")
+    pointwise = decl.expression is not None
+    variant = "same_shape" if pointwise else "defaults"
+    tensors = [a for a in decl.schema.arguments
+               if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType) and not a.is_optional]
+    outputs = tuple(decl.return_names)
+    cases: list[Misuse] = []
+
+    def values(env: dict | None = None) -> dict[str, Any]:
+        v = _arguments(decl, dtype, random.Random(f"{decl.op_name}:{dtype}:misuse"), False, False, variant, env)
+        return prepare(dict(v)) if prepare is not None else v
+
+    def add(case: str, v: dict[str, Any], names) -> None:
+        cases.append(Misuse(case, _to_sample(decl, v, case), names))
+
+    # dtypes: one the op does not declare; for a pointwise op every input (they promote)
+    declared = {torch_dtype(d) for d in decl.dtypes}
+    if tensors:
+        bad = next(getattr(torch, n) for n in _OTHER_DTYPES if getattr(torch, n) not in declared)
+        v = values()
+        for a in (tensors if pointwise else tensors[:1]):
+            v[a.name] = v[a.name].to(bad)
+        add(f"{tensors[0].name} as {bad}", v, (tensors[0].name,))
+        if not pointwise:  # each further input must have the first one's dtype
+            for a in tensors[1:]:
+                other = next(getattr(torch, n) for n in _OTHER_DTYPES if getattr(torch, n) != dtype)
+                v = values()
+                v[a.name] = v[a.name].to(other)
+                add(f"{a.name} as {other}", v, (a.name,))
+    # devices: every further input on the meta device
+    for a in tensors[1:]:
+        v = values()
+        v[a.name] = v[a.name].to("meta")
+        add(f"{a.name} on meta", v, (a.name, tensors[0].name))
+    # ranks and sizes
+    if pointwise:
+        for a in tensors[1:]:
+            v = values()
+            shape = list(v[tensors[0].name].shape)
+            shape[-1] += 1
+            v[a.name] = _tensor(shape, dtype, rng)
+            add(f"{a.name} of shape {shape}, not broadcastable", v, (a.name,))
+    else:
+        bound: set[str] = set()
+        for a in tensors:
+            shape = decl.shape_of(a.name)
+            if shape is None or shape.whole is not None:
+                continue
+            v = values()
+            if not any(d.star for d in shape.dims):
+                w = v[a.name].unsqueeze(0)
+                add(f"{a.name} of rank {w.dim()}", {**v, a.name: w}, (a.name,))
+            for i, d in enumerate(shape.dims):
+                if d.star:
+                    break  # dims after a run would need indexing from the back
+                name = d.expr.name if isinstance(d.expr, Var) else None
+                if name is None or name in bound:
+                    sizes = list(v[a.name].shape)
+                    sizes[i] += 1
+                    add(f"{a.name} with size {sizes[i]} at dimension {i}", {**v, a.name: _tensor(sizes, dtype, rng)},
+                        (a.name,))
+            bound |= {d.expr.name for d in shape.dims if isinstance(d.expr, Var)}
+    # zero-size inputs: every dimension variable (or the broadcast shape) empty in turn
+    if pointwise and tensors:
+        add("zero-size", values({"__pointwise_shape": [3, 0, 2]}), None)
+    else:
+        names = sorted({d.expr.name for a in tensors for d in (decl.shape_of(a.name).dims if decl.shape_of(a.name)
+                        and decl.shape_of(a.name).whole is None else ()) if isinstance(d.expr, Var)})
+        for n in names:
+            add(f"{n} = 0", values({n: [0] if _is_run(decl, n) else 0}), None)
+    # layouts: non-contiguous copies of every input, and inputs expanded from one element
+    if tensors:
+        v = values()
+        add("non-contiguous", {k: _noncontiguous(x) if isinstance(x, torch.Tensor) else x for k, x in v.items()}, None)
+        written = {a.name for a in decl.schema.arguments if a.is_write}
+        v = values()
+        if all(v[a.name].numel() for a in tensors):
+            add("expanded inputs", {k: x.flatten()[:1].expand(x.shape) if isinstance(x, torch.Tensor) and k not in written
+                                    else x for k, x in v.items()}, None)
+    # in place: the written argument expanded, or sharing memory with an input
+    for w in (a for a in tensors if a.is_write):
+        v = values()
+        if v[w.name].numel() > 1:
+            add(f"{w.name} expanded", {**v, w.name: v[w.name].flatten()[:1].expand(v[w.name].shape)}, (w.name,))
+        for a in tensors:
+            v = values()
+            if a is w or not v[w.name].numel() or not v[a.name].numel():
+                continue
+            nw, na = v[w.name].numel(), v[a.name].numel()
+            buf = torch.empty(nw + na - 1, dtype=v[w.name].dtype)
+            buf[:nw] = v[w.name].flatten()
+            add(f"{w.name} overlapping {a.name}", {**v, w.name: buf[:nw].view(v[w.name].shape),
+                                                   a.name: buf[nw - 1:].view(v[a.name].shape)}, (w.name,))
+    # sizes past int64 (int arguments) or past memory (an input expanded, with stride 0, to
+    # trillions of elements: its output or contiguous copy cannot be allocated)
+    for a in decl.schema.arguments:
+        t = unwrap_optional(a.type)
+        if isinstance(t, ListType) and t.elem in (BaseType("int"), BaseType("SymInt")):
+            add(f"{a.name} = [2**62, 2**62]", values({a.name: [HUGE, HUGE]}), (a.name, *outputs))
+        elif t in (BaseType("int"), BaseType("SymInt")):
+            add(f"{a.name} = 2**62", values({a.name: HUGE}), (a.name, *outputs))
+    if tensors:
+        v = values()
+        first = tensors[0].name
+        x = v[first]
+        if pointwise:
+            huge = x.flatten()[:1].view([1] * (x.dim() + 2)).expand(2**20, 2**20, *x.shape)
+            add(f"{first} expanded by 2**40", {**v, first: huge}, (first, *outputs))
+        elif not tensors[0].is_write and x.dim() and x.numel():
+            huge = x.flatten()[:1].view([1] * (x.dim() + 1)).expand(2**40, *x.shape)
+            add(f"{first} expanded to 2**40 rows", {**v, first: huge}, (first, *outputs))
+    return cases
+
+
+def _is_run(decl: Declaration, name: str) -> bool:
+    return any(d.star and d.expr.name == name for a in decl.tensor_inputs
+               for d in (decl.shape_of(a.name).dims if decl.shape_of(a.name) and decl.shape_of(a.name).whole is None else ()))
+
+
+def _noncontiguous(x):
+    """A copy of `x` whose elements are two apart in memory."""
+    import torch
+
+    y = torch.empty((*x.shape, 2), dtype=x.dtype)[..., 0]
+    return y.copy_(x)
+
+
+def check_misuse(decl: Declaration, op, misuse: Misuse, reference: Callable, namespace: str) -> None:
+    """The documented outcome of `misuse`: a RuntimeError naming the op and one of
+    `misuse.names`, or, for a valid call, the reference's result."""
+    if misuse.names is None:
+        check_reference(decl, op, misuse.sample, reference)
+        return
+    try:
+        result = call(op, misuse.sample)
+    except RuntimeError as e:
+        message = str(e)
+        assert f"{namespace}::{decl.op_name}" in message, f"{decl.op_name} ({misuse.case}): the error does not name the op: {message}"
+        assert any(f"'{n}'" in message for n in misuse.names), \
+            f"{decl.op_name} ({misuse.case}): the error names none of {misuse.names}: {message}"
+        return
+    raise AssertionError(f"{decl.op_name} ({misuse.case}): expected a RuntimeError, got {type(result).__name__}")
