@@ -65,6 +65,7 @@ def load_config(project: Path | None = None) -> Config:
     ns = table.get("namespace")
     if not isinstance(ns, str) or not ns.isidentifier():
         errors.append(Diagnostic(Loc(path, line, 1), "[tool.codegen] namespace must be a C++ identifier, e.g. 'mylib'"))
+    errors.extend(Diagnostic(Loc(path, line, 1), m) for m in _check_values(table))
     if errors:
         raise CodegenError(errors)
     values = {}
@@ -79,3 +80,50 @@ def _line_of(path: Path, needle: str) -> int:
         if line.strip() == needle:
             return i
     return 1
+
+
+_STRINGS = ("package", "declarations", "generated", "kernels", "build", "library", "templates")
+_LISTS = ("include", "sources", "plugins")
+_INSIDE = ("declarations", "generated", "kernels", "build")  # directories codegen reads or writes
+
+
+def _check_values(table: dict) -> list[str]:
+    """Type and place of each value.  `generated` is special: `codegen generate` deletes the
+    files in it that no plugin produces, so it must be a directory of its own inside the
+    project, holding neither the declarations nor the kernels."""
+    errors = []
+    for key in _STRINGS:
+        if key in table and not isinstance(table[key], str):
+            errors.append(f"[tool.codegen] {key} must be a string")
+    for key in _LISTS:
+        if key in table and not (isinstance(table[key], list) and all(isinstance(v, str) for v in table[key])):
+            errors.append(f"[tool.codegen] {key} must be a list of strings")
+    if "split_types" in table and not isinstance(table["split_types"], bool):
+        errors.append("[tool.codegen] split_types must be true or false")
+    for key in ("library", "package"):
+        v = table.get(key)
+        if isinstance(v, str) and v and not all(part.isidentifier() for part in v.split(".")):
+            errors.append(f"[tool.codegen] {key} must be a Python identifier (dotted for a package), not '{v}'")
+    for key in _INSIDE:
+        v = table.get(key)
+        if isinstance(v, str) and not _inside_project(v):
+            errors.append(f"[tool.codegen] {key} must be a directory inside the project (relative, without '..'), "
+                          f"not '{v}'")
+    gen = table.get("generated", "generated")
+    if isinstance(gen, str) and _inside_project(gen):
+        for key, default in (("declarations", "declarations"), ("kernels", "runtime/kernels")):
+            other = table.get(key, default)
+            if isinstance(other, str) and _contains(gen, other):
+                errors.append(f"[tool.codegen] generated ('{gen}') must not hold {key} ('{other}'): "
+                              "codegen generate removes files there that no plugin produces")
+    return errors
+
+
+def _inside_project(p: str) -> bool:
+    parts = Path(p).parts
+    return bool(p.strip()) and not Path(p).is_absolute() and ".." not in parts and parts not in ((), (".",))
+
+
+def _contains(outer: str, inner: str) -> bool:
+    o, i = Path(outer).parts, Path(inner).parts
+    return i[: len(o)] == o

@@ -12,6 +12,7 @@ from .loader import CORE_FIELDS, DeclarationLoader
 from .model import Library
 from .plugins import Plugin, load_plugins
 from .render import EmitContext, banner, resolve_line_markers
+from .writer import unsafe_path
 
 
 @dataclass
@@ -70,6 +71,10 @@ def generate(config: Config) -> Result:
         owner: dict[str, str] = {}
         for p in plugins:
             for out in p.emit(lib, ctx):
+                why = unsafe_path(out.path)
+                if why:
+                    diag.error(config_loc(config), f"plugin '{p.name}' emits '{out.path}': {why}")
+                    continue
                 if out.path in files:
                     diag.error(config_loc(config), f"plugins '{owner[out.path]}' and '{p.name}' both emit '{out.path}'")
                     continue

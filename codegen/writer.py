@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,21 +16,44 @@ class WriteReport:
     unchanged: int = 0
 
 
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*\Z")
+
+
+def unsafe_path(rel: str) -> str:
+    """Why `rel` may not be written under the generated directory ("" when it may): only
+    relative paths of plain names (letters, digits, _ . + -, no leading dot), so nothing
+    generated can land outside the directory or hide in it."""
+    if not _SAFE_PATH.match(rel):
+        return "only relative paths of letters, digits, '_', '.', '+' and '-' are allowed, not starting with '.'"
+    if any(part in (".", "..") or part.endswith(".tmp") for part in rel.split("/")):
+        return "'.' and '..' components and '.tmp' names are not allowed"
+    return ""
+
+
 def existing_files(root: Path) -> dict[str, Path]:
+    """Every file under `root` except Python's bytecode caches (*.pyc in __pycache__).
+    Anything else there, hidden files and leftovers of a killed write included, counts."""
     if not root.is_dir():
         return {}
     return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts}
+            if (p.is_file() or p.is_symlink()) and not (p.parent.name == "__pycache__" and p.suffix == ".pyc")}
 
 
 def write_tree(root: Path, files: dict[str, str]) -> WriteReport:
     """Make `root` hold exactly `files` (relative path -> text), touching only what differs."""
     report = WriteReport()
+    for rel in files:
+        why = unsafe_path(rel)
+        if why:
+            raise ValueError(f"refusing to write '{rel}' under {root}: {why}")
     old = existing_files(root)
+    real_root = root.resolve()
     for rel in sorted(files):
         data = files[rel].encode("utf-8")
         target = root / rel
-        if rel in old and old[rel].read_bytes() == data:
+        if target.parent.exists() and not target.parent.resolve().is_relative_to(real_root):
+            raise ValueError(f"refusing to write '{rel}': {target.parent} leads outside {root} (a symbolic link)")
+        if rel in old and not old[rel].is_symlink() and old[rel].read_bytes() == data:
             report.unchanged += 1
             continue
         _atomic_write(target, data)
@@ -82,6 +106,9 @@ def diff_tree(root: Path, files: dict[str, str], label: str) -> list[str]:
         if rel not in old:
             out.append(f"missing file {label}/{rel}\n")
             out.extend(difflib.unified_diff([], b, "/dev/null", b_path))
+            continue
+        if old[rel].is_symlink():
+            out.append(f"drifted file {label}/{rel}: a symbolic link where a generated file belongs\n")
             continue
         if old[rel].read_bytes() != files[rel].encode("utf-8"):
             a = _read_lines(old[rel])

@@ -1,0 +1,208 @@
+"""The generated tree: a killed `codegen generate` leaves each file old or new, never partial;
+the drift check sees any one-byte change, added or deleted file; nothing is written outside
+generated/; two builds at once in one tree serialize on a lock."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from codegen.config import load_config
+from codegen.pipeline import generate
+from codegen.writer import diff_tree, existing_files, unsafe_path, write_tree
+from conftest import ROOT, run_codegen
+
+N_OPS = 150
+
+
+def make_project(root: Path, namespace: str, doc: str = "") -> None:
+    (root / "declarations").mkdir(parents=True, exist_ok=True)
+    (root / "kernels").mkdir(exist_ok=True)
+    (root / "pyproject.toml").write_text(f'[tool.codegen]\nnamespace = "{namespace}"\nkernels = "kernels"\n')
+    decls = "".join(f"- func: op{i}(Tensor self, Tensor other, float alpha=1) -> Tensor\n"
+                    f"  doc: op {i}{doc}\n  dtypes: floating\n  pointwise: self + alpha * other * {i}\n"
+                    f"  derivatives: {{self: grad, other: grad * alpha * {i}}}\n" for i in range(N_OPS))
+    (root / "declarations" / "ops.yaml").write_text(decls)
+
+
+def files_of(root: Path) -> dict[str, str]:
+    return generate(load_config(root)).files
+
+
+def test_killed_generate_leaves_old_or_new_files(tmp_path):
+    make_project(tmp_path, "before")
+    old = files_of(tmp_path)
+    write_tree(tmp_path / "generated", old)
+    make_project(tmp_path, "after", doc=" (changed)")  # a new namespace changes nearly every file
+    new = files_of(tmp_path)
+    assert sum(old.get(k) != v for k, v in new.items()) > N_OPS
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def run(kill_after: float | None):
+        p = subprocess.Popen([sys.executable, "-m", "codegen.cli", "generate"], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if kill_after is None:
+            assert p.wait() == 0
+            return
+        time.sleep(kill_after)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+
+    t0 = time.perf_counter()
+    run(None)  # to learn how long a run takes; then back to the old tree
+    full = time.perf_counter() - t0
+    kills = 0
+    for fraction in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98):
+        write_tree(tmp_path / "generated", old)
+        run(full * fraction)
+        on_disk = existing_files(tmp_path / "generated")
+        changed = 0
+        for rel, path in on_disk.items():
+            if rel.endswith(".tmp"):  # a killed write's temporary file: hidden, removed next run
+                assert Path(rel).name.startswith(".")
+                continue
+            data = path.read_text()
+            assert data in (old.get(rel), new.get(rel)), f"{rel} is neither the old nor the new version"
+            changed += data != old.get(rel)
+        kills += 0 < changed < len(new)
+    assert kills, "no kill landed while files were being written; the run is faster than expected"
+    run(None)  # the next run completes the tree and removes the leftovers
+    assert diff_tree(tmp_path / "generated", new, "generated") == []
+
+
+@pytest.fixture(scope="module")
+def small_tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("drift")
+    make_project(root, "drift")
+    files = files_of(root)
+    write_tree(root / "generated", files)
+    return root, files
+
+
+def _edits(files: dict[str, str], rng: random.Random):
+    """(description, function editing the tree) for sampled one-byte edits, insertions and
+    deletions, added files and removed files."""
+    names = sorted(files)
+    for _ in range(40):
+        rel = rng.choice(names)
+        size = len(files[rel].encode())
+        pos = rng.randrange(size)
+        kind = rng.choice(("flip", "insert", "delete"))
+
+        def edit(root, rel=rel, pos=pos, kind=kind):
+            p = root / "generated" / rel
+            b = bytearray(p.read_bytes())
+            if kind == "flip":
+                b[pos] ^= 1 << rng.randrange(8)
+            elif kind == "insert":
+                b[pos:pos] = b" "
+            else:
+                del b[pos]
+            p.write_bytes(bytes(b))
+        yield f"{kind} at byte {pos} of {rel}", edit
+    for rel in ("extra.h", "cpu/extra.cpp", ".hidden", "python/__pycache__/notes.txt", "new_dir/x"):
+        def add(root, rel=rel):
+            p = root / "generated" / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text("")
+        yield f"add {rel}", add
+    for rel in rng.sample(names, 5):
+        yield f"delete {rel}", lambda root, rel=rel: (root / "generated" / rel).unlink()
+    rel = rng.choice(names)
+
+    def symlink(root, rel=rel):
+        p = root / "generated" / rel
+        (root / "copy").write_bytes(p.read_bytes())
+        p.unlink()
+        p.symlink_to(root / "copy")
+    yield f"replace {rel} by a symbolic link to an identical file", symlink
+
+
+def test_drift_check_sees_every_single_change(small_tree):
+    root, files = small_tree
+    assert diff_tree(root / "generated", files, "generated") == []
+    for what, edit in _edits(files, random.Random(8)):
+        edit(root)
+        assert diff_tree(root / "generated", files, "generated"), f"drift check missed: {what}"
+        write_tree(root / "generated", files)  # repair
+        assert diff_tree(root / "generated", files, "generated") == [], f"not repaired after: {what}"
+
+
+def test_drift_check_exit_status(small_tree):
+    root, files = small_tree
+    assert run_codegen("check", cwd=root).returncode == 0
+    p = root / "generated" / "registration.cpp"
+    p.write_bytes(p.read_bytes()[:-1])
+    r = run_codegen("check", cwd=root)
+    assert r.returncode == 1 and "registration.cpp" in r.stdout and "Traceback" not in r.stderr
+    assert run_codegen("generate", cwd=root).returncode == 0
+    assert run_codegen("check", cwd=root).returncode == 0
+
+
+@pytest.mark.parametrize("rel", ["../x.h", "/etc/x.h", "a/../../x.h", ".hidden.h", "a//b.h", "x.h.tmp", "a b.h", "a\\b.h", ""])
+def test_unsafe_generated_paths_are_refused(tmp_path, rel):
+    assert unsafe_path(rel)
+    with pytest.raises(ValueError, match="refusing to write"):
+        write_tree(tmp_path / "generated", {rel: "x"})
+    assert not (tmp_path / "x.h").exists()
+
+
+def test_generated_directory_reaching_outside_through_a_link_is_refused(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "generated").mkdir()
+    (tmp_path / "generated" / "cpu").symlink_to(outside)
+    with pytest.raises(ValueError, match="leads outside"):
+        write_tree(tmp_path / "generated", {"cpu/a.cpp": "x"})
+    assert not any(outside.iterdir())
+
+
+@pytest.mark.parametrize("setting, message", [
+    ('generated = "."', "generated must be a directory inside the project"),
+    ('generated = "../elsewhere"', "generated must be a directory inside the project"),
+    ('generated = "/tmp/gen"', "generated must be a directory inside the project"),
+    ('generated = "src"\ndeclarations = "src/decls"', "generated ('src') must not hold declarations"),
+    ('build = 3', "build must be a string"),
+    ('plugins = "mod:attr"', "plugins must be a list of strings"),
+    ('library = "lib/_C"', "library must be a Python identifier"),
+])
+def test_config_cannot_point_codegen_outside_the_project(tmp_path, setting, message):
+    (tmp_path / "pyproject.toml").write_text(f'[tool.codegen]\nnamespace = "x"\n{setting}\n')
+    r = run_codegen("generate", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"pyproject.toml:1:1: error: [tool.codegen] {message}" in r.stderr
+
+
+def test_plugin_emitting_an_unsafe_path_is_an_error(project):
+    (project / "evil_plugin.py").write_text(
+        "from codegen.plugins.base import Output, Plugin\n"
+        "class Evil(Plugin):\n    name = 'evil'\n"
+        "    def emit(self, lib, ctx):\n        yield Output('../../escaped.txt', 'x')\n")
+    with open(project / "pyproject.toml", "a") as f:
+        f.write('plugins = ["evil_plugin:Evil"]\n')
+    (project / "declarations" / "ops.yaml").write_text("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n")
+    r = run_codegen("generate", cwd=project, env={"PYTHONPATH": f"{ROOT}{os.pathsep}{project}"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "error: plugin 'evil' emits '../../escaped.txt'" in r.stderr
+    assert not (project.parent / "escaped.txt").exists() and not (project / "generated").exists()
+
+
+def test_concurrent_builds_in_one_tree_serialize(tmp_path):
+    lib = tmp_path / "twobuilds"
+    assert run_codegen("init", str(lib)).returncode == 0
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-m", "codegen.cli", "build", "--no-cuda"], cwd=lib, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [p.communicate()[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert any("waiting for another codegen process" in o for o in outputs), outputs
+    assert run_codegen("check", cwd=lib).returncode == 0
+    r = subprocess.run([sys.executable, "-c", "import torch, twobuilds; "
+                        "print(twobuilds.ops.scale(torch.ones(3), 2.0).tolist())"],
+                       cwd=lib, env=dict(os.environ, PYTHONPATH=str(lib)), capture_output=True, text=True)
+    assert r.returncode == 0 and "[2.0, 2.0, 2.0]" in r.stdout, r.stderr
