@@ -57,9 +57,7 @@ class ClassDecl:
 def load_class(node: yaml.MappingNode, path: str, diag: Diagnostics) -> ClassDecl | None:
     fields = {}
     for k, v in node.value:
-        if k.value in fields:
-            diag.error(loc_of(k, path), f"duplicate field '{k.value}'")
-        elif k.value not in CLASS_FIELDS:
+        if k.value not in CLASS_FIELDS:  # (duplicate keys are reported by the loader)
             diag.error(loc_of(k, path), f"unknown field '{k.value}' of a class", did_you_mean(str(k.value), CLASS_FIELDS))
         fields[k.value] = v
     loc = loc_of(node, path)

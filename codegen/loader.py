@@ -114,6 +114,12 @@ class DeclarationLoader:
             tag = bad_tag.tag.replace("tag:yaml.org,2002:", "!!")
             self.diag.error(loc_of(bad_tag, path), f"YAML tag '{tag}' is not allowed in declarations")
             return []
+        bad_key = _first_complex_key(root)
+        if bad_key is not None:
+            self.diag.error(loc_of(bad_key, path), "a mapping key must be a name, not a list or mapping")
+            return []
+        for k in _duplicate_keys(root):  # YAML keeps the last; a declaration says each thing once
+            self.diag.error(loc_of(k, path), f"duplicate key '{k.value}'")
         if root is None:
             self.diag.error(Loc(path, 1, 1), "empty declaration file; expected a list of op declarations")
             return []
@@ -137,9 +143,7 @@ class DeclarationLoader:
 
     # ------------------------------------------------------------------ one entry
     def load_entry(self, node: yaml.MappingNode, path: str) -> Declaration | None:
-        e = _Entry(node, path)
-        for k in e.duplicates:
-            self.diag.error(loc_of(k, path), f"duplicate field '{k.value}'")
+        e = _Entry(node, path)  # (duplicate keys were reported for the whole file)
         entry_loc = loc_of(node, path)
         locs: dict[str, Loc] = {k: loc_of(v, path) for k, (_, v) in e.items.items()}
 
@@ -214,6 +218,13 @@ class DeclarationLoader:
             if n in names[:i]:
                 self.diag.error(scalar_text_loc(node, path, node.value.find(f" {n}", node.value.find(f" {n}") + 1) + 1),
                                 f"duplicate argument name '{n}'")
+        arrow = node.value.find("->")
+        returns = [r.name for r in schema.returns if r.name]
+        for i, n in enumerate(returns):
+            if n in returns[:i] or n in names:
+                at = node.value.find(f" {n}", arrow) if n in names else node.value.find(f" {n}", node.value.find(f" {n}", arrow) + 1)
+                what = "duplicate return name" if n in returns[:i] else "return name is also an argument name:"
+                self.diag.error(scalar_text_loc(node, path, at + 1), f"{what} '{n}'")
         if schema.is_vararg or schema.is_varret:
             self.diag.error(loc, "'...' varargs are not supported in op declarations")
 
@@ -320,7 +331,7 @@ class DeclarationLoader:
             return ()
         out = []
         for item in node.value:
-            name = getattr(item, "value", None)
+            name = item.value if isinstance(item, yaml.ScalarNode) else None
             if name not in KNOWN_TAGS:
                 self.diag.error(loc_of(item, path), f"unknown tag '{name}'", did_you_mean(str(name), KNOWN_TAGS))
             else:
@@ -374,7 +385,7 @@ class DeclarationLoader:
             if k.value not in rets:
                 self.diag.error(loc_of(k, path), f"'{k.value}' is not a return of {schema.name}", did_you_mean(str(k.value), rets))
                 continue
-            val = getattr(v, "value", None)
+            val = v.value if isinstance(v, yaml.ScalarNode) else None
             if val not in DTYPES and val not in tensor_args:
                 self.diag.error(loc_of(v, path), f"dtype of '{k.value}' must be a dtype name or a Tensor argument, not '{val}'",
                                 did_you_mean(str(val), list(DTYPES) + sorted(tensor_args)))
@@ -386,11 +397,17 @@ class DeclarationLoader:
     def check_duplicates(self, decls: list[Declaration]) -> None:
         seen: dict[str, Declaration] = {}
         idents: dict[str, Declaration] = {}
+        folded: dict[str, Declaration] = {}
         for d in decls:
             first = seen.get(d.op_name)
             if first is not None:
                 self.diag.error(d.func_loc, f"duplicate op '{d.op_name}'", f"first declared at {first.func_loc}")
                 continue
+            other = folded.get(d.ident.lower())
+            if other is not None and other.ident != d.ident:
+                self.diag.error(d.func_loc, f"op '{d.op_name}' and '{other.op_name}' differ only in case",
+                                "their generated files would be one file on a case-insensitive file system (macOS, Windows)")
+            folded.setdefault(d.ident.lower(), d)
             other = idents.get(d.ident)
             if other is not None:
                 self.diag.error(d.func_loc, f"op '{d.op_name}' and '{other.op_name}' map to the same C++ name '{d.ident}'")
@@ -413,6 +430,39 @@ def _first_custom_tag(node: yaml.Node | None) -> yaml.Node | None:
         elif isinstance(n, yaml.MappingNode):
             for k, v in reversed(n.value):
                 stack.extend((v, k))
+    return None
+
+
+def _duplicate_keys(node: yaml.Node | None) -> list[yaml.Node]:
+    """The second and later occurrences of a key in any mapping of the file."""
+    out, stack = [], [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+        elif isinstance(n, yaml.MappingNode):
+            seen = set()
+            for k, v in n.value:
+                if k.value in seen:
+                    out.append(k)
+                seen.add(k.value)
+                stack.append(v)
+    return out
+
+
+def _first_complex_key(node: yaml.Node | None) -> yaml.Node | None:
+    """Keys are names everywhere in a declaration; a list or mapping as a key (`? [a]: 1`) is refused
+    once here, so that every field parser may take keys as strings."""
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+        elif isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                if not isinstance(k, yaml.ScalarNode):
+                    return k
+                stack.append(v)
     return None
 
 

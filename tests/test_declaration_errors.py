@@ -1,5 +1,7 @@
 """Bad declarations: `path:line:col: error: ...`, exit status 2, and no traceback."""
 
+import re
+
 import pytest
 
 from conftest import run_codegen
@@ -17,6 +19,8 @@ def check_error(project, yaml_text, expected, *, file="ops.yaml", raw=None):
     r = run_codegen("generate", cwd=project)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
+    # every case names its exact position: path:line:col of the first line of the message
+    assert re.match(r"declarations/\S+\.yaml:\d+:\d+: error: ", expected), expected
     assert expected in r.stderr, r.stderr
     assert not (project / "generated").exists()
     return r.stderr
@@ -41,7 +45,7 @@ def check_error(project, yaml_text, expected, *, file="ops.yaml", raw=None):
     # YAML syntax errors
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32\n", "declarations/ops.yaml:3:1: error: invalid YAML"),
     # namespace in func
-    ("- func: other::f(Tensor self) -> Tensor\n  dtypes: [float32]\n", "error: 'func' must not name a namespace"),
+    ("- func: other::f(Tensor self) -> Tensor\n  dtypes: [float32]\n", "declarations/ops.yaml:1:9: error: 'func' must not name a namespace"),
     # shape rule naming something that is not an argument or return
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  shape: {slef: [N], result: [N]}\n",
      "declarations/ops.yaml:3:11: error: 'slef' is neither a Tensor argument nor a return of f"),
@@ -50,17 +54,18 @@ def check_error(project, yaml_text, expected, *, file="ops.yaml", raw=None):
      "declarations/ops.yaml:3:31: error: unknown dimension 'M'"),
     # an output without a shape rule
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n",
-     "error: return 'result' needs a shape rule"),
+     "declarations/ops.yaml:1:3: error: return 'result' needs a shape rule"),
     # in-place op that does not return self
     ("- func: f_(Tensor(a!) self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n  like: self\n",
-     "error: in-place op 'f_' must return 'self' as 'Tensor(a!)'"),
+     "declarations/ops.yaml:1:9: error: in-place op 'f_' must return 'self' as 'Tensor(a!)'"),
     # a kernel header that does not exist
     ("- func: g(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: nope}\n  like: self\n",
      "declarations/ops.yaml:3:12: error: kernel header 'kernels/g.h' not found"),
     # a header path escaping the kernels directory
-    ("- func: f(Tensor self) -> Tensor\n  header: ../../etc/passwd.h\n", "error: 'header' must be a relative path"),
+    ("- func: f(Tensor self) -> Tensor\n  header: ../../etc/passwd.h\n", "declarations/ops.yaml:2:11: error: 'header' must be a relative path"),
     # an unknown dispatch key, with a suggestion
-    ("- func: f(Tensor self) -> Tensor\n  kernels: {CUPA: k}\n", "error: unknown dispatch key 'CUPA'"),
+    ("- func: f(Tensor self) -> Tensor\n  kernels: {CUPA: k}\n", "declarations/ops.yaml:2:13: error: unknown dispatch key 'CUPA'\n"
+     "declarations/ops.yaml:2:13: note: did you mean 'CUDA'?"),
     # a file that is not a list
     ("func: f(Tensor self) -> Tensor\n", "declarations/ops.yaml:1:1: error: a declaration file must be a list"),
 ])
@@ -75,7 +80,7 @@ def test_duplicate_op_across_files(project):
 
 
 def test_duplicate_field(project):
-    check_error(project, "- func: f(Tensor self) -> Tensor\n  doc: a\n  doc: b\n", "declarations/ops.yaml:3:3: error: duplicate field 'doc'")
+    check_error(project, "- func: f(Tensor self) -> Tensor\n  doc: a\n  doc: b\n", "declarations/ops.yaml:3:3: error: duplicate key 'doc'")
 
 
 def test_empty_file(project):
@@ -126,7 +131,7 @@ D2 = "- func: g(Tensor self) -> (Tensor a, Tensor b)\n  dtypes: [float32]\n  lik
     # two formulas for one input
     (D + "    self: grad\n    self, other: f(grad)\n", "declarations/ops.yaml:6:5: error: 'self' has a second formula"),
     # `grad` is ambiguous with two differentiable outputs
-    (D2 + "    self: grad * 2\n", "error: unknown name 'grad' in the derivative formula for 'self'\n"
+    (D2 + "    self: grad * 2\n", "declarations/ops.yaml:5:11: error: unknown name 'grad' in the derivative formula for 'self'\n"
      "declarations/ops.yaml:5:11: note: g has 2 differentiable outputs: use grads[i] or grad_a, grad_b"),
     # grad_input_mask exists only for multi-input keys
     (D + "    self: 'grad_input_mask[0] ? grad : grad'\n    other: grad\n",
@@ -192,7 +197,8 @@ PW = "- func: f(Tensor self, Tensor other, float alpha) -> Tensor\n  dtypes: [fl
      "declarations/ops.yaml:3:21: error: unknown function 'tanhh' in pointwise expression"),
     (PW + "  pointwise: self + (other\n", "declarations/ops.yaml:3:21: error: invalid pointwise expression: '(' was never closed"),
     (PW + "  pointwise: self % other\n", "declarations/ops.yaml:3:14: error: operator '%' is not supported"),
-    (PW + "  pointwise: self + other > 0\n", "error: a comparison is a condition: use it as the first argument of where"),
+    (PW + "  pointwise: self + other > 0\n", "declarations/ops.yaml:3:14: error: a comparison is a condition: use it as the "
+     "first argument of where"),
     (PW + "  pointwise: where(self, other, alpha)\n", "declarations/ops.yaml:3:20: error: the condition of where() must be one comparison"),
     (PW + "  pointwise: tanh(self, other)\n", "declarations/ops.yaml:3:14: error: tanh() takes 1 positional argument"),
     (PW + "  pointwise: self * alpha\n", "declarations/ops.yaml:3:14: error: Tensor argument 'other' is not used"),
@@ -205,12 +211,13 @@ PW = "- func: f(Tensor self, Tensor other, float alpha) -> Tensor\n  dtypes: [fl
     # what the expression decides cannot also be declared
     (PW + "  pointwise: self + other\n  like: self\n", "declarations/ops.yaml:4:9: error: 'like' does not apply to an op "
      "with a pointwise expression"),
-    (PW + "  pointwise: self + other\n  kernels: {CPU: f}\n", "error: 'kernels' does not apply to an op with a pointwise expression"),
+    (PW + "  pointwise: self + other\n  kernels: {CPU: f}\n", "declarations/ops.yaml:4:12: error: 'kernels' does not apply to "
+     "an op with a pointwise expression"),
     # schema and dtype limits
     ("- func: f(Tensor self) -> (Tensor, Tensor)\n  dtypes: [float32]\n  pointwise: self\n",
      "declarations/ops.yaml:3:14: error: a pointwise expression computes one new Tensor"),
     ("- func: f(Tensor self, int[] dims) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n",
-     "error: argument 'dims' of type int[] cannot be used by a pointwise op"),
+     "declarations/ops.yaml:3:14: error: argument 'dims' of type int[] cannot be used by a pointwise op"),
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32, int64]\n  pointwise: tanh(self)\n",
      "declarations/ops.yaml:3:14: error: the expression uses '/' or a floating-point function, but the op declares "
      "integer dtypes (int64)"),
@@ -235,3 +242,94 @@ CLS = "- class: Q\n  header: f.h\n  init: (Tensor t)\n  flatten: {t: self->t()}\
 ])
 def test_bad_classes(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
+
+
+OK = "  dtypes: [float32]\n  pointwise: self\n"
+K = "  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
+
+
+# The schema string, broken at each of its parts; then the other fields of an entry.
+@pytest.mark.parametrize("yaml_text, expected", [
+    ("- func: f.(Tensor self) -> Tensor\n", "declarations/ops.yaml:1:11: error: invalid schema: expected an overload name after '.'"),
+    ("- func: f.a.b(Tensor self) -> Tensor\n", "declarations/ops.yaml:1:12: error: invalid schema: expected '(' to open the argument list"),
+    ("- func: f.default(Tensor self) -> Tensor\n", "declarations/ops.yaml:1:11: error: invalid schema: 'default' is not a legal overload name"),
+    ("- func: f(Tensor) -> Tensor\n", "declarations/ops.yaml:1:17: error: invalid schema: expected an argument name but found ')'"),
+    ("- func: f(Tensor(a! self) -> Tensor\n",
+     "declarations/ops.yaml:1:21: error: invalid schema: expected ')' to close the alias annotation but found 'self'"),
+    ("- func: f(int[x] n) -> Tensor\n", "declarations/ops.yaml:1:15: error: invalid schema: expected a list size but found 'x'"),
+    ("- func: f(Tensor self=) -> Tensor\n", "declarations/ops.yaml:1:23: error: invalid schema: expected None but found ')'"),
+    ("- func: f(Tensor self, int n=[1, ) -> Tensor\n", "declarations/ops.yaml:1:30: error: invalid schema: expected a default value"),
+    ("- func: f(Tensor self -> Tensor\n", "declarations/ops.yaml:1:23: error: invalid schema: expected ',' or ')' but found '->'"),
+    ("- func: f(Tensor self) Tensor\n", "declarations/ops.yaml:1:24: error: invalid schema: expected '->' before the returns"),
+    ("- func: f(Tensor self) -> Tensr\n", "declarations/ops.yaml:1:27: error: invalid schema: unknown type 'Tensr'"),
+    ("- func: f(Tensor self, Tensor self) -> Tensor\n", "declarations/ops.yaml:1:31: error: duplicate argument name 'self'"),
+    ("- func: f(Tensor self) -> (Tensor a, Tensor a)\n", "declarations/ops.yaml:1:45: error: duplicate return name 'a'"),
+    ("- func: f(Tensor a) -> (Tensor a, Tensor b)\n", "declarations/ops.yaml:1:32: error: return name is also an argument name: 'a'"),
+    ("- func: ''\n", "declarations/ops.yaml:1:9: error: 'func' must be a schema string"),
+    ("- func: [f]\n", "declarations/ops.yaml:1:9: error: 'func' must be a schema string"),
+    # names with path characters never reach a file name
+    ("- func: ../f(Tensor self) -> Tensor\n", "declarations/ops.yaml:1:11: error: invalid schema: unexpected character '/'"),
+    ("- func: f.a/b(Tensor self) -> Tensor\n", "declarations/ops.yaml:1:12: error: invalid schema: unexpected character '/'"),
+    ("- class: ../Q\n  header: f.h\n  init: (Tensor t)\n  flatten: {t: self->t()}\n",
+     "declarations/ops.yaml:1:3: error: 'class' must name the class with an identifier"),
+    ("- class: Q\n  header: f.h\n  init: (Tensor t)\n  flatten: {'a/b': self->t()}\n",
+     "declarations/ops.yaml:4:13: error: state name 'a/b' is not an identifier"),
+    ("- func: f(Tensor self) -> Tensor\n  header: f.h/../../x.h\n",
+     "declarations/ops.yaml:2:11: error: 'header' must be a relative path to a .h file inside the kernels directory"),
+    ("- func: f(Tensor self) -> Tensor\n  kernels: {CPU: 'a;system()'}\n",
+     "declarations/ops.yaml:2:18: error: kernel name for CPU must be a C++ identifier"),
+    # dtypes, tags, flags
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: float33\n  pointwise: self\n",
+     "declarations/ops.yaml:2:11: error: unknown dtype 'float33'\ndeclarations/ops.yaml:2:11: note: did you mean 'float32'?"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: []\n  pointwise: self\n", "declarations/ops.yaml:2:11: error: 'dtypes' must not be empty"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32, float32]\n  pointwise: self\n",
+     "declarations/ops.yaml:2:21: error: dtype 'float32' is listed twice"),
+    ("- func: f(Tensor self) -> Tensor\n  tags: [pt2_compliant]\n" + OK,
+     "declarations/ops.yaml:2:10: error: unknown tag 'pt2_compliant'\ndeclarations/ops.yaml:2:10: note: did you mean 'pt2_compliant_tag'?"),
+    ("- func: f(Tensor self) -> Tensor\n  contiguous: yes please\n" + K + "  like: self\n",
+     "declarations/ops.yaml:2:15: error: 'contiguous' must be true or false"),
+    ("- func: f(Tensor self) -> Tensor\n  doc: [a]\n" + OK, "declarations/ops.yaml:2:8: error: 'doc' must be a string"),
+    # output shapes and dtypes
+    ("- func: f(Tensor self) -> Tensor\n" + K + "  like: other\n", "declarations/ops.yaml:5:9: error: 'like: other' must name a Tensor argument of f"),
+    ("- func: f(Tensor self) -> Tensor\n" + K + "  like: self\n  dtype: {result: float99}\n",
+     "declarations/ops.yaml:6:19: error: dtype of 'result' must be a dtype name or a Tensor argument, not 'float99'"),
+    ("- func: f(Tensor self) -> (Tensor a, Tensor b)\n" + K + "  shape: {self: [N], a: [N]}\n",
+     "declarations/ops.yaml:5:10: error: return 'b' needs a shape rule"),
+    ("- func: f(Tensor self) -> (Tensor a, Tensor b)\n" + K + "  shape: {self: [N], a: [N], b: [N], c: [N]}\n",
+     "declarations/ops.yaml:5:38: error: 'c' is neither a Tensor argument nor a return of f"),
+    ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: {self: [N], result: [N], result: [N]}\n",
+     "declarations/ops.yaml:5:35: error: duplicate key 'result'"),
+    ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: {self: ['*A', '*B'], result: [1]}\n",
+     "declarations/ops.yaml:5:25: error: a shape may have at most one '*' run of dimensions"),
+    ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: {self: [N], result: [N +]}\n",
+     "declarations/ops.yaml:5:31: error: malformed shape expression"),
+    ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: [self]\n",
+     "declarations/ops.yaml:5:10: error: 'shape' must map argument and return names to shapes"),
+    # derivatives for names that are not inputs
+    ("- func: f(Tensor self) -> Tensor\n" + OK + "  derivatives: {self: grad, result: grad}\n",
+     "declarations/ops.yaml:4:29: error: 'result' is not an argument of f"),
+    # entries and files
+    ("- func: f(Tensor self) -> Tensor\n  func: g(Tensor self) -> Tensor\n", "declarations/ops.yaml:2:3: error: duplicate key 'func'"),
+    ("- 3\n", "declarations/ops.yaml:1:3: error: each entry must be a mapping with a 'func:' field"),
+    ("- ? [a]\n  : 1\n", "declarations/ops.yaml:1:5: error: a mapping key must be a name, not a list or mapping"),
+    ("- func: f(Tensor self) -> Tensor\n\t dtypes: [float32]\n",
+     "declarations/ops.yaml:2:1: error: invalid YAML: found a tab character that violates indentation"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: &a [float32]\n  pointwise: *b\n",
+     "declarations/ops.yaml:3:14: error: invalid YAML: found undefined alias"),
+    ("- func: f(Tensor self) -> Tensor\n" + OK + "- func: f(Tensor self) -> Tensor\n  dtypes: [float64]\n  pointwise: self\n",
+     "declarations/ops.yaml:4:9: error: duplicate op 'f'\ndeclarations/ops.yaml:4:9: note: first declared at declarations/ops.yaml:1:9"),
+    ("- func: f.out(Tensor self) -> Tensor\n" + OK + "- func: f.out(Tensor self) -> Tensor\n" + OK,
+     "declarations/ops.yaml:4:9: error: duplicate op 'f.out'"),
+    ("- func: f(Tensor self) -> Tensor\n" + OK + "- func: F(Tensor self) -> Tensor\n" + OK,
+     "declarations/ops.yaml:4:9: error: op 'F' and 'f' differ only in case"),
+    ("\ufeff- func: f(Tensor self) -> Tensr\n", "declarations/ops.yaml:1:27: error: invalid schema: unknown type 'Tensr'"),
+])
+def test_catalogue(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)
+
+
+def test_huge_file_reports_the_exact_position(project):
+    """4,000 declarations and a 1 MB doc string: the one bad entry is found at its line."""
+    body = "".join(f"- func: op{i}(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self * {i}\n" for i in range(4000))
+    body += "- func: last(Tensor self) -> Tensor\n  doc: '" + "x" * 1_000_000 + "'\n  dtypes: [float32]\n  pointwise: self +\n"
+    check_error(project, body, "declarations/ops.yaml:12004:20: error: invalid pointwise expression: invalid syntax")

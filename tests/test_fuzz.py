@@ -1,0 +1,204 @@
+"""Property-based fuzzing of declarations and schema strings (hypothesis): whatever the input,
+codegen either generates or reports positioned errors (`path:line:col: error: ...`, exit
+status 2); it never ends in a Python traceback and never writes outside generated/.
+
+Most cases run the pipeline in process (a few milliseconds each, so thousands per run); a
+sample goes through the CLI to check the exit status and the absence of a traceback."""
+
+import os
+import string
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from codegen.config import load_config
+from codegen.diagnostics import CodegenError
+from codegen.pipeline import generate
+from codegen.schema import FunctionSchema, SchemaError
+from conftest import run_codegen
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+                derandomize=True)
+FILE = "declarations/ops.yaml"
+
+# A declaration using most fields, so that mutating it reaches every parser: the schema,
+# YAML, dtypes, shape rules, derivative formulas, pointwise expressions, classes.
+RICH = """\
+- func: lin(Tensor input, Tensor weight, Tensor? bias=None, *, float alpha=1.0) -> Tensor
+  doc: A linear layer.
+  dtypes: [float32, float64]
+  kernels: {CPU: lin_cpu}
+  shape:
+    input: ['*B', K]
+    weight: [M, K]
+    bias: [M]
+    result: ['*B', M]
+  derivatives:
+    input: grad.matmul(weight) * alpha
+    weight: grad.flatten(0, -2).t().matmul(input.flatten(0, -2)) * alpha
+    bias: grad.flatten(0, -2).sum(0)
+- func: axpy(Tensor x, Tensor y, Scalar a=2) -> Tensor
+  dtypes: floating
+  pointwise: |
+    t = a * x
+    where(t > 0, t + y, exp(y) - 1)
+  derivatives: {x: grad * a, y: grad}
+- func: pair(Tensor self, int n) -> (Tensor a, Tensor b)
+  dtypes: [int64]
+  kernels: {CPU: pair_cpu}
+  dtype: {b: float32}
+  shape: {self: [N], a: [N * n], b: [n]}
+  tags: [pt2_compliant_tag]
+- func: scale_(Tensor(a!) self, float s) -> Tensor(a!)
+  dtypes: [float32]
+  kernels: {CPU: scale_cpu}
+  derivatives: {self: grad * s}
+- class: Q
+  header: q.h
+  init: (Tensor t)
+  flatten: {t: self->t()}
+  methods:
+    push: {schema: '(Tensor x) -> ()', fake: 'self.t = x'}
+"""
+
+KERNELS = {"lin.h": "", "axpy.h": "", "pair.h": "", "scale.h": "", "q.h": ""}
+
+
+@pytest.fixture(scope="module")
+def fuzz_project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    (root / "declarations").mkdir()
+    (root / "kernels").mkdir()
+    for name, text in KERNELS.items():
+        (root / "kernels" / name).write_text(text)
+    (root / "pyproject.toml").write_text('[tool.codegen]\nnamespace = "fuzz"\nkernels = "kernels"\n')
+    return root
+
+
+def run_in_process(root, data: bytes):
+    """Generate from `data` as the one declaration file; return the errors (empty when it
+    generated).  Any exception but a CodegenError fails the test with its traceback."""
+    (root / FILE).write_bytes(data)
+    try:
+        result = generate(load_config(root))
+    except CodegenError as e:
+        assert e.diagnostics, "a CodegenError without diagnostics"
+        lines = data.count(b"\n") + 2
+        for d in e.diagnostics:
+            assert d.loc.path == FILE, str(d)
+            assert 1 <= d.loc.line <= lines and d.loc.col >= 1, f"position out of the file: {d}"
+            assert d.message and "Traceback" not in d.message, str(d)
+        return e.diagnostics
+    for path in result.files:
+        assert not path.startswith(("/", "..")) and "/../" not in path, path
+    return []
+
+
+def test_the_rich_declaration_is_valid(fuzz_project):
+    assert run_in_process(fuzz_project, RICH.encode()) == []
+
+
+# ------------------------------------------------------------------ mutations of the rich file
+PUNCT = list("()[]{}:,-*?!|'\"#&@%`>\\ \t\n.=+/") + ["->", "Tensor", "int[]", "float", "self", "grad", "..", "é", "\x00", "\ufeff"]
+
+
+@st.composite
+def mutated(draw):
+    text = RICH
+    for _ in range(draw(st.integers(1, 4))):
+        pos = draw(st.integers(0, len(text)))
+        op = draw(st.sampled_from(["delete", "insert", "replace", "duplicate_line", "truncate"]))
+        if op == "delete":
+            n = draw(st.integers(1, 12))
+            text = text[:pos] + text[pos + n:]
+        elif op == "insert":
+            text = text[:pos] + draw(st.sampled_from(PUNCT) | st.text(max_size=6)) + text[pos:]
+        elif op == "replace":
+            text = text[:pos] + draw(st.sampled_from(PUNCT)) + text[pos + 1:]
+        elif op == "duplicate_line" and text:
+            lines = text.splitlines(keepends=True)
+            i = draw(st.integers(0, len(lines) - 1))
+            text = "".join(lines[: i + 1] + [lines[i]] + lines[i + 1:])
+        elif op == "truncate":
+            text = text[:pos]
+    return text.encode("utf-8", errors="surrogatepass")
+
+
+@settings(max_examples=1500, **SETTINGS)
+@given(data=mutated())
+def test_mutated_declarations_give_positioned_errors(fuzz_project, data):
+    run_in_process(fuzz_project, data)
+
+
+# ------------------------------------------------------------------ random structures
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**70), st.floats(allow_nan=True),
+                    st.text(alphabet=string.printable, max_size=20),
+                    st.sampled_from(["float32", "floating", "self", "result", "grad", "N", "[N]", "*B", "true", "CPU"]))
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    st.text(alphabet=string.ascii_letters + "_?*", min_size=1, max_size=8), inner, max_size=4), max_leaves=12)
+FIELDS = ["func", "doc", "dtypes", "kernels", "header", "shape", "dtype", "like", "contiguous", "split_types", "tags",
+          "derivatives", "pointwise", "autocast", "vmap", "class", "init", "methods", "flatten", "method", "bogus"]
+
+
+@st.composite
+def schema_strings(draw):
+    """Schemas built from PyTorch's own pieces, then mutated: mostly near-valid text."""
+    types = ["Tensor", "Tensor?", "Tensor(a)", "Tensor(a!)", "Tensor[]", "int", "int[]", "int[2]", "SymInt[]", "float",
+             "float?", "Scalar", "bool", "str", "ScalarType?", "Device", "Generator?", "Tensor(a -> *)", "t", ""]
+    names = ["self", "other", "x", "out", "n", "alpha", "1x", "", "self"]
+    defaults = ["", "=1", "=None", "=[1, 2]", "=True", "=-1.5e3", "='s'", "=", "=[]"]
+    args = [f"{draw(st.sampled_from(types))} {draw(st.sampled_from(names))}{draw(st.sampled_from(defaults))}"
+            for _ in range(draw(st.integers(0, 4)))]
+    if args and draw(st.booleans()):
+        args.insert(draw(st.integers(0, len(args))), "*")
+    rets = draw(st.sampled_from(["Tensor", "()", "(Tensor a, Tensor b)", "Tensor(a!)", "Tensor[]", "(Tensor, int)", "",
+                                 "(Tensor a, Tensor a)", "int"]))
+    name = draw(st.sampled_from(["f", "f.out", "f_", "f.", "ns::f", "_f", "f.a.b", "../f", "f/g", "f-g"]))
+    s = f"{name}({', '.join(args)}) -> {rets}"
+    if draw(st.booleans()):
+        pos = draw(st.integers(0, len(s)))
+        s = s[:pos] + draw(st.sampled_from(PUNCT)) + s[pos:]
+    return s
+
+
+@st.composite
+def random_entries(draw):
+    entries = []
+    for _ in range(draw(st.integers(1, 3))):
+        entry = {}
+        if draw(st.integers(0, 9)):
+            entry["func"] = draw(schema_strings())
+        for f in draw(st.lists(st.sampled_from(FIELDS), max_size=5, unique=True)):
+            entry[f] = draw(values)
+        entries.append(entry)
+    shape = draw(st.sampled_from(["list", "dict", "scalar"]))
+    doc = entries if shape == "list" else entries[0] if shape == "dict" else "text"
+    return yaml.safe_dump(doc, allow_unicode=True).encode()
+
+
+@settings(max_examples=1500, **SETTINGS)
+@given(data=random_entries())
+def test_random_declarations_give_positioned_errors(fuzz_project, data):
+    run_in_process(fuzz_project, data)
+
+
+@settings(max_examples=1500, **SETTINGS)
+@given(text=schema_strings() | st.text(max_size=60))
+def test_schema_parser_raises_only_schema_errors(text):
+    try:
+        FunctionSchema.parse(text)
+    except SchemaError as e:
+        assert 0 <= e.offset <= len(text), (text, e.offset)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(data=mutated() | random_entries())
+def test_cli_exit_status_is_0_or_2_without_traceback(fuzz_project, data):
+    (fuzz_project / FILE).write_bytes(data)
+    r = run_codegen("check", cwd=fuzz_project)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode in (0, 1, 2), r.stderr
+    if r.returncode == 2:
+        assert r.stderr.startswith(f"{FILE}:") and ": error: " in r.stderr.splitlines()[0], r.stderr
+    assert not any(p.name == "escaped" for p in fuzz_project.parent.iterdir())
