@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build demo test pytest bench gpu-test clean
+.PHONY: venv generate check build demo test pytest test-asan bench gpu-test clean
 
 venv: $(STAMP)
 
@@ -38,6 +38,22 @@ test: venv
 	@$(PHASE) drift-check $(CODEGEN) check
 	@$(PHASE) build $(CODEGEN) build --no-generate
 	@$(MAKE) --no-print-directory pytest
+	@$(MAKE) --no-print-directory test-asan
+
+# The CPU kernels built with AddressSanitizer and UndefinedBehaviorSanitizer (build/sanitize),
+# and the op tests run on them: any report aborts the run, so passing means zero reports.
+# The sanitizer runtime is preloaded into python; leak checking is off (CPython and torch
+# keep allocations until exit) and a failed huge allocation returns NULL as malloc does
+# (the misuse tests ask for terabytes and expect torch's out-of-memory error).
+ASAN_TESTS ?= tests/test_ops.py tests/test_misuse.py tests/test_pointwise.py tests/test_declared_ops.py
+test-asan: venv
+	@$(PHASE) asan-build $(CODEGEN) build --sanitize --no-generate
+	@$(PHASE) asan-pytest sh -c 'runtime=$$($(PY) -c "from codegen.build import sanitizer_runtime; print(sanitizer_runtime() or \"\")"); \
+	  [ -n "$$runtime" ] || { echo "no AddressSanitizer runtime (libasan.so) for this compiler" >&2; exit 1; }; \
+	  LD_PRELOAD=$$runtime ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OPWRAP_LIBRARY=build/sanitize/_C.so \
+	  $(PY) -m pytest -q -p no:cacheprovider $(ASAN_TESTS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.
 pytest: venv

@@ -41,6 +41,18 @@ def _generate(config: Config):
         raise BadInput(f"{e}\n{n} error{'s' if n != 1 else ''}") from None
 
 
+def _log(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _write(config: Config, files: dict[str, str]):
+    """Write the generated tree, holding its lock (two writers at once would race on removals)."""
+    from .locking import locked
+    from .writer import write_tree
+    with locked(config.path("generated"), _log):
+        return write_tree(config.path("generated"), files)
+
+
 project_option = click.option("--project", "-C", type=click.Path(exists=True, file_okay=False),
                               help="Project directory (default: the nearest pyproject.toml with [tool.codegen]).")
 
@@ -55,11 +67,10 @@ def main() -> None:
 @project_option
 @click.option("--timings", is_flag=True, help="Print the seconds each pipeline step took.")
 def generate(project, timings):
-    from .writer import write_tree
     config = _config(project)
     result = _generate(config)
     t0 = time.perf_counter()
-    report = write_tree(config.path("generated"), result.files)
+    report = _write(config, result.files)
     result.timings.append(("write", time.perf_counter() - t0))
     for rel in report.written:
         click.echo(f"wrote {config.generated}/{rel}", err=True)
@@ -76,10 +87,12 @@ def generate(project, timings):
               "produce. Exit 0 if so; exit 1 with a unified diff on stdout otherwise.")
 @project_option
 def check(project):
+    from .locking import locked
     from .writer import diff_tree
     config = _config(project)
     result = _generate(config)
-    diff = diff_tree(config.path("generated"), result.files, config.generated)
+    with locked(config.path("generated"), _log, shared=True, create=False):  # not while a writer is midway
+        diff = diff_tree(config.path("generated"), result.files, config.generated)
     if diff:
         sys.stdout.writelines(diff)
         click.echo(f"codegen check: {config.generated}/ has drifted from the declarations and templates; "
@@ -96,23 +109,60 @@ def check(project):
 @click.option("--cuda/--no-cuda", default=None,
               help="Compile the CUDA sources (default: when torch is a CUDA build and nvcc is found).")
 @click.option("--build-dir", type=click.Path(file_okay=False), help="Build here instead of [tool.codegen] build.")
+@click.option("--sanitize", is_flag=True,
+              help="Build the CPU kernels with AddressSanitizer and UndefinedBehaviorSanitizer, into "
+              "<build>/sanitize unless --build-dir is given, and print how to load that build.")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
-def build(project, regenerate, ccache, cuda, build_dir, verbose):
+def build(project, regenerate, ccache, cuda, build_dir, sanitize, verbose):
+    import dataclasses
+
     from . import build as build_mod
+    from .locking import locked
+    if sanitize:
+        _run_with_sanitizer_runtime()
     config = _config(project)
-    if build_dir:
-        import dataclasses
-        config = dataclasses.replace(config, build=str(Path(build_dir).resolve()))
+    if build_dir or sanitize:
+        target = Path(build_dir).resolve() if build_dir else config.path("build") / "sanitize"
+        config = dataclasses.replace(config, build=str(target))
     if regenerate:
-        from .writer import write_tree
-        report = write_tree(config.path("generated"), _generate(config).files)
+        report = _write(config, _generate(config).files)
         if report.written or report.removed:
             click.echo(f"codegen: {len(report.written)} written, {len(report.removed)} removed", err=True)
     try:
-        build_mod.build(config, verbose=verbose, use_ccache=ccache, cuda=cuda, log=lambda m: click.echo(m, err=True))
+        # One build of a build directory at a time; the generated tree must not change under it.
+        with locked(config.path("generated"), _log, shared=True), locked(config.path("build"), _log):
+            out = build_mod.build(config, verbose=verbose, use_ccache=ccache, cuda=cuda, log=_log, sanitize=sanitize)
     except (RuntimeError, ValueError, OSError) as e:
         click.echo(f"codegen build: failed: {e}", err=True)
         sys.exit(EXIT_DRIFT)
+    if sanitize:
+        runtime = build_mod.sanitizer_runtime() or "<libasan.so of your compiler>"
+        click.echo(f"codegen build: load the sanitized library with\n  LD_PRELOAD={runtime} "
+                   f"ASAN_OPTIONS=detect_leaks=0 {config.python_package.upper()}_LIBRARY={out} python ...", err=True)
+
+
+_REEXEC = "CODEGEN_SANITIZER_REEXEC"
+
+
+def _run_with_sanitizer_runtime() -> None:
+    """cpp_extension.load loads the library it built into this process, and an ASan-built
+    library loads only into a process that started with the ASan runtime: so the sanitized
+    build runs in a child python started with LD_PRELOAD, which then takes LD_PRELOAD back
+    out of its environment so that the compilers it starts run without it."""
+    import os
+    import subprocess
+
+    from .build import sanitizer_runtime
+    if os.environ.get(_REEXEC):
+        os.environ.pop(_REEXEC)
+        os.environ.pop("LD_PRELOAD", None)
+        return
+    runtime = sanitizer_runtime()
+    if runtime is None:
+        click.echo("codegen build: failed: --sanitize needs the compiler's AddressSanitizer runtime (libasan.so)", err=True)
+        sys.exit(EXIT_DRIFT)
+    env = dict(os.environ, LD_PRELOAD=runtime, ASAN_OPTIONS="detect_leaks=0", **{_REEXEC: "1"})
+    sys.exit(subprocess.run([sys.executable, "-m", "codegen.cli", *sys.argv[1:]], env=env).returncode)
 
 
 @main.command(name="list", help="List the declared ops, one line each: name, dtypes, devices.")
