@@ -180,3 +180,35 @@ def test_wheel_builds_the_same_sources_with_build_extension(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(site)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[0, 1, 2]"
+
+
+def test_sanitizer_build_reports_memory_errors_and_undefined_behaviour(tmp_path):
+    """`codegen build --sanitize` must catch what it is there for: a kernel reading one element
+    past its input (ASan) and a signed overflow (UBSan), each ending the process."""
+    lib = tmp_path / "sanlib"
+    assert run_codegen("init", str(lib)).returncode == 0
+    (lib / "declarations" / "scale.yaml").write_text(
+        "- func: past_end(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: past_end_cpu}\n  header: bugs.h\n  like: self\n"
+        "- func: overflow(Tensor self) -> Tensor\n  dtypes: [int32]\n  kernels: {CPU: overflow_cpu}\n  header: bugs.h\n  like: self\n")
+    (lib / "kernels" / "scale.h").unlink()
+    (lib / "kernels" / "bugs.h").write_text(
+        "#pragma once\n#include <ATen/core/Tensor.h>\nnamespace sanlib::kernels {\n"
+        "template <typename T> void past_end_cpu(const at::Tensor& self, at::Tensor& out) {\n"
+        "  const T* in = self.const_data_ptr<T>(); T* o = out.mutable_data_ptr<T>();\n"
+        "  for (int64_t i = 0; i < out.numel(); ++i) o[i] = in[i + 1];\n}\n"
+        "template <typename T> void overflow_cpu(const at::Tensor& self, at::Tensor& out) {\n"
+        "  const T* in = self.const_data_ptr<T>(); T* o = out.mutable_data_ptr<T>();\n"
+        "  for (int64_t i = 0; i < out.numel(); ++i) o[i] = in[i] + T(2147483647);\n}\n}\n")
+    r = run_codegen("build", "--sanitize", cwd=lib)
+    assert r.returncode == 0, r.stderr
+    from codegen.build import sanitizer_runtime
+    env = {**os.environ, "PYTHONPATH": str(lib), "LD_PRELOAD": sanitizer_runtime(), "ASAN_OPTIONS": "detect_leaks=0",
+           "SANLIB_LIBRARY": str(lib / "build" / "sanitize" / "_C.so")}
+    for call, report in (("past_end(torch.ones(5))", "AddressSanitizer: heap-buffer-overflow"),
+                         ("overflow(torch.ones(5, dtype=torch.int32))", "runtime error: signed integer overflow")):
+        out = subprocess.run([sys.executable, "-c", f"import torch, sanlib; sanlib.ops.{call}"], cwd=lib, env=env,
+                             capture_output=True, text=True)
+        assert out.returncode != 0 and report in out.stderr, out.stderr[-3000:]
+    ok = subprocess.run([sys.executable, "-c", "import torch, sanlib; print(sanlib.ops.overflow(torch.zeros(2, dtype=torch.int32)).tolist())"],
+                        cwd=lib, env=env, capture_output=True, text=True)
+    assert ok.returncode == 0 and "[2147483647, 2147483647]" in ok.stdout, ok.stderr[-3000:]

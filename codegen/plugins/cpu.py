@@ -34,7 +34,7 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     """Decide, in Python, every statement of the wrapper around a kernel for `device`."""
     s = decl.schema
     op = f"{namespace}::{decl.op_name}"
-    device_type = {"CPU": "c10::DeviceType::CPU", "CUDA": "c10::DeviceType::CUDA"}[device]
+    device_type = DEVICE_TYPES[device]
     checks: list[str] = [f'constexpr const char* kOp = "{op}";']
     tensors = decl.tensor_inputs
     required = [a for a in tensors if not a.is_optional and not isinstance(a.type, ListType)]
@@ -46,32 +46,25 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     else:
         dispatch_expr, dispatch_arg = "dtype", decl.return_names[0]
 
+    first_name = required[0].name if required else ""
     for a in tensors:
         if isinstance(a.type, ListType):
             continue
-        # A device with an index (cuda:0, cuda:1) needs every tensor on the first one's.
-        same_device = (f'opwrap::rt::check_same_device(kOp, "{a.name}", {{t}}, {required[0].name}, "{required[0].name}");'
-                       if device != "CPU" and required and a is not required[0] else "")
         if a.is_optional:
             checks.append(f"if ({a.name}.has_value() && {a.name}->defined()) {{")
-            checks.append(f'  opwrap::rt::check_tensor(kOp, "{a.name}", *{a.name}, {device_type});')
-            if same_device:
-                checks.append("  " + same_device.format(t=f"*{a.name}"))
+            checks.extend("  " + c for c in device_checks(a.name, first_name, device, f"*{a.name}"))
             if required:
                 checks.append(f'  opwrap::rt::check_same_dtype(kOp, "{a.name}", *{a.name}, dtype, "{required[0].name}");')
             checks.append("}")
             continue
-        checks.append(f'opwrap::rt::check_tensor(kOp, "{a.name}", {a.name}, {device_type});')
-        if same_device:
-            checks.append(same_device.format(t=a.name))
+        checks.extend(device_checks(a.name, first_name, device))
         if a is required[0]:
             checks.append(f'opwrap::rt::check_dtype_in(kOp, "{a.name}", {a.name}, {dtype_list}, "{dtype_names}");')
             checks.append(f"const at::ScalarType dtype = {a.name}.scalar_type();")
         else:
             checks.append(f'opwrap::rt::check_same_dtype(kOp, "{a.name}", {a.name}, dtype, "{required[0].name}");')
-    if device != "CPU" and required:
-        # Outputs are allocated, and inputs copied, on the inputs' device.
-        checks.append(f"const c10::cuda::CUDAGuard device_guard({required[0].name}.device());")
+    if required:
+        checks.extend(device_guard(required[0].name, device))
     if decl.shape_plan is not None:
         checks.extend(cpp_input_checks(decl.shape_plan, "kOp", s))
     checks.extend(overlap_checks(decl))
@@ -125,6 +118,25 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     params = ", ".join(f"{cpp.argument_type(a)} {a.name}" for a in s.arguments)
     return KernelCall(params, cpp.returns_type(s), tuple(checks), ", ".join(kernel_params), ", ".join(kernel_args), ", ".join(plain),
                       tuple(epilogue), result, dispatch_expr, dispatch_arg, bool(outputs))
+
+
+DEVICE_TYPES = {"CPU": "c10::DeviceType::CPU", "CUDA": "c10::DeviceType::CUDA"}
+
+
+def device_checks(arg: str, first: str, device: str, value: str = "") -> list[str]:
+    """`arg` (the C++ expression `value`, default the name) is a defined tensor on `device`;
+    off the CPU, on the same device as the `first` tensor argument (cuda:0 and cuda:1 do
+    not mix).  Shared by every generated wrapper."""
+    v = value or arg
+    out = [f'opwrap::rt::check_tensor(kOp, "{arg}", {v}, {DEVICE_TYPES[device]});']
+    if device != "CPU" and first and arg != first:
+        out.append(f'opwrap::rt::check_same_device(kOp, "{arg}", {v}, {first}, "{first}");')
+    return out
+
+
+def device_guard(first: str, device: str) -> list[str]:
+    """Off the CPU, outputs are allocated (and inputs copied) on the first tensor's device."""
+    return [f"const c10::cuda::CUDAGuard device_guard({first}.device());"] if device != "CPU" else []
 
 
 def overlap_checks(decl) -> list[str]:

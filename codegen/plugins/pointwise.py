@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..api import cpp
 from ..schema import is_tensor
 from .base import Output, Plugin
+from .cpu import device_checks, device_guard
 
 CAPABILITIES = ("AVX2", "AVX512")  # built besides DEFAULT, in their own translation units
 
@@ -74,11 +75,8 @@ def wrapper(decl, p: PointwisePlan, device: str) -> dict:
     first = p.tensors[0]
     checks = [f'constexpr const char* kOp = "{p.op}";']
     for t in p.tensors:
-        checks.append(f'opwrap::rt::check_tensor(kOp, "{t}", {t}, c10::DeviceType::{device});')
-        if device != "CPU" and t != first:
-            checks.append(f'opwrap::rt::check_same_device(kOp, "{t}", {t}, {first}, "{first}");')
-    if device != "CPU":
-        checks.append(f"const c10::cuda::CUDAGuard device_guard({first}.device());")
+        checks.extend(device_checks(t, first, device))
+    checks.extend(device_guard(first, device))
     named = "{" + ", ".join(f'{{"{t}", {t}}}' for t in p.tensors) + "}"
     if len(p.tensors) > 1:
         checks.append(f"opwrap::rt::check_broadcastable(kOp, {named});")
