@@ -344,6 +344,10 @@ def render_python(e: Expr) -> str:
     return _render(e, python=True)
 
 
+# C++ shape arithmetic is overflow-checked (runtime checks.h); Python's ints do not overflow.
+_CPP_CHECKED = {"+": "shape_add", "-": "shape_sub", "*": "shape_mul"}
+
+
 def _render(e: Expr, python: bool) -> str:
     """One printer for both languages; they differ only in list access and floor division."""
     def r(x: Expr) -> str:
@@ -364,11 +368,13 @@ def _render(e: Expr, python: bool) -> str:
     if isinstance(e, ListLen):
         return f"len({e.list})" if python else f"static_cast<int64_t>({e.list}.size())"
     if isinstance(e, BinOp):
-        if e.op == "//" and not python:
-            return f"opwrap::rt::floordiv({r(e.lhs)}, {r(e.rhs)})"
+        if not python:  # inside a generated wrapper, where kOp names the op
+            if e.op == "//":
+                return f"opwrap::rt::floordiv({r(e.lhs)}, {r(e.rhs)})"
+            return f"opwrap::rt::{_CPP_CHECKED[e.op]}(kOp, {r(e.lhs)}, {r(e.rhs)})"
         return f"({r(e.lhs)} {e.op} {r(e.rhs)})"
     if isinstance(e, Neg):
-        return f"(-{r(e.operand)})"
+        return f"(-{r(e.operand)})" if python else f"opwrap::rt::shape_sub(kOp, 0, {r(e.operand)})"
     if isinstance(e, Dynamic):
         return e.name if python else "0"
     raise TypeError(e)

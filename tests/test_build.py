@@ -114,7 +114,7 @@ def test_init_makes_a_separate_library_that_builds_and_loads(tmp_path):
               "assert torch.equal(mylib.ops.tile_last(y, 3), y.repeat(1, 1, 3))\n"
               "assert mylib.ops.tile_last(torch.randn(5), 2).shape == (10,)\n"
               "for bad in (lambda: mylib.ops.scale(x.half(), 2.0), lambda: mylib.ops.tile_last(torch.tensor(1.0), 2),\n"
-              "            lambda: mylib.ops.tile_last(y, -1)):\n"
+              "            lambda: mylib.ops.tile_last(y, -1), lambda: mylib.ops.tile_last(y, 2**62)):\n"
               "    try:\n        bad()\n    except RuntimeError as e:\n        print(str(e).splitlines()[0])\n"
               "x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)\n"
               "assert torch.autograd.gradcheck(lambda t: mylib.ops.scale(t, 1.5), (x,))\n"
@@ -130,6 +130,7 @@ def test_init_makes_a_separate_library_that_builds_and_loads(tmp_path):
         "mylib::scale: argument 'self' has dtype Half, but expected one of: float32, float64",
         "mylib::tile_last: argument 'self' must have at least 1 dimensions [*B, N], but got 0 (shape [])",
         "mylib::tile_last: output 'result' would have negative size -4 at dimension 2 (shape [2, 3, -4] from [*B, N * times])",
+        "mylib::tile_last: a shape expression overflows int64: 4 * 4611686018427387904",
         "derivative for mylib::tile_last is not implemented",
     ]
     # A formula that does not compile is reported at its declaration's line.

@@ -26,7 +26,7 @@ std::tuple<at::Tensor, at::Tensor> bucketize_count_cuda(const at::Tensor& values
   const std::vector<int64_t> indices_shape = values.sizes().vec();
   opwrap::rt::check_output_shape(kOp, "indices", indices_shape, "values.shape");
   at::Tensor indices = opwrap::rt::empty(kOp, "indices", indices_shape, values.options().dtype(at::ScalarType::Long));
-  const std::vector<int64_t> counts_shape = std::vector<int64_t>{(K + 1)};
+  const std::vector<int64_t> counts_shape = std::vector<int64_t>{opwrap::rt::shape_add(kOp, K, 1)};
   opwrap::rt::check_output_shape(kOp, "counts", counts_shape, "[K + 1]");
   at::Tensor counts = opwrap::rt::empty(kOp, "counts", counts_shape, values.options().dtype(at::ScalarType::Long));
   const at::Tensor values_c = opwrap::rt::contiguous(kOp, "values", values);

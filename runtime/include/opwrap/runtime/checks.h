@@ -182,6 +182,27 @@ inline int64_t list_item(c10::IntArrayRef list, int64_t i) {
   return list[i < 0 ? i + n : i];
 }
 
+// Shape arithmetic (the +, - and * of shape expressions) in int64 with overflow checked: a
+// signed overflow is undefined behaviour, and a wrapped size would be silently wrong.  (GCC's
+// and Clang's builtins: c10::mul_overflows has a signed overload only in recent torch.)
+inline int64_t shape_add(const char* op, int64_t a, int64_t b) {
+  int64_t out;
+  TORCH_CHECK(!__builtin_add_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " + ", b);
+  return out;
+}
+
+inline int64_t shape_sub(const char* op, int64_t a, int64_t b) {
+  int64_t out;
+  TORCH_CHECK(!__builtin_sub_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " - ", b);
+  return out;
+}
+
+inline int64_t shape_mul(const char* op, int64_t a, int64_t b) {
+  int64_t out;
+  TORCH_CHECK(!__builtin_mul_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " * ", b);
+  return out;
+}
+
 inline int64_t floordiv(int64_t a, int64_t b) {
   TORCH_CHECK(b != 0, "division by zero in a shape expression");
   const int64_t q = a / b;
