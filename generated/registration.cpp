@@ -2,6 +2,7 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <torch/library.h>
 #include "tensor_queue.h"
+#include <opwrap/runtime/checks.h>
 #include <torch/custom_class.h>
 #include <torch/version.h>
 #include <tuple>
@@ -31,7 +32,9 @@ TORCH_LIBRARY(opwrap, m) {
       .def_pickle([](const c10::intrusive_ptr<::opwrap::kernels::TensorQueue>& self) { return self->serialize(); },
                   [](decltype(std::declval<::opwrap::kernels::TensorQueue&>().serialize()) state) { return c10::make_intrusive<::opwrap::kernels::TensorQueue>(std::move(state)); })
       ;
-  m.impl("for_each_add_", torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd, [](const c10::intrusive_ptr<::opwrap::kernels::TensorQueue>& foo, const at::Tensor& inc) -> void { return foo->for_each_add_(inc); }));
+  m.impl("for_each_add_", torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd, [](const c10::intrusive_ptr<::opwrap::kernels::TensorQueue>& foo, const at::Tensor& inc) -> void {
+    return opwrap::rt::with_context("opwrap::for_each_add_", "calling the for_each_add_ method of 'foo'", [&] { return foo->for_each_add_(inc); });
+  }));
   m.set_python_module("opwrap._generated.fake");
   m.def("addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)", {at::Tag::pt2_compliant_tag, OPWRAP_TAG_INPLACE});
   m.def("bucketize_count(Tensor values, Tensor boundaries) -> (Tensor indices, Tensor counts)", {at::Tag::pt2_compliant_tag});

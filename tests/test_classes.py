@@ -117,3 +117,12 @@ def test_declared_methods_match_the_cpp_class_and_all_have_fakes():
         want = [str(r.type) for r in declared.returns] or ["NoneType"]
         assert [str(r.type) for r in cpp.returns] == want, m.name
         assert callable(getattr(fake, m.name)), m.name
+
+
+def test_errors_from_a_method_op_name_the_op():
+    tq = empty_tensor_queue()
+    tq.push(torch.ones(3))
+    with pytest.raises(RuntimeError, match=r"(?s)must match the size.*opwrap::for_each_add_: while calling the "
+                                           r"for_each_add_ method of 'foo'"):
+        torch.ops.opwrap.for_each_add_(tq, torch.ones(4))
+    assert torch.equal(tq.pop(), torch.ones(3))  # nothing was changed

@@ -54,6 +54,8 @@ class Classes(Plugin):
             yield "<tuple>"
         for c in lib.classes:
             yield f'"{c.header}"'
+        if any(d.extra_field("method") for d in lib.declarations):
+            yield "<opwrap/runtime/checks.h>"  # with_context: errors from a method name the op
 
     def library_block(self, lib):
         ns = lib.namespace
@@ -80,8 +82,12 @@ class Classes(Plugin):
             arg, method = method_call(d)
             others = ", ".join(a.name for a in d.schema.arguments if a.name != arg)
             params = ", ".join(f"{_qualify(cpp.argument_type(a), ns, lib)} {a.name}" for a in d.schema.arguments)
+            call = f"{arg}->{method}({others})"
+            what = f"calling the {method} method of '{arg}'"
             yield (f'm.impl("{d.op_name}", torch::dispatch(c10::DispatchKey::CompositeExplicitAutograd, '
-                   f"[]({params}) -> {cpp.returns_type(d.schema)} {{ return {arg}->{method}({others}); }}));")
+                   f"[]({params}) -> {cpp.returns_type(d.schema)} {{\n"
+                   f'    return opwrap::rt::with_context("{ns}::{d.op_name}", "{what}", [&] {{ return {call}; }});\n'
+                   f"  }}));")
 
     def emit(self, lib, ctx):
         ns = lib.namespace
