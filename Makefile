@@ -45,7 +45,8 @@ test: venv
 # The sanitizer runtime is preloaded into python; leak checking is off (CPython and torch
 # keep allocations until exit) and a failed huge allocation returns NULL as malloc does
 # (the misuse tests ask for terabytes and expect torch's out-of-memory error).
-ASAN_TESTS ?= tests/test_ops.py tests/test_misuse.py tests/test_pointwise.py tests/test_declared_ops.py
+ASAN_TESTS ?= tests/test_ops.py tests/test_misuse.py tests/test_pointwise.py tests/test_declared_ops.py \
+  tests/test_autograd.py tests/test_classes.py tests/test_vmap.py tests/test_autocast.py tests/test_pt2.py
 test-asan: venv
 	@$(PHASE) asan-build $(CODEGEN) build --sanitize --no-generate
 	@$(PHASE) asan-pytest sh -c 'runtime=$$($(PY) -c "from codegen.build import sanitizer_runtime; print(sanitizer_runtime() or \"\")"); \
