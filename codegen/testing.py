@@ -370,13 +370,15 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
     rng = random.Random(f"{decl.op_name}:{dtype}:misuse")
     pointwise = decl.expression is not None
     variant = "same_shape" if pointwise else "defaults"
-    tensors = [a for a in decl.schema.arguments
-               if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType) and not a.is_optional]
+    # every Tensor argument (optional ones given), and the required ones
+    checked = [a for a in decl.schema.arguments if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType)]
+    tensors = [a for a in checked if not a.is_optional]
     outputs = tuple(decl.return_names)
     cases: list[Misuse] = []
 
-    def values(env: dict | None = None) -> dict[str, Any]:
-        v = _arguments(decl, dtype, random.Random(f"{decl.op_name}:{dtype}:misuse"), False, False, variant, env)
+    def values(env: dict | None = None, given: bool = False) -> dict[str, Any]:
+        """Valid arguments (`given`: optional tensors and non-default values too)."""
+        v = _arguments(decl, dtype, random.Random(f"{decl.op_name}:{dtype}:misuse"), given, False, variant, env)
         return prepare(dict(v)) if prepare is not None else v
 
     def add(case: str, v: dict[str, Any], names) -> None:
@@ -391,14 +393,14 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
             v[a.name] = v[a.name].to(bad)
         add(f"{tensors[0].name} as {bad}", v, (tensors[0].name,))
         if not pointwise:  # each further input must have the first one's dtype
-            for a in tensors[1:]:
+            for a in checked[1:]:
                 other = next(getattr(torch, n) for n in _OTHER_DTYPES if getattr(torch, n) != dtype)
-                v = values()
+                v = values(given=a.is_optional)
                 v[a.name] = v[a.name].to(other)
                 add(f"{a.name} as {other}", v, (a.name,))
     # devices: every further input on the meta device
-    for a in tensors[1:]:
-        v = values()
+    for a in (checked[1:] if tensors else []):
+        v = values(given=a.is_optional)
         v[a.name] = v[a.name].to("meta")
         add(f"{a.name} on meta", v, (a.name, tensors[0].name))
     # ranks and sizes
@@ -411,11 +413,11 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
             add(f"{a.name} of shape {shape}, not broadcastable", v, (a.name,))
     else:
         bound: set[str] = set()
-        for a in tensors:
+        for a in checked:
             shape = decl.shape_of(a.name)
             if shape is None or shape.whole is not None:
                 continue
-            v = values()
+            v = values(given=a.is_optional)
             if not any(d.star for d in shape.dims):
                 w = v[a.name].unsqueeze(0)
                 add(f"{a.name} of rank {w.dim()}", {**v, a.name: w}, (a.name,))
@@ -436,14 +438,15 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
         names = sorted({d.expr.name for a in tensors for d in (decl.shape_of(a.name).dims if decl.shape_of(a.name)
                         and decl.shape_of(a.name).whole is None else ()) if isinstance(d.expr, Var)})
         for n in names:
-            add(f"{n} = 0", values({n: [0] if _is_run(decl, n) else 0}), None)
-    # layouts: non-contiguous copies of every input, and inputs expanded from one element
+            add(f"{n} = 0", values({n: [0] if _is_run(decl, n) else 0}, given=True), None)
+    # layouts: non-contiguous copies of every input (optional ones given), and inputs
+    # expanded from one element
     if tensors:
-        v = values()
+        v = values(given=True)
         add("non-contiguous", {k: _noncontiguous(x) if isinstance(x, torch.Tensor) else x for k, x in v.items()}, None)
         written = {a.name for a in decl.schema.arguments if a.is_write}
-        v = values()
-        if all(v[a.name].numel() for a in tensors):
+        v = values(given=True)
+        if all(x.numel() for x in v.values() if isinstance(x, torch.Tensor)):
             add("expanded inputs", {k: x.flatten()[:1].expand(x.shape) if isinstance(x, torch.Tensor) and k not in written
                                     else x for k, x in v.items()}, None)
     # in place: the written argument expanded, or sharing memory with an input
