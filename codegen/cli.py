@@ -50,7 +50,10 @@ def _write(config: Config, files: dict[str, str]):
     from .locking import locked
     from .writer import write_tree
     with locked(config.path("generated"), _log):
-        return write_tree(config.path("generated"), files)
+        try:
+            return write_tree(config.path("generated"), files)
+        except ValueError as e:  # a link in generated/ leading out of it
+            raise BadInput(f"{config.generated}: error: {e}") from None
 
 
 project_option = click.option("--project", "-C", type=click.Path(exists=True, file_okay=False),
@@ -137,7 +140,7 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, verbose):
         sys.exit(EXIT_DRIFT)
     if sanitize:
         runtime = build_mod.sanitizer_runtime() or "<libasan.so of your compiler>"
-        click.echo(f"codegen build: load the sanitized library with\n  LD_PRELOAD={runtime} "
+        click.echo(f"codegen build: load the sanitized library with\n  LD_PRELOAD='{runtime}' "
                    f"ASAN_OPTIONS=detect_leaks=0 {config.python_package.upper()}_LIBRARY={out} python ...", err=True)
 
 

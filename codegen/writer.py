@@ -42,17 +42,20 @@ def existing_files(root: Path) -> dict[str, Path]:
 def write_tree(root: Path, files: dict[str, str]) -> WriteReport:
     """Make `root` hold exactly `files` (relative path -> text), touching only what differs."""
     report = WriteReport()
-    for rel in files:
+    real_root = root.resolve()
+    for rel in sorted(files):  # every path is checked before anything is written
         why = unsafe_path(rel)
         if why:
             raise ValueError(f"refusing to write '{rel}' under {root}: {why}")
+        parent = (root / rel).parent
+        while not parent.exists() and parent != root:
+            parent = parent.parent
+        if not parent.resolve().is_relative_to(real_root):
+            raise ValueError(f"refusing to write '{rel}': {parent} leads outside {root} (a symbolic link)")
     old = existing_files(root)
-    real_root = root.resolve()
     for rel in sorted(files):
         data = files[rel].encode("utf-8")
         target = root / rel
-        if target.parent.exists() and not target.parent.resolve().is_relative_to(real_root):
-            raise ValueError(f"refusing to write '{rel}': {target.parent} leads outside {root} (a symbolic link)")
         if rel in old and not old[rel].is_symlink() and old[rel].read_bytes() == data:
             report.unchanged += 1
             continue

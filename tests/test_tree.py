@@ -164,6 +164,14 @@ def test_generated_directory_reaching_outside_through_a_link_is_refused(tmp_path
     with pytest.raises(ValueError, match="leads outside"):
         write_tree(tmp_path / "generated", {"cpu/a.cpp": "x"})
     assert not any(outside.iterdir())
+    # through the CLI: a positioned error, exit status 2, no traceback
+    (tmp_path / "pyproject.toml").write_text('[tool.codegen]\nnamespace = "x"\nkernels = "k"\n')
+    (tmp_path / "declarations").mkdir()
+    (tmp_path / "declarations" / "a.yaml").write_text("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n")
+    r = run_codegen("generate", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("generated: error: refusing to write 'cpu/f.")
+    assert not any(outside.iterdir()) and [p.name for p in (tmp_path / "generated").iterdir()] == ["cpu"]  # nothing written
 
 
 @pytest.mark.parametrize("setting, message", [
