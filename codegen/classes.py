@@ -16,12 +16,12 @@ attributes of the same names and runs each method's `fake` body; every method ne
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 
 import yaml
 
+from . import pysyntax
 from .diagnostics import Diagnostics, Loc, did_you_mean
 from .schema import FunctionSchema, SchemaError
 from .yaml_nodes import loc_of
@@ -89,7 +89,7 @@ def load_class(node: yaml.MappingNode, path: str, diag: Diagnostics) -> ClassDec
                        "the fake class needs one per C++ method, for torch.compile and torch.export")
         else:
             try:
-                ast.parse(fake)
+                pysyntax.parse(fake)
             except SyntaxError as e:
                 diag.error(loc_of(m["fake"], path), f"the fake body of '{k.value}' is not valid Python: {e.msg}")
         if schema is not None and fake:

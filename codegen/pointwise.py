@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from . import pysyntax
 from .diagnostics import Diagnostics, Loc, did_you_mean
 from .schema import BaseType, FunctionSchema, is_tensor
 
@@ -95,7 +96,7 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
     """Parse and check `text`.  `loc_at(line, col)` maps a 1-based line and 0-based column
     of the text to a declaration position.  Reports errors to `diag`; None when any."""
     try:
-        module = ast.parse(text, mode="exec")
+        module = pysyntax.parse(text, mode="exec")
     except SyntaxError as e:
         diag.error(loc_at(e.lineno or 1, (e.offset or 1) - 1), f"invalid pointwise expression: {e.msg}")
         return None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from . import pysyntax
 from .diagnostics import Diagnostics, Loc
 from .schema import BaseType, FunctionSchema, ListType, is_tensor, unwrap_optional
 
@@ -185,7 +186,7 @@ class _ExprParser:
 
     def parse(self, text: str) -> ast.AST:
         try:
-            return ast.parse(text.strip(), mode="eval").body
+            return pysyntax.parse(text.strip(), mode="eval").body
         except SyntaxError as e:
             raise _ShapeError(self.loc.shifted(max((e.offset or 1) - 1, 0)), f"malformed shape expression: {e.msg}")
 

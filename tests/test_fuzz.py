@@ -183,6 +183,34 @@ def test_random_declarations_give_positioned_errors(fuzz_project, data):
     run_in_process(fuzz_project, data)
 
 
+# Text aimed at one field's own parser: pointwise expressions, shape rules, derivative formulas.
+TOKENS = ["self", "other", "n", "x", "grad", "N", "K", "*B", "?m", "+", "-", "*", "/", "//", "**", "(", ")", "[", "]",
+          ",", "<", ">=", "==", " if ", " else ", "where", "tanh", "exp(", "sqrt", "1", "0.5", "1e309", "-", "'", ":",
+          "=", "\n", "self.size(0)", "self.shape", "lambda", "__import__('os')", ".", "not", "and", "x = ", "…"]
+field_text = st.lists(st.sampled_from(TOKENS), max_size=12).map("".join) | st.text(max_size=20)
+
+
+@st.composite
+def targeted(draw):
+    text = draw(field_text)
+    where = draw(st.sampled_from(["pointwise", "shape_in", "shape_out", "derivative"]))
+    entry = {"func": "f(Tensor self, Tensor other, int n=2) -> Tensor", "dtypes": ["float32", "float64"]}
+    if where == "pointwise":
+        entry["pointwise"] = text
+    else:
+        entry.update(kernels={"CPU": "lin_cpu"}, header="lin.h")
+        entry["shape"] = {"self": [text] if where == "shape_in" else ["N"], "other": ["N"],
+                          "result": [text] if where == "shape_out" else ["N"]}
+        entry["derivatives"] = {"self": text if where == "derivative" else "grad", "other": "grad"}
+    return yaml.safe_dump([entry], allow_unicode=True).encode()
+
+
+@settings(max_examples=1500, **SETTINGS)
+@given(data=targeted())
+def test_field_parsers_give_positioned_errors(fuzz_project, data):
+    run_in_process(fuzz_project, data)
+
+
 @settings(max_examples=1500, **SETTINGS)
 @given(text=schema_strings() | st.text(max_size=60))
 def test_schema_parser_raises_only_schema_errors(text):
