@@ -58,12 +58,8 @@ class _Entry:
     def __init__(self, node: yaml.MappingNode, path: str):
         self.path = path
         self.items: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        self.duplicates: list[yaml.Node] = []
-        for k, v in node.value:
-            key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
-            if key in self.items:
-                self.duplicates.append(k)
-            self.items[key] = (k, v)
+        for k, v in node.value:  # keys are names, each given once (checked for the whole file)
+            self.items[k.value] = (k, v)
 
     def pop(self, name: str) -> yaml.Node | None:
         kv = self.items.pop(name, None)
@@ -109,16 +105,15 @@ class DeclarationLoader:
         except yaml.YAMLError as e:
             self.diag.error(Loc(path, 1, 1), f"invalid YAML: {e}")
             return []
-        bad_tag = _first_custom_tag(root)
+        bad_tag, bad_key, repeated = _structure_problems(root)
         if bad_tag is not None:
             tag = bad_tag.tag.replace("tag:yaml.org,2002:", "!!")
             self.diag.error(loc_of(bad_tag, path), f"YAML tag '{tag}' is not allowed in declarations")
             return []
-        bad_key = _first_complex_key(root)
         if bad_key is not None:
             self.diag.error(loc_of(bad_key, path), "a mapping key must be a name, not a list or mapping")
             return []
-        for k in _duplicate_keys(root):  # YAML keeps the last; a declaration says each thing once
+        for k in repeated:
             self.diag.error(loc_of(k, path), f"duplicate key '{k.value}'")
         if root is None:
             self.diag.error(Loc(path, 1, 1), "empty declaration file; expected a list of op declarations")
@@ -143,7 +138,7 @@ class DeclarationLoader:
 
     # ------------------------------------------------------------------ one entry
     def load_entry(self, node: yaml.MappingNode, path: str) -> Declaration | None:
-        e = _Entry(node, path)  # (duplicate keys were reported for the whole file)
+        e = _Entry(node, path)
         entry_loc = loc_of(node, path)
         locs: dict[str, Loc] = {k: loc_of(v, path) for k, (_, v) in e.items.items()}
 
@@ -418,52 +413,39 @@ class DeclarationLoader:
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 
 
-def _first_custom_tag(node: yaml.Node | None) -> yaml.Node | None:
-    """Declarations are plain data: any explicit tag (`!!python/...`, `!foo`) is refused."""
+def _nodes(node: yaml.Node | None):
+    """Every node of a composed file, keys included, in document order."""
     stack = [node] if node is not None else []
     while stack:
         n = stack.pop()
-        if n.tag not in _PLAIN_TAGS:
-            return n
+        yield n
         if isinstance(n, yaml.SequenceNode):
             stack.extend(reversed(n.value))
         elif isinstance(n, yaml.MappingNode):
             for k, v in reversed(n.value):
                 stack.extend((v, k))
-    return None
 
 
-def _duplicate_keys(node: yaml.Node | None) -> list[yaml.Node]:
-    """The second and later occurrences of a key in any mapping of the file."""
-    out, stack = [], [node] if node is not None else []
-    while stack:
-        n = stack.pop()
-        if isinstance(n, yaml.SequenceNode):
-            stack.extend(n.value)
-        elif isinstance(n, yaml.MappingNode):
+def _structure_problems(root: yaml.Node | None):
+    """(first explicit tag, first list or mapping used as a key, repeated keys) of a file, in
+    one walk.  Declarations are plain data: any tag (`!!python/...`, `!foo`) is refused; keys
+    are names everywhere, so every field parser may take them as strings; and each key is
+    given once (YAML would silently keep the last)."""
+    bad_tag = bad_key = None
+    repeated = []
+    for n in _nodes(root):
+        if bad_tag is None and n.tag not in _PLAIN_TAGS:
+            bad_tag = n
+        if isinstance(n, yaml.MappingNode):
             seen = set()
-            for k, v in n.value:
-                if k.value in seen:
-                    out.append(k)
-                seen.add(k.value)
-                stack.append(v)
-    return out
-
-
-def _first_complex_key(node: yaml.Node | None) -> yaml.Node | None:
-    """Keys are names everywhere in a declaration; a list or mapping as a key (`? [a]: 1`) is refused
-    once here, so that every field parser may take keys as strings."""
-    stack = [node] if node is not None else []
-    while stack:
-        n = stack.pop()
-        if isinstance(n, yaml.SequenceNode):
-            stack.extend(n.value)
-        elif isinstance(n, yaml.MappingNode):
-            for k, v in n.value:
+            for k, _ in n.value:
                 if not isinstance(k, yaml.ScalarNode):
-                    return k
-                stack.append(v)
-    return None
+                    bad_key = bad_key or k
+                elif k.value in seen:
+                    repeated.append(k)
+                else:
+                    seen.add(k.value)
+    return bad_tag, bad_key, repeated
 
 
 def _tensor_args(schema: FunctionSchema):
