@@ -12,13 +12,21 @@ STAMP  := $(VENV)/.installed-stamp
 venv: $(STAMP)
 
 # The editable install skips the C++ extension (OPWRAP_NO_EXTENSION=1): `make build`
-# compiles it with ninja into build/, rebuilding only what changed.
-$(STAMP): pyproject.toml setup.py
+# compiles it with ninja into build/, rebuilding only what changed.  It is setuptools'
+# strict mode, so that mypy and pyright find `opwrap` (the default mode's import hook they
+# cannot follow): a tree of links, one per file, in build/__editable__.opwrap-*.  The stamp
+# lists the modules linked; when one is added or removed, the tree is gone (`make clean`), or
+# pip installed opwrap since (a plain `pip install -e .`), the install runs again.
+EDITABLE_FILES := $(sort $(wildcard codegen/*.py codegen/*/*.py runtime/opwrap/*.py generated/python/*.py generated/python/*.pyi))
+EDITABLE_STALE := $(if $(wildcard build/__editable__.opwrap-*/opwrap/__init__.py),$(filter-out $(EDITABLE_FILES),$(file <$(STAMP)))$(filter-out $(file <$(STAMP)),$(EDITABLE_FILES)),missing)
+$(STAMP): pyproject.toml setup.py $(wildcard $(VENV)/lib/python*/site-packages/__editable__.opwrap-*.pth) $(if $(EDITABLE_STALE),$(VENV)/.relink)
 	@$(PHASE) venv sh -c '\
 	  { [ -x $(PY) ] || $(PYTHON) -m venv $(VENV); } && \
 	  $(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel && \
-	  OPWRAP_NO_EXTENSION=1 $(PY) -m pip install -q --no-build-isolation -e ".[dev]"'
-	@touch $(STAMP)
+	  OPWRAP_NO_EXTENSION=1 $(PY) -m pip install -q --no-build-isolation -e ".[dev]" --config-settings editable_mode=strict'
+	@printf '%s\n' $(EDITABLE_FILES) > $(STAMP)
+
+$(VENV)/.relink:  # never made: a prerequisite that is always newer
 
 generate: venv
 	@$(PHASE) generate $(CODEGEN) generate

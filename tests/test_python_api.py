@@ -4,10 +4,11 @@ TorchFunctionMode), torch.compile over the wrappers, and `mypy --strict` on a us
 
 import functools
 import inspect
-import shutil
+import re
 import subprocess
 import sys
 import typing
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +16,7 @@ from torch._dynamo.utils import counters
 from torch.overrides import TorchFunctionMode
 
 import opwrap
-from conftest import ROOT
+from conftest import ROOT, run_codegen
 
 ops = opwrap.ops
 
@@ -183,31 +184,76 @@ ops.for_each_add_(torch.classes.opwrap.TensorQueue(x), x)
 '''
 
 
-def _typing_view(tmp_path):
-    """The package as a wheel installs it: opwrap/ with _generated/ inside, py.typed included."""
-    pkg = tmp_path / "site" / "opwrap"
-    shutil.copytree(ROOT / "runtime" / "opwrap", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "generated" / "python", pkg / "_generated", ignore=shutil.ignore_patterns("__pycache__"))
-    return tmp_path / "site"
+# mypy runs as a user's would: in a folder outside the repository, with no PYTHONPATH or
+# MYPYPATH, on the package installed in this venv.  `make venv` installs it in setuptools'
+# strict editable mode (a link tree in build/), which type checkers read; the default mode's
+# import hook they cannot ("Cannot find implementation or library stub for module named opwrap").
+CLEAN_ENV = {"PATH": "/usr/bin:/bin"}
+REINSTALL = "\n(is this venv's editable install in strict mode? `make venv` installs it so)"
 
 
-def _mypy(tmp_path, script):
-    site = _typing_view(tmp_path)
-    (tmp_path / "user.py").write_text(script)
-    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "user.py"], cwd=tmp_path,
-                          capture_output=True, text=True, env={"MYPYPATH": str(site), "PATH": "/usr/bin:/bin"})
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory):
+    """One mypy cache for this module's runs: torch's stubs are analysed once (about 20 s)."""
+    return tmp_path_factory.mktemp("mypy-cache")
 
 
-def test_mypy_strict_accepts_a_script_calling_every_op(tmp_path):
-    r = _mypy(tmp_path, USER_SCRIPT)
-    assert r.returncode == 0, r.stdout + r.stderr
+@pytest.fixture(scope="module")
+def installed_opwrap(tmp_path_factory):
+    """The `opwrap` this venv imports outside the repository must be this checkout's."""
+    cwd = tmp_path_factory.mktemp("outside")
+    r = subprocess.run([sys.executable, "-c", "import importlib.util as u; print(u.find_spec('opwrap').origin)"],
+                       cwd=cwd, capture_output=True, text=True, env=CLEAN_ENV)
+    assert r.returncode == 0, r.stderr + REINSTALL
+    origin = Path(r.stdout.strip())
+    assert origin.resolve() == ROOT / "runtime" / "opwrap" / "__init__.py", f"{origin} is not this checkout's{REINSTALL}"
+    return origin
 
 
-def test_mypy_strict_rejects_a_wrong_argument_type(tmp_path):
-    r = _mypy(tmp_path, USER_SCRIPT + "bad = ops.mul_constant(x, 'two')\nworse = ops.fill_natural(3)\n")
-    assert r.returncode == 1
+def _mypy(cwd, script, cache, python=sys.executable):
+    (cwd / "user.py").write_text(script)
+    return subprocess.run([str(python), "-m", "mypy", "--strict", "--cache-dir", str(cache), "user.py"], cwd=cwd,
+                          capture_output=True, text=True, env=CLEAN_ENV)
+
+
+def test_mypy_strict_accepts_a_script_calling_every_op(tmp_path, mypy_cache, installed_opwrap):
+    r = _mypy(tmp_path, USER_SCRIPT, mypy_cache)
+    assert r.returncode == 0, r.stdout + r.stderr + REINSTALL
+
+
+def test_mypy_strict_rejects_a_wrong_argument_type(tmp_path, mypy_cache, installed_opwrap):
+    r = _mypy(tmp_path, USER_SCRIPT + "bad = ops.mul_constant(x, 'two')\nworse = ops.fill_natural(3)\n", mypy_cache)
+    assert r.returncode == 1, r.stdout + r.stderr + REINSTALL
     assert 'Argument 2 to "mul_constant" has incompatible type "str"; expected "float"' in r.stdout, r.stdout
     assert 'Argument 1 to "fill_natural" has incompatible type "int"; expected "Sequence[int]"' in r.stdout, r.stdout
+
+
+def test_mypy_strict_reads_an_editable_install_of_a_codegen_init_library(tmp_path, mypy_cache):
+    """`pip install -e` of a library made by `codegen init` (strict mode, from its setup.cfg),
+    into a throwaway venv layered over this one (torch, pip and mypy come from here)."""
+    lib = tmp_path / "mylib"
+    assert run_codegen("init", str(lib)).returncode == 0
+    assert run_codegen("generate", cwd=lib).returncode == 0
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    parent = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]  # this venv's
+    Path(site, "_parent_venv.pth").write_text("".join(p + "\n" for p in parent))
+    r = subprocess.run([python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "-e", str(lib)],
+                       capture_output=True, text=True, env={**CLEAN_ENV, "PIP_NO_INDEX": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    pth = Path(site, "__editable__.mylib-0.1.0.pth").read_text()
+    assert pth.strip() == str(lib / "build" / "__editable__.mylib-0.1.0-py3-none-any"), pth  # a path, not a hook
+    user = tmp_path / "user"
+    user.mkdir()
+    r = _mypy(user, "import torch\nimport mylib\n\ny: torch.Tensor = mylib.ops.scale(torch.ones(2), 2.0)\n"
+                    "reveal_type(mylib.ops.scale)\nmylib.ops.scale(y, 'two')\n", mypy_cache, python)
+    assert re.search(r'Revealed type is "def \(self: torch\._tensor\.Tensor, factor: (builtins\.)?float\) -> torch\._tensor\.Tensor"',
+                     r.stdout), r.stdout + r.stderr
+    assert 'Argument 2 to "scale" has incompatible type "str"; expected "float"' in r.stdout, r.stdout
+    assert r.stdout.count("error:") == 1 and r.returncode == 1, r.stdout
 
 
 # ------------------------------------------------------------------ the fast call path
