@@ -10,13 +10,18 @@ wheels (site-packages/nvidia/cu13/include), not necessarily in the toolkit.
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
 import re
 import shutil
+import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_ARCH_LIST = "8.0;9.0"
+CPP_EXTENSION = "torch.utils.cpp_extension"
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,31 @@ def activate(env: CudaEnv) -> None:
     and keeps it in a module global) and give TORCH_CUDA_ARCH_LIST a small default."""
     os.environ["CUDA_HOME"] = str(env.root)
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCH_LIST)
-    import torch.utils.cpp_extension as cpp_extension
-
+    cpp_extension = import_cpp_extension(cuda_built=True)
     cpp_extension.CUDA_HOME = str(env.root)
+
+
+def import_cpp_extension(cuda_built: bool) -> types.ModuleType:
+    """torch.utils.cpp_extension, imported once the build has decided on CUDA.
+
+    A CUDA build of torch guesses CUDA_HOME when the module is first imported (from
+    CUDA_HOME/CUDA_PATH, else the `nvcc` on PATH, else /usr/local/cuda) and, when no GPU is
+    usable, logs "No CUDA runtime is found, using CUDA_HOME='...'" through the module's own
+    logger.  When CUDA is not being built (--no-cuda, --sanitize, a CPU-only decision) that
+    guess is never used, so the import runs with a filter on that logger dropping everything
+    below ERROR.  The filter is removed right after, so what the module warns about later
+    (compiler version, ABI) still shows.  When CUDA is built, `activate` has set CUDA_HOME and
+    the message, if any, is torch's own and true: there is no GPU to run the kernels on.
+    A module imported earlier is returned as it is: its guess was logged, or not, back then."""
+    if cuda_built or CPP_EXTENSION in sys.modules:
+        return importlib.import_module(CPP_EXTENSION)
+    logger = logging.getLogger(CPP_EXTENSION)  # the object the module's getLogger(__name__) returns
+
+    def errors_only(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+    logger.addFilter(errors_only)
+    try:
+        return importlib.import_module(CPP_EXTENSION)
+    finally:
+        logger.removeFilter(errors_only)
