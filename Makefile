@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build demo test pytest test-asan bench gpu-test clean
+.PHONY: venv generate check build demo test ci cuda-check pytest test-asan bench gpu-test clean
 
 venv: $(STAMP)
 
@@ -46,7 +46,20 @@ test: venv
 	@$(PHASE) drift-check $(CODEGEN) check
 	@$(PHASE) build $(CODEGEN) build --no-generate
 	@$(MAKE) --no-print-directory pytest
+
+# Everything CI runs (.ci/run): `make test`, then the CUDA compile check and the sanitizer run.
+ci: test
+	@$(MAKE) --no-print-directory cuda-check
 	@$(MAKE) --no-print-directory test-asan
+
+# Every CUDA source compiled (for one architecture, CUDA_CHECK_ARCH) and linked into
+# build/cuda, and the CUDA registration tests run on that library; the kernels themselves
+# run only where a GPU is (make gpu-test).  A plain `make build` compiles CUDA only there.
+CUDA_CHECK_ARCH ?= 9.0
+cuda-check: venv
+	@$(PHASE) cuda-build env TORCH_CUDA_ARCH_LIST="$(CUDA_CHECK_ARCH)" $(CODEGEN) build --cuda --no-generate --build-dir build/cuda
+	@$(PHASE) cuda-pytest sh -c 'OPWRAP_LIBRARY=build/cuda/_C.so $(PY) -m pytest -q -p no:cacheprovider tests/test_cuda.py; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
 
 # The CPU kernels built with AddressSanitizer and UndefinedBehaviorSanitizer (build/sanitize),
 # and the op tests run on them: any report aborts the run, so passing means zero reports.

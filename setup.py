@@ -10,13 +10,13 @@ from setuptools import setup
 
 ext_modules, cmdclass = [], {}
 if os.environ.get("OPWRAP_NO_EXTENSION") != "1":
-    from torch.utils.cpp_extension import BuildExtension
-
     from codegen.build import extension, fast_extension
     from codegen.config import load_config
 
     config = load_config(os.path.dirname(os.path.abspath(__file__)))
     ext_modules = [e for e in (extension(config), fast_extension(config)) if e is not None]
+    # After extension() has decided on CUDA and imported cpp_extension (quietly, without CUDA).
+    from torch.utils.cpp_extension import BuildExtension
     cmdclass = {"build_ext": BuildExtension.with_options(use_ninja=True)}
 
 setup(ext_modules=ext_modules, cmdclass=cmdclass)

@@ -5,21 +5,31 @@
 returns the same sources and flags as a setuptools ``CppExtension`` (``CUDAExtension`` when
 CUDA is built) for wheels.
 
-CUDA sources (``.cu``) are compiled when torch is a CUDA build and a toolkit is found
-(see ``cuda_env``), and skipped with one line saying why otherwise; ``cuda=True/False``
-(``--cuda/--no-cuda``, or ``OPWRAP_CUDA=1/0`` for wheels) forces the choice.
+CUDA sources (``.cu``) are compiled by ``codegen build`` where they can run: torch is a CUDA
+build, a toolkit is found (see ``cuda_env``) and a GPU is visible.  Elsewhere they are
+skipped with one line saying why; ``cuda=True`` (``--cuda``) compiles them anyway (CI's
+compile check, ``make cuda-check``) and ``False`` (``--no-cuda``) never.  Wheels compile them
+whenever torch and the toolkit can (``OPWRAP_CUDA=1/0`` forces the choice): the machine
+that builds a wheel is rarely the one that runs it.
+
+Each build writes ``<library>.json`` beside the library: what it holds (CUDA or not, the
+selected ops and dtypes), for tools and tests that need to know what they loaded.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import units
 from .config import Config
+from .cuda_env import import_cpp_extension
 
 # -Wno-psabi: GCC notes that passing at::vec::Vectorized by value changed ABI in GCC 4.6 (noise).
 CXX_FLAGS = ["-O3", "-fvisibility-inlines-hidden", "-Wno-psabi"]  # torch adds its own -std (c++17 or c++20)
@@ -79,15 +89,14 @@ def support_include_dir() -> Path:
 def sources(config: Config, cuda: bool = False) -> list[Path]:
     """The C++ (and, with `cuda`, the CUDA) sources: generated/ and `[tool.codegen] sources`."""
     gen = config.path("generated")
-    found = sorted(Path(p) for p in glob.glob(str(gen / "**" / "*.cpp"), recursive=True)
-                   if Path(p) != gen / "python" / f"{FAST_MODULE}.cpp")
-    found += sorted(Path(p) for p in glob.glob(str(gen / "**" / "*.cu"), recursive=True))
+    # The unity units and the generated sources no unit includes (codegen/units.py).
+    found = units.compiled_sources(gen, exclude={gen / "python" / f"{FAST_MODULE}.cpp"})
     for pattern in config.sources:
         found.extend(sorted(Path(p) for p in glob.glob(str(config.root / pattern), recursive=True)))
-    # CPU-capability builds (cpu/<op>.AVX2.cpp) link last.  Inline functions from headers are
-    # emitted in every object that uses them, compiled for that object's instruction set,
-    # and the linker keeps the first copy: the one compiled for every CPU.
-    found.sort(key=lambda p: p.suffixes[-2:-1] in ([".AVX2"], [".AVX512"]))
+    # CPU-capability builds (units/pointwise.AVX2.0.cpp) link last.  Inline functions from
+    # headers are emitted in every object that uses them, compiled for that object's
+    # instruction set, and the linker keeps the first copy: the one compiled for every CPU.
+    found.sort(key=lambda p: bool({".AVX2", ".AVX512"} & set(p.suffixes)))
     return [p for p in found if cuda or p.suffix != ".cu"]
 
 
@@ -104,9 +113,10 @@ def cuda_sources(config: Config) -> list[Path]:
     return [p for p in sources(config, cuda=True) if p.suffix == ".cu"]
 
 
-def resolve_cuda(config: Config, cuda: bool | None, log=print):
-    """The CUDA environment to build with, or None.  `cuda=None` decides by what is installed;
-    `True` fails when CUDA cannot be built; `False` skips it."""
+def resolve_cuda(config: Config, cuda: bool | None, log=print, need_gpu: bool = True):
+    """The CUDA environment to build with, or None.  `cuda=None` decides by what is installed
+    (and, with `need_gpu`, by whether a GPU is there to run the kernels); `True` fails when
+    CUDA cannot be built; `False` skips it."""
     from . import cuda_env
 
     n = len(cuda_sources(config))
@@ -114,6 +124,11 @@ def resolve_cuda(config: Config, cuda: bool | None, log=print):
         if n:
             log(f"codegen build: skipping {n} CUDA sources (--no-cuda)")
         return None
+    if cuda is None and need_gpu:
+        import torch
+        if torch.version.cuda is not None and not torch.cuda.is_available():
+            log(f"codegen build: skipping {n} CUDA sources: no GPU here to run them (--cuda compiles them anyway)")
+            return None
     env, reason = cuda_env.detect()
     if env is None:
         if cuda:
@@ -127,7 +142,10 @@ def resolve_cuda(config: Config, cuda: bool | None, log=print):
 
 
 def include_dirs(config: Config) -> list[Path]:
-    return [support_include_dir(), config.path("kernels"), *[config.root / d for d in config.include]]
+    """The support headers, the kernels, `[tool.codegen] include`, and the generated
+    directory, through which the unity units include their sources (units.text)."""
+    return [support_include_dir(), config.path("kernels"), *[config.root / d for d in config.include],
+            config.path("generated")]
 
 
 def cuda_include_flags(env) -> list[str]:
@@ -153,7 +171,7 @@ def ccache_wrapper(build_dir: Path) -> str | None:
 
 
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
-          cuda: bool | None = None, sanitize: bool = False) -> Path:
+          cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja.
     `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS)."""
     if sanitize:
@@ -161,7 +179,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
             raise ValueError("--sanitize builds the CPU kernels only; it cannot be combined with --cuda")
         cuda = False
     env = resolve_cuda(config, cuda, log)  # before cpp_extension is imported: it reads CUDA_HOME once
-    from torch.utils import cpp_extension
+    cpp_extension = import_cpp_extension(cuda_built=env is not None)  # no CUDA_HOME warning without CUDA
     cflags, ldflags = (SANITIZER_CXX_FLAGS, SANITIZER_LD_FLAGS) if sanitize else (CXX_FLAGS, [])
 
     build_dir = config.path("build")
@@ -185,35 +203,63 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     ninja_log = build_dir / ".ninja_log"
     log_start = ninja_log.stat().st_size if ninja_log.exists() else 0
     t0 = time.perf_counter()
-    cpp_extension.load(
-        name=config.library,
-        sources=[str(s) for s in srcs],
-        extra_cflags=cflags + openmp_flags(),
-        extra_ldflags=ldflags + openmp_flags(),
-        extra_cuda_cflags=NVCC_FLAGS + cuda_include_flags(env),
-        extra_include_paths=[str(d) for d in include_dirs(config)],
-        build_directory=str(build_dir),
-        verbose=verbose,
-        is_python_module=False,
-        with_cuda=env is not None,
-    )
-    out = build_dir / f"{config.library}.so"
-    log(f"codegen build: {out} ({len(srcs)} sources, {time.perf_counter() - t0:.1f}s)")
     fast = fast_source(config)
-    if fast is not None:  # the Python bindings: a CPython module of their own, linked with libtorch_python
-        fast_dir = build_dir / "python"
+    fast_dir = build_dir / "python"
+    fast_log = fast_dir / ".ninja_log"
+    fast_start = fast_log.stat().st_size if fast_log.exists() else 0
+
+    def build_fast():  # the Python bindings: a CPython module of their own, linked with libtorch_python
         fast_dir.mkdir(exist_ok=True)
-        fast_log = fast_dir / ".ninja_log"
-        fast_start = fast_log.stat().st_size if fast_log.exists() else 0
         cpp_extension.load(name=FAST_MODULE, sources=[str(fast)], extra_cflags=cflags, extra_ldflags=ldflags,
                            extra_include_paths=[str(d) for d in include_dirs(config)], build_directory=str(fast_dir),
                            verbose=verbose, is_python_module=True, with_cuda=False)
-        for kind, (count, secs) in compile_times(fast_log, fast_start).items():
-            log(f"codegen build: compiled the fast Python bindings, {secs:.1f}s")
+
+    # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
+    # idle while it compiles after the library's last unit.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fast_done = pool.submit(build_fast) if fast is not None else None
+        cpp_extension.load(
+            name=config.library,
+            sources=[str(s) for s in srcs],
+            extra_cflags=cflags + openmp_flags(),
+            extra_ldflags=ldflags + openmp_flags(),
+            extra_cuda_cflags=NVCC_FLAGS + cuda_include_flags(env),
+            extra_include_paths=[str(d) for d in include_dirs(config)],
+            build_directory=str(build_dir),
+            verbose=verbose,
+            is_python_module=False,
+            with_cuda=env is not None,
+        )
+        if fast_done is not None:
+            fast_done.result()
+    out = build_dir / f"{config.library}.so"
+    write_if_changed(manifest_path(out), json.dumps({"cuda": env is not None, "sanitize": sanitize, "selection": selection}, indent=2) + "\n")
+    log(f"codegen build: {out} ({len(srcs)} sources, {time.perf_counter() - t0:.1f}s)")
+    for kind, (count, secs) in compile_times(fast_log, fast_start).items():
+        log(f"codegen build: compiled the fast Python bindings, {secs:.1f}s")
     for kind, (count, secs) in compile_times(ninja_log, log_start).items():
         log(f"codegen build: compiled {count} {kind} objects, {secs:.1f}s of compiler time "
             f"({secs / count:.1f}s each)")
     return out
+
+
+def manifest_path(library: Path) -> Path:
+    """`<library>.json` beside a built library: what the build put in it."""
+    return library.with_suffix(".json")
+
+
+def manifest(library: str | Path) -> dict:
+    """What the build of `library` holds ({"cuda": bool, "sanitize": bool, ...}); {} when
+    it was not built by `codegen build` (a wheel's library, or an older build)."""
+    try:
+        return json.loads(manifest_path(Path(library)).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
 
 
 def compile_times(ninja_log: Path, start: int) -> dict[str, tuple[int, float]]:
@@ -238,11 +284,11 @@ def extension(config: Config, log=print):
     """A setuptools extension over the same sources, for `BuildExtension` wheels.
     OPWRAP_CUDA=1/0 forces CUDA on or off; unset, it is built when it can be."""
     flag = os.environ.get("OPWRAP_CUDA")
-    env = resolve_cuda(config, None if flag is None else flag == "1", log)
-    from torch.utils.cpp_extension import CppExtension, CUDAExtension
+    env = resolve_cuda(config, None if flag is None else flag == "1", log, need_gpu=False)
+    cpp_extension = import_cpp_extension(cuda_built=env is not None)  # no CUDA_HOME warning without CUDA
 
     root = config.root
-    kind = CUDAExtension if env is not None else CppExtension
+    kind = cpp_extension.CUDAExtension if env is not None else cpp_extension.CppExtension
     return kind(
         name=f"{config.python_package}.{config.library}",
         sources=[os.path.relpath(s, root) for s in sources(config, cuda=env is not None)],
@@ -255,7 +301,7 @@ def extension(config: Config, log=print):
 
 def fast_extension(config: Config):
     """The fast Python bindings as a setuptools extension module, or None when not generated."""
-    from torch.utils.cpp_extension import CppExtension
+    CppExtension = import_cpp_extension(cuda_built=False).CppExtension  # C++ only
 
     src = fast_source(config)
     if src is None:

@@ -32,10 +32,10 @@ def _config(project: str | None) -> Config:
         raise BadInput(str(e)) from None
 
 
-def _generate(config: Config):
+def _generate(config: Config, selection=None, notes=None):
     from .pipeline import generate
     try:
-        return generate(config)
+        return generate(config, selection, notes)
     except CodegenError as e:
         n = len(e.diagnostics)
         raise BadInput(f"{e}\n{n} error{'s' if n != 1 else ''}") from None
@@ -110,16 +110,25 @@ def check(project):
 @click.option("--generate/--no-generate", "regenerate", default=True, help="Run `generate` first (default: yes).")
 @click.option("--ccache/--no-ccache", default=None, help="Compile through ccache (default: when installed).")
 @click.option("--cuda/--no-cuda", default=None,
-              help="Compile the CUDA sources (default: when torch is a CUDA build and nvcc is found).")
+              help="Compile the CUDA sources (default: where they can run: torch is a CUDA build, nvcc is "
+              "found and a GPU is visible).  --cuda compiles them without a GPU too.")
+@click.option("--ops", multiple=True, metavar="OP[,OP...]",
+              help="Selective build: only these ops ('name' for every overload, 'name.overload', with or "
+              "without 'namespace::'), and the ops their derivative formulas call.  The selected library "
+              "is generated into <build>/generated and compiled from there; generated/ is not touched.")
+@click.option("--dtypes", multiple=True, metavar="DTYPE[,DTYPE...]",
+              help="Selective build: only these dtypes (names or groups such as 'floating'); ops left with "
+              "none of their dtypes are left out.")
 @click.option("--build-dir", type=click.Path(file_okay=False), help="Build here instead of [tool.codegen] build.")
 @click.option("--sanitize", is_flag=True,
               help="Build the CPU kernels with AddressSanitizer and UndefinedBehaviorSanitizer, into "
               "<build>/sanitize unless --build-dir is given, and print how to load that build.")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
-def build(project, regenerate, ccache, cuda, build_dir, sanitize, verbose):
+def build(project, regenerate, ccache, cuda, build_dir, sanitize, verbose, ops, dtypes):
     import dataclasses
 
     from . import build as build_mod
+    from . import selection as selection_mod
     from .locking import locked
     if sanitize:
         _run_with_sanitizer_runtime()
@@ -127,14 +136,24 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, verbose):
     if build_dir or sanitize:
         target = Path(build_dir).resolve() if build_dir else config.path("build") / "sanitize"
         config = dataclasses.replace(config, build=str(target))
+    selection = selection_mod.parse(ops, dtypes)
     if regenerate:
         report = _write(config, _generate(config).files)
         if report.written or report.removed:
             click.echo(f"codegen: {len(report.written)} written, {len(report.removed)} removed", err=True)
+    if selection:
+        # The selected library, generated beside the build from the same declarations.
+        notes: list[str] = []
+        files = _generate(config, selection, notes).files
+        for note in notes:
+            _log(f"codegen build: {note}")
+        config = dataclasses.replace(config, generated=str(config.path("build") / "generated"))
+        _write(config, files)
     try:
         # One build of a build directory at a time; the generated tree must not change under it.
         with locked(config.path("generated"), _log, shared=True), locked(config.path("build"), _log):
-            out = build_mod.build(config, verbose=verbose, use_ccache=ccache, cuda=cuda, log=_log, sanitize=sanitize)
+            out = build_mod.build(config, verbose=verbose, use_ccache=ccache, cuda=cuda, log=_log, sanitize=sanitize,
+                                  selection=selection.as_dict() if selection else None)
     except (RuntimeError, ValueError, OSError) as e:
         click.echo(f"codegen build: failed: {e}", err=True)
         sys.exit(EXIT_DRIFT)

@@ -22,6 +22,10 @@ class Config:
     build: str = "build"
     library: str = "_C"  # name of the shared library built from generated/ and sources
     split_types: bool = False  # one translation unit per op and dtype, for every op
+    # Unity builds: at most this many ops' kernels share one translation unit (per dispatch
+    # key and CPU capability), so the heavy headers are parsed once per unit, not per op.
+    # 1 compiles every op alone.  See codegen/units.py.
+    unity: int = 8
     plugins: tuple[str, ...] = ()  # "module:attribute" of third-party plugins
     templates: str = ""  # a directory of templates overriding the built-in ones
 
@@ -100,6 +104,8 @@ def _check_values(table: dict) -> list[str]:
             errors.append(f"[tool.codegen] {key} must be a list of strings")
     if "split_types" in table and not isinstance(table["split_types"], bool):
         errors.append("[tool.codegen] split_types must be true or false")
+    if "unity" in table and not (type(table["unity"]) is int and 1 <= table["unity"] <= 1000):
+        errors.append("[tool.codegen] unity must be a whole number of ops per translation unit, from 1 to 1000")
     for key in ("library", "package"):
         v = table.get(key)
         if isinstance(v, str) and v and not all(part.isidentifier() for part in v.split(".")):

@@ -12,6 +12,8 @@ from .loader import CORE_FIELDS, DeclarationLoader
 from .model import Library
 from .plugins import Plugin, load_plugins
 from .render import EmitContext, banner, resolve_line_markers
+from . import units
+from .selection import Selection, apply as apply_selection
 from .writer import unsafe_path
 
 
@@ -28,7 +30,10 @@ def _stop_on_errors(diag: Diagnostics) -> None:
         raise CodegenError(diag.sorted())
 
 
-def generate(config: Config) -> Result:
+def generate(config: Config, selection: "Selection | None" = None, notes: list[str] | None = None) -> Result:
+    """Run the pipeline.  `selection` (a selective build) keeps only some ops and dtypes,
+    after the whole library has been validated; `notes` receives why it kept or left out
+    ops the selection did not name."""
     diag = Diagnostics()
     timings: list[tuple[str, float]] = []
 
@@ -64,14 +69,24 @@ def generate(config: Config) -> Result:
         return out
     lib = timed("transform", transform)
     _stop_on_errors(diag)
+    if selection:
+        lib, why = apply_selection(lib, selection, diag, config_loc(config))
+        _stop_on_errors(diag)
+        timed("validate selection", validate)
+        _stop_on_errors(diag)
+        if notes is not None:
+            notes.extend(why)
 
     def emit():
         ctx = EmitContext.create(config)
         files: dict[str, str] = {}
         owner: dict[str, str] = {}
+        groups: dict[str, list[str]] = {}
         for p in plugins:
             for out in p.emit(lib, ctx):
-                why = unsafe_path(out.path)
+                why = unsafe_path(out.path) or (out.unit is not None and (
+                    units.bad_group(out.unit) or (None if out.path.endswith((".cpp", ".cu")) else "only .cpp and .cu "
+                                                  "sources can be compiled in a unit")))
                 if why:
                     diag.error(config_loc(config), f"plugin '{p.name}' emits '{out.path}': {why}")
                     continue
@@ -81,6 +96,13 @@ def generate(config: Config) -> Result:
                 text = banner(out.path, p.name, out.sources) + out.text
                 files[out.path] = resolve_line_markers(text, f"{config.generated}/{out.path}")
                 owner[out.path] = p.name
+                if out.unit is not None:
+                    groups.setdefault(out.unit, []).append(out.path)
+        for path, (group, members) in units.layout(groups, config.unity).items():
+            if path in files:
+                diag.error(config_loc(config), f"plugin '{owner[path]}' emits '{path}', where the unity units go")
+                continue
+            files[path] = banner(path, "units", tuple(f"{config.generated}/{m}" for m in members)) + units.text(group, members)
         return files
     files = timed("emit", emit)
     _stop_on_errors(diag)

@@ -1,18 +1,21 @@
-"""CUDA kernels.  The registration tests run wherever the build compiled CUDA (CI does, with
-no GPU); the kernel tests are marked `cuda` and run only on a machine with a GPU, where they
-compare every op and dtype with the CPU kernel.  `make gpu-test` runs them there."""
+"""CUDA kernels.  The registration tests run wherever the loaded library was built with CUDA
+(CI's `make cuda-check` builds it, with no GPU, and runs this file on it); the kernel tests
+are marked `cuda` and run only on a machine with a GPU, where they compare every op and
+dtype with the CPU kernel.  `make gpu-test` runs them there."""
 
 import pytest
 import torch
 
-import opwrap  # noqa: F401
-from codegen import cuda_env, testing
+import opwrap
+from codegen import build, cuda_env, testing
 from conftest import ROOT
 from references import PREPARE
 
 DECLS = [d for d in testing.declared_ops(ROOT) if d.kernel("CUDA") is not None]  # hand-written or generated
 ENV, WHY_NOT = cuda_env.detect()
-needs_cuda_build = pytest.mark.skipif(ENV is None, reason=f"CUDA is not built here: {WHY_NOT}")
+BUILT_WITH_CUDA = build.manifest(opwrap.library_path).get("cuda", False)
+needs_cuda_build = pytest.mark.skipif(not BUILT_WITH_CUDA, reason=f"{opwrap.library_path} has no CUDA kernels "
+                                      "(make cuda-check builds and tests them)")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 

@@ -9,8 +9,10 @@ is exactly what its formulas name: Tensor inputs and outputs through
 ``autogradNotImplementedFallback``: backward through them raises
 "derivative for <op> is not implemented" instead of silently detaching.
 
-All ops' Functions share one translation unit, ``autograd/autograd.cpp``: the autograd
-headers (custom_function.h) are most of the compile time of any one of them.  A formula may
+Each op's Function is in ``autograd/<op>.cpp``; they are compiled a few at a time in the
+unity units ``units/autograd.<k>.cpp`` (codegen/units.py): the autograd headers
+(custom_function.h) are most of the compile time of any one of them, and an edited formula
+recompiles only its op's unit.  A formula may
 call another op of the library by name (``gelu_tanh_backward(grad, self)``); it is called
 through the dispatcher, so a double backward and torch.compile see that op.
 
@@ -306,24 +308,16 @@ class Autograd(Plugin):
                        "where helpers live does not exist")
 
     def emit(self, lib, ctx):
+        """One source per op with Tensor inputs, in the unity group "autograd": its Function
+        and Autograd kernel from the formulas, or the not-implemented fallback."""
         ns = lib.namespace
         inc = torch_include_dir()
         ops = library_ops(lib)
-        functions, not_implemented = [], []
+        template = "autograd/op.cpp.j2"
         for decl in lib.declarations:
             if not decl.kernels or not decl.tensor_inputs:
                 continue
-            if decl.derivatives is None:
-                not_implemented.append(decl)
-            else:
-                functions.append((decl, plan(decl, ns, inc, ops)))
-        if not functions and not not_implemented:
-            return
-        includes = sorted({h for _, p in functions for h in p.includes}, key=lambda h: (h.startswith('"'), h))
-        calls = {c["function"]: c for _, p in functions for c in p.op_calls}
-        template = "autograd/autograd.cpp.j2"
-        text = ctx.render(template, namespace=ns, functions=functions, includes=includes,
-                          op_calls=[calls[k] for k in sorted(calls)], not_implemented=not_implemented,
-                          inplace=[d for d in not_implemented if d.schema.is_mutable])
-        sources = tuple(sorted({d.path for d, _ in functions} | {d.path for d in not_implemented}))
-        yield Output("autograd/autograd.cpp", text, sources + (ctx.template_source(template),))
+            p = None if decl.derivatives is None else plan(decl, ns, inc, ops)
+            includes = sorted(p.includes, key=lambda h: (h.startswith('"'), h)) if p else []
+            text = ctx.render(template, namespace=ns, decl=decl, p=p, includes=includes)
+            yield Output(f"autograd/{decl.ident}.cpp", text, (decl.path, ctx.template_source(template)), unit="autograd")

@@ -35,11 +35,18 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Output:
     """One generated file.  ``path`` is relative to the generated directory; ``sources``
-    (declaration files and templates, relative to the project root) go into the banner."""
+    (declaration files and templates, relative to the project root) go into the banner.
+
+    ``unit`` names the group of a C++ or CUDA source that is compiled together with the
+    others of that group (e.g. ``"cpu"``, ``"pointwise.AVX2"``, ``"cuda"``): the pipeline
+    writes ``units/<unit>.<k>.cpp`` files that include up to ``[tool.codegen] unity`` of
+    them (codegen/units.py).  Sources of one group must not define the same name twice
+    in one namespace.  ``None``: a source compiled alone, or not a source."""
 
     path: str
     text: str
     sources: tuple[str, ...] = ()
+    unit: str | None = None
 
 
 class Plugin:

@@ -249,7 +249,8 @@ class CpuKernels(Plugin):
                           key=dispatch_key(d, "CPU"), cases=cases, split=split,
                           dtype_names=", ".join(dt.name for dt in d.dtypes))
             template = "cpu/op.cpp.j2"
-            yield Output(f"cpu/{d.ident}.cpp", ctx.render(template, **common), (d.path, ctx.template_source(template)))
+            yield Output(f"cpu/{d.ident}.cpp", ctx.render(template, **common), (d.path, ctx.template_source(template)),
+                         unit="cpu")
             if split:
                 t2 = "cpu/op_dtype.cpp.j2"
                 for dt in d.dtypes:

@@ -46,4 +46,4 @@ class CudaKernels(Plugin):
             template = "cuda/op.cu.j2"
             text = ctx.render(template, namespace=ns, decl=d, call=call, header=cuda_header(d),
                               cases=cases, dtype_names=", ".join(dt.name for dt in d.dtypes))
-            yield Output(f"cuda/{d.ident}.cu", text, (d.path, ctx.template_source(template)))
+            yield Output(f"cuda/{d.ident}.cu", text, (d.path, ctx.template_source(template)), unit="cuda")

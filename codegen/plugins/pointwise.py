@@ -126,11 +126,14 @@ class PointwiseKernels(Plugin):
                           opmath_args=", ".join(f"static_cast<opmath_t>({n})" for n in t),
                           plain_args=", ".join(t), halves=[", ".join(f"{n}{i}" for n in t) for i in (0, 1)],
                           cpu=wrapper(d, p, "CPU"), cuda=wrapper(d, p, "CUDA"))
-            for path, template, extra in (
-                (f"pointwise/{d.ident}.h", "pointwise/op.h.j2", {}),
-                (f"cpu/{d.ident}.cpp", "pointwise/cpu.cpp.j2", {}),
-                *((f"cpu/{d.ident}.{cap}.cpp", "pointwise/cpu_capability.cpp.j2", {"capability": cap})
-                  for cap in CAPABILITIES),
-                (f"cuda/{d.ident}.cu", "pointwise/cuda.cu.j2", {}),
+            # Unity groups: the DEFAULT wrappers and loops, each capability's loops, and the
+            # CUDA kernels (with the other CUDA ops).  A capability's unit starts with its
+            # first source's prelude, which sets the instruction set for all of them.
+            for path, template, extra, unit in (
+                (f"pointwise/{d.ident}.h", "pointwise/op.h.j2", {}, None),
+                (f"cpu/{d.ident}.cpp", "pointwise/cpu.cpp.j2", {}, "pointwise"),
+                *((f"cpu/{d.ident}.{cap}.cpp", "pointwise/cpu_capability.cpp.j2", {"capability": cap},
+                   f"pointwise.{cap}") for cap in CAPABILITIES),
+                (f"cuda/{d.ident}.cu", "pointwise/cuda.cu.j2", {}, "cuda"),
             ):
-                yield Output(path, ctx.render(template, **common, **extra), (d.path, ctx.template_source(template)))
+                yield Output(path, ctx.render(template, **common, **extra), (d.path, ctx.template_source(template)), unit)

@@ -14,7 +14,7 @@ namespace opwrap::generated {
 extern opwrap::rt::CpuKernels<void (*)(at::TensorIteratorBase&)> bias_gelu_cpu_kernels;
 
 namespace {
-const opwrap::rt::RegisterCpuKernel<void (*)(at::TensorIteratorBase&)> registered(
+const opwrap::rt::RegisterCpuKernel<void (*)(at::TensorIteratorBase&)> bias_gelu_AVX512_registered(
     bias_gelu_cpu_kernels, opwrap::rt::CpuCapability::AVX512, &bias_gelu_kernel);
 } // namespace
 } // namespace opwrap::generated

@@ -14,7 +14,7 @@ namespace opwrap::generated {
 extern opwrap::rt::CpuKernels<void (*)(at::TensorIteratorBase&)> gelu_tanh_backward_cpu_kernels;
 
 namespace {
-const opwrap::rt::RegisterCpuKernel<void (*)(at::TensorIteratorBase&)> registered(
+const opwrap::rt::RegisterCpuKernel<void (*)(at::TensorIteratorBase&)> gelu_tanh_backward_AVX512_registered(
     gelu_tanh_backward_cpu_kernels, opwrap::rt::CpuCapability::AVX512, &gelu_tanh_backward_kernel);
 } // namespace
 } // namespace opwrap::generated

@@ -14,7 +14,7 @@ namespace opwrap::generated {
 extern opwrap::rt::CpuKernels<void (*)(at::TensorIteratorBase&, double)> mul_constant_cpu_kernels;
 
 namespace {
-const opwrap::rt::RegisterCpuKernel<void (*)(at::TensorIteratorBase&, double)> registered(
+const opwrap::rt::RegisterCpuKernel<void (*)(at::TensorIteratorBase&, double)> mul_constant_AVX2_registered(
     mul_constant_cpu_kernels, opwrap::rt::CpuCapability::AVX2, &mul_constant_kernel);
 } // namespace
 } // namespace opwrap::generated

@@ -14,7 +14,7 @@ namespace opwrap::generated {
 extern opwrap::rt::CpuKernels<void (*)(at::TensorIteratorBase&)> myadd_cpu_kernels;
 
 namespace {
-const opwrap::rt::RegisterCpuKernel<void (*)(at::TensorIteratorBase&)> registered(
+const opwrap::rt::RegisterCpuKernel<void (*)(at::TensorIteratorBase&)> myadd_AVX2_registered(
     myadd_cpu_kernels, opwrap::rt::CpuCapability::AVX2, &myadd_kernel);
 } // namespace
 } // namespace opwrap::generated

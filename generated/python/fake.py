@@ -3,6 +3,8 @@
 """Fake (meta) kernels of the 'opwrap' ops, for torch.compile and torch.export."""
 
 import torch
+
+from . import registered
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, compute_elementwise_output_strides, elementwise_dtypes
 
 
@@ -27,7 +29,7 @@ def _pointwise(op, names, tensors, allowed, allowed_names, float_op):
 
 
 # addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)
-@torch.library.register_fake("opwrap::addmv_")
+@registered("opwrap::addmv_", torch.library.register_fake)
 def _addmv__fake(self, mat, vec, *, beta=1, alpha=1):
     torch._check(self.dtype in (torch.float32, torch.float64, torch.bfloat16,), lambda: f"opwrap::addmv_: argument 'self' has dtype {self.dtype}, but expected one of: float32, float64, bfloat16")
     torch._check(mat.dtype == self.dtype, lambda: f"opwrap::addmv_: argument 'mat' has dtype {mat.dtype}, but expected {self.dtype} (the dtype of 'self')")
@@ -44,7 +46,7 @@ def _addmv__fake(self, mat, vec, *, beta=1, alpha=1):
     return self
 
 # bucketize_count(Tensor values, Tensor boundaries) -> (Tensor indices, Tensor counts)
-@torch.library.register_fake("opwrap::bucketize_count")
+@registered("opwrap::bucketize_count", torch.library.register_fake)
 def _bucketize_count_fake(values, boundaries):
     torch._check(values.dtype in (torch.float32, torch.float64, torch.int32, torch.int64,), lambda: f"opwrap::bucketize_count: argument 'values' has dtype {values.dtype}, but expected one of: float32, float64, int32, int64")
     torch._check(boundaries.dtype == values.dtype, lambda: f"opwrap::bucketize_count: argument 'boundaries' has dtype {boundaries.dtype}, but expected {values.dtype} (the dtype of 'values')")
@@ -62,7 +64,7 @@ def _bucketize_count_fake(values, boundaries):
     return indices, counts
 
 # fill_natural(int[] size) -> Tensor
-@torch.library.register_fake("opwrap::fill_natural")
+@registered("opwrap::fill_natural", torch.library.register_fake)
 def _fill_natural_fake(size):
     result_shape = list(size)
     for _size in result_shape:
@@ -71,27 +73,27 @@ def _fill_natural_fake(size):
     return result
 
 # gelu_tanh(Tensor self) -> Tensor
-@torch.library.register_fake("opwrap::gelu_tanh")
+@registered("opwrap::gelu_tanh", torch.library.register_fake)
 def _gelu_tanh_fake(self):
     return _pointwise('opwrap::gelu_tanh', ('self',), (self, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
 
 # bias_gelu(Tensor self, Tensor bias) -> Tensor
-@torch.library.register_fake("opwrap::bias_gelu")
+@registered("opwrap::bias_gelu", torch.library.register_fake)
 def _bias_gelu_fake(self, bias):
     return _pointwise('opwrap::bias_gelu', ('self', 'bias'), (self, bias, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
 
 # gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor
-@torch.library.register_fake("opwrap::gelu_tanh_backward")
+@registered("opwrap::gelu_tanh_backward", torch.library.register_fake)
 def _gelu_tanh_backward_fake(grad_output, self):
     return _pointwise('opwrap::gelu_tanh_backward', ('grad_output', 'self'), (grad_output, self, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
 
 # gelu_tanh_double_backward(Tensor grad, Tensor grad_output, Tensor self) -> Tensor
-@torch.library.register_fake("opwrap::gelu_tanh_double_backward")
+@registered("opwrap::gelu_tanh_double_backward", torch.library.register_fake)
 def _gelu_tanh_double_backward_fake(grad, grad_output, self):
     return _pointwise('opwrap::gelu_tanh_double_backward', ('grad', 'grad_output', 'self'), (grad, grad_output, self, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
 
 # linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
-@torch.library.register_fake("opwrap::linear")
+@registered("opwrap::linear", torch.library.register_fake)
 def _linear_fake(input, weight, bias=None):
     torch._check(input.dtype in (torch.float32, torch.float64, torch.bfloat16,), lambda: f"opwrap::linear: argument 'input' has dtype {input.dtype}, but expected one of: float32, float64, bfloat16")
     torch._check(weight.dtype == input.dtype, lambda: f"opwrap::linear: argument 'weight' has dtype {weight.dtype}, but expected {input.dtype} (the dtype of 'input')")
@@ -114,17 +116,17 @@ def _linear_fake(input, weight, bias=None):
     return result
 
 # mul_constant(Tensor self, float constant) -> Tensor
-@torch.library.register_fake("opwrap::mul_constant")
+@registered("opwrap::mul_constant", torch.library.register_fake)
 def _mul_constant_fake(self, constant):
     return _pointwise('opwrap::mul_constant', ('self',), (self, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
 
 # myadd(Tensor self, Tensor other) -> Tensor
-@torch.library.register_fake("opwrap::myadd")
+@registered("opwrap::myadd", torch.library.register_fake)
 def _myadd_fake(self, other):
     return _pointwise('opwrap::myadd', ('self', 'other'), (self, other, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,), 'float32, float64, float16, bfloat16, int32, int64', float_op=False)
 
 # mymatmul(Tensor self, Tensor other) -> Tensor
-@torch.library.register_fake("opwrap::mymatmul")
+@registered("opwrap::mymatmul", torch.library.register_fake)
 def _mymatmul_fake(self, other):
     torch._check(self.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,), lambda: f"opwrap::mymatmul: argument 'self' has dtype {self.dtype}, but expected one of: float32, float64, float16, bfloat16")
     torch._check(other.dtype == self.dtype, lambda: f"opwrap::mymatmul: argument 'other' has dtype {other.dtype}, but expected {self.dtype} (the dtype of 'self')")
@@ -142,7 +144,7 @@ def _mymatmul_fake(self, other):
     return result
 
 # nonzero_flat(Tensor self) -> Tensor
-@torch.library.register_fake("opwrap::nonzero_flat")
+@registered("opwrap::nonzero_flat", torch.library.register_fake)
 def _nonzero_flat_fake(self):
     torch._check(self.dtype in (torch.float32, torch.float64, torch.int32, torch.int64, torch.bool,), lambda: f"opwrap::nonzero_flat: argument 'self' has dtype {self.dtype}, but expected one of: float32, float64, int32, int64, bool")
     nnz = torch.library.get_ctx().new_dynamic_size()  # data-dependent
@@ -153,7 +155,7 @@ def _nonzero_flat_fake(self):
     return result
 
 # rms_norm(Tensor input, Tensor weight, float eps=9.9999999999999995e-07) -> (Tensor out, Tensor rstd)
-@torch.library.register_fake("opwrap::rms_norm")
+@registered("opwrap::rms_norm", torch.library.register_fake)
 def _rms_norm_fake(input, weight, eps=1e-06):
     torch._check(input.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,), lambda: f"opwrap::rms_norm: argument 'input' has dtype {input.dtype}, but expected one of: float32, float64, float16, bfloat16")
     torch._check(weight.dtype == input.dtype, lambda: f"opwrap::rms_norm: argument 'weight' has dtype {weight.dtype}, but expected {input.dtype} (the dtype of 'input')")
@@ -174,7 +176,7 @@ def _rms_norm_fake(input, weight, eps=1e-06):
     return out, rstd
 
 # sincos(Tensor self) -> (Tensor sin, Tensor cos)
-@torch.library.register_fake("opwrap::sincos")
+@registered("opwrap::sincos", torch.library.register_fake)
 def _sincos_fake(self):
     torch._check(self.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,), lambda: f"opwrap::sincos: argument 'self' has dtype {self.dtype}, but expected one of: float32, float64, float16, bfloat16")
     sin_shape = list(self.shape)
@@ -188,6 +190,6 @@ def _sincos_fake(self):
     return sin, cos
 
 # for_each_add_(__torch__.torch.classes.opwrap.TensorQueue foo, Tensor inc) -> ()
-@torch.library.register_fake("opwrap::for_each_add_")
+@registered("opwrap::for_each_add_", torch.library.register_fake)
 def _for_each_add__fake(foo, inc):
     return foo.for_each_add_(inc)

@@ -6,6 +6,8 @@ import importlib
 
 import torch
 
+from . import registered
+
 
 def _pointwise(op, n_out, broadcasts):
     """Elementwise ops, one call on the batch: batch dims to the front.  Ops that need
@@ -43,52 +45,65 @@ def _none(name):
 
 
 # opwrap::addmv_: no rule
-torch.library.register_vmap("opwrap::addmv_", _none('opwrap::addmv_'))
+if registered("opwrap::addmv_"):
+    torch.library.register_vmap("opwrap::addmv_", _none('opwrap::addmv_'))
 
 
 # opwrap::bucketize_count: no rule
-torch.library.register_vmap("opwrap::bucketize_count", _none('opwrap::bucketize_count'))
+if registered("opwrap::bucketize_count"):
+    torch.library.register_vmap("opwrap::bucketize_count", _none('opwrap::bucketize_count'))
 
 
 # opwrap::gelu_tanh: pointwise, broadcasting
-torch.library.register_vmap("opwrap::gelu_tanh", _pointwise(torch.ops.opwrap.gelu_tanh.default, 1, broadcasts=True))
+if registered("opwrap::gelu_tanh"):
+    torch.library.register_vmap("opwrap::gelu_tanh", _pointwise(torch.ops.opwrap.gelu_tanh.default, 1, broadcasts=True))
 
 
 # opwrap::bias_gelu: pointwise, broadcasting
-torch.library.register_vmap("opwrap::bias_gelu", _pointwise(torch.ops.opwrap.bias_gelu.default, 1, broadcasts=True))
+if registered("opwrap::bias_gelu"):
+    torch.library.register_vmap("opwrap::bias_gelu", _pointwise(torch.ops.opwrap.bias_gelu.default, 1, broadcasts=True))
 
 
 # opwrap::gelu_tanh_backward: pointwise, broadcasting
-torch.library.register_vmap("opwrap::gelu_tanh_backward", _pointwise(torch.ops.opwrap.gelu_tanh_backward.default, 1, broadcasts=True))
+if registered("opwrap::gelu_tanh_backward"):
+    torch.library.register_vmap("opwrap::gelu_tanh_backward", _pointwise(torch.ops.opwrap.gelu_tanh_backward.default, 1, broadcasts=True))
 
 
 # opwrap::gelu_tanh_double_backward: pointwise, broadcasting
-torch.library.register_vmap("opwrap::gelu_tanh_double_backward", _pointwise(torch.ops.opwrap.gelu_tanh_double_backward.default, 1, broadcasts=True))
+if registered("opwrap::gelu_tanh_double_backward"):
+    torch.library.register_vmap("opwrap::gelu_tanh_double_backward", _pointwise(torch.ops.opwrap.gelu_tanh_double_backward.default, 1, broadcasts=True))
 
 
 # opwrap::linear: rule opwrap.batching:linear
-torch.library.register_vmap("opwrap::linear", _load('opwrap.batching', 'linear'))
+if registered("opwrap::linear"):
+    torch.library.register_vmap("opwrap::linear", _load('opwrap.batching', 'linear'))
 
 
 # opwrap::mul_constant: pointwise, broadcasting
-torch.library.register_vmap("opwrap::mul_constant", _pointwise(torch.ops.opwrap.mul_constant.default, 1, broadcasts=True))
+if registered("opwrap::mul_constant"):
+    torch.library.register_vmap("opwrap::mul_constant", _pointwise(torch.ops.opwrap.mul_constant.default, 1, broadcasts=True))
 
 
 # opwrap::myadd: pointwise, broadcasting
-torch.library.register_vmap("opwrap::myadd", _pointwise(torch.ops.opwrap.myadd.default, 1, broadcasts=True))
+if registered("opwrap::myadd"):
+    torch.library.register_vmap("opwrap::myadd", _pointwise(torch.ops.opwrap.myadd.default, 1, broadcasts=True))
 
 
 # opwrap::mymatmul: no rule
-torch.library.register_vmap("opwrap::mymatmul", _none('opwrap::mymatmul'))
+if registered("opwrap::mymatmul"):
+    torch.library.register_vmap("opwrap::mymatmul", _none('opwrap::mymatmul'))
 
 
 # opwrap::nonzero_flat: no rule
-torch.library.register_vmap("opwrap::nonzero_flat", _none('opwrap::nonzero_flat'))
+if registered("opwrap::nonzero_flat"):
+    torch.library.register_vmap("opwrap::nonzero_flat", _none('opwrap::nonzero_flat'))
 
 
 # opwrap::rms_norm: no rule
-torch.library.register_vmap("opwrap::rms_norm", _none('opwrap::rms_norm'))
+if registered("opwrap::rms_norm"):
+    torch.library.register_vmap("opwrap::rms_norm", _none('opwrap::rms_norm'))
 
 
 # opwrap::sincos: pointwise
-torch.library.register_vmap("opwrap::sincos", _pointwise(torch.ops.opwrap.sincos.default, 2, broadcasts=False))
+if registered("opwrap::sincos"):
+    torch.library.register_vmap("opwrap::sincos", _pointwise(torch.ops.opwrap.sincos.default, 2, broadcasts=False))

@@ -1,0 +1,44 @@
+"""Unity units (codegen/units.py): every generated source is compiled exactly once, either
+in the units of its group or alone, and `[tool.codegen] unity` sets how many share a unit."""
+
+import re
+
+from codegen import units
+from codegen.config import load_config
+from codegen.pipeline import generate
+from conftest import ROOT
+
+INCLUDE = re.compile(r'^#include "(.+)"$', re.M)
+
+
+def test_shards_are_few_sorted_and_balanced():
+    paths = [f"cpu/op{i:02}.cpp" for i in range(13)]
+    got = units.shards(list(reversed(paths)), 8)
+    assert got == [paths[:6], paths[6:]]
+    assert units.shards(paths, 1) == [[p] for p in paths]
+    assert units.shards(paths[:3], 8) == [paths[:3]]
+    assert sum(units.shards(paths, 5), []) == paths and [len(s) for s in units.shards(paths, 5)] == [4, 4, 5]
+
+
+def test_every_source_is_compiled_once():
+    gen = ROOT / "generated"
+    included = [m for u in (gen / "units").iterdir() for m in INCLUDE.findall(u.read_text())]
+    assert len(included) == len(set(included))
+    compiled = set(units.compiled_sources(gen, exclude=set()))
+    for src in [*gen.rglob("*.cpp"), *gen.rglob("*.cu")]:
+        rel = src.relative_to(gen).as_posix()
+        assert (rel in included) != (src in compiled), rel  # in a unit, or compiled alone
+    groups = {u.name.rsplit(".", 2)[0] for u in (gen / "units").iterdir()}
+    assert groups == {"autograd", "cpu", "cuda", "pointwise", "pointwise.AVX2", "pointwise.AVX512"}
+    assert (gen / "registration.cpp") in compiled and (gen / "autocast" / "autocast.cpp") in compiled
+
+
+def test_unity_setting():
+    import dataclasses
+    config = load_config(ROOT)
+    one = generate(dataclasses.replace(config, unity=1)).files
+    cpu_ops = [p for p in one if p.startswith("cpu/") and p.count(".") == 1]
+    assert len([p for p in one if re.fullmatch(r"units/(cpu|pointwise)\.\d+\.cpp", p)]) == len(cpu_ops)
+    eight = generate(config).files
+    assert len([p for p in eight if re.fullmatch(r"units/(cpu|pointwise)\.\d+\.cpp", p)]) < len(cpu_ops)
+    assert {p for p in one if not p.startswith("units/")} == {p for p in eight if not p.startswith("units/")}
