@@ -133,14 +133,14 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, verbose, ops, 
     if sanitize:
         _run_with_sanitizer_runtime()
     config = _config(project)
-    if build_dir or sanitize:
-        target = Path(build_dir).resolve() if build_dir else config.path("build") / "sanitize"
-        config = dataclasses.replace(config, build=str(target))
     selection = selection_mod.parse(ops, dtypes)
-    if regenerate:
+    if regenerate:  # with the project's own build directory: the loader in generated/ names it
         report = _write(config, _generate(config).files)
         if report.written or report.removed:
             click.echo(f"codegen: {len(report.written)} written, {len(report.removed)} removed", err=True)
+    if build_dir or sanitize:
+        target = Path(build_dir).resolve() if build_dir else config.path("build") / "sanitize"
+        config = dataclasses.replace(config, build=str(target))
     if selection:
         # The selected library, generated beside the build from the same declarations.
         notes: list[str] = []

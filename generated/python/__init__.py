@@ -47,7 +47,7 @@ def library_candidates() -> list[Path]:
     env = os.environ.get("OPWRAP_LIBRARY")
     if env:
         found.append(Path(env))
-    for directory in (_HERE.parent, _HERE / "../../../../tmp/sel"):
+    for directory in (_HERE.parent, _HERE / "../../build"):
         found.extend(Path(p) for p in sorted(glob.glob(str(directory / f"{LIBRARY}*.so"))))
     return found
 
@@ -57,7 +57,7 @@ def load_fast() -> ModuleType | None:
     the package, or in the build directory; None when they were not built (the ops then take their Python wrappers)."""
     env = os.environ.get("OPWRAP_LIBRARY")
     beside = [Path(env).parent / "python"] if env else []  # the build that $OPWRAP_LIBRARY names
-    for directory in (*beside, _HERE, _HERE / "../../../../tmp/sel" / "python"):
+    for directory in (*beside, _HERE, _HERE / "../../build" / "python"):
         for path in sorted(glob.glob(str(directory / "_fast*.so"))):
             spec = importlib.util.spec_from_file_location(f"{__name__}._fast", path)
             if spec is None or spec.loader is None:
@@ -92,7 +92,7 @@ def load_library() -> str:
     if not candidates:
         raise ImportError(
             f"{NAMESPACE}: the compiled library '{LIBRARY}' was not found beside the package or in "
-            f"{(_HERE / '../../../../tmp/sel').resolve()}; run `codegen build` (or `make build`) first"
+            f"{(_HERE / '../../build').resolve()}; run `codegen build` (or `make build`) first"
         )
     path = str(candidates[0].resolve())
     torch.ops.load_library(path)  # type: ignore[no-untyped-call]
