@@ -10,6 +10,8 @@ Sections (each compares in the same process, on the same inputs):
 - build: compile seconds of a generated CPU translation unit against the same source
   behind `#include <torch/extension.h>`, every generated C++ unit compiled alone (median),
   the full C++ build and a no-op rebuild;
+- library: a `codegen init` library of 50 synthetic pointwise ops built from scratch, and
+  the compiler seconds each op adds (against a library of 10);
 - codegen: generating 1,000 synthetic declarations, and the files a no-op regenerate writes.
 
 Prints a table of ratios and writes it as JSON (--json).  Targets are printed beside the
@@ -238,6 +240,61 @@ def build_times(report: Report, full: bool):
         report.add("build", "no-op build rebuilt objects", 0.0, 1.0)
 
 
+# ---------------------------------------------------------------------------- library
+POINTWISE_OP = textwrap.dedent("""\
+    - func: pw{i}(Tensor self, Tensor other, float alpha=1.0) -> Tensor
+      doc: Synthetic pointwise op {i}.
+      dtypes: floating
+      pointwise: self * sigmoid(other) + alpha * {i}
+      derivatives:
+        self: grad * sigmoid(other)
+        other: grad * self * sigmoid(other) * (1 - sigmoid(other))
+    """)
+
+
+def _build_pointwise_library(n: int, root: Path) -> tuple[float, float, int]:
+    """A `codegen init` library of `n` pointwise ops (every CPU capability, autograd, the
+    bindings), built fresh without CUDA or a compiler cache: (wall seconds, compiler
+    seconds summed over the objects, objects)."""
+    from codegen import build as cbuild
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               MAX_JOBS=str(os.cpu_count() or 2))
+    subprocess.run([sys.executable, "-m", "codegen.cli", "init", str(root)], env=env, check=True, capture_output=True)
+    for p in (root / "declarations").iterdir():
+        p.unlink()
+    for p in (root / "kernels").iterdir():
+        p.unlink()
+    (root / "declarations" / "ops.yaml").write_text("".join(POINTWISE_OP.format(i=i) for i in range(n)))
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "codegen.cli", "build", "--no-cuda", "--no-ccache"], cwd=root, env=env,
+                       capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr[-3000:])
+    compiled = [cbuild.compile_times(root / "build" / d / ".ninja_log", 0) for d in ("", "python")]
+    return wall, sum(s for c in compiled for _, s in c.values()), sum(n for c in compiled for n, _ in c.values())
+
+
+def library_build(report: Report, n: int, base: int):
+    """A library of `n` pointwise ops built from scratch, and the compiler time each op adds
+    (measured against a library of `base` ops, so the headers every unit parses cancel out)."""
+    report.section(f"library: {n} synthetic pointwise ops built fresh (no CUDA, no cache, {os.cpu_count()} jobs)",
+                   f"{'build':<58}{'seconds':>9}{'target':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        big_wall, big_cc, big_objs = _build_pointwise_library(n, Path(tmp) / "big")
+        small_wall, small_cc, _ = _build_pointwise_library(base, Path(tmp) / "small")
+    marginal = (big_cc - small_cc) / (n - base)
+    report.add("library", f"{n} pointwise ops, fresh build wall", 150.0 / big_wall, 1.0, seconds=big_wall,
+               compiler_seconds=big_cc, objects=big_objs, target_seconds=150.0)
+    report.add("library", "marginal compiler seconds per pointwise op", 5.0 / marginal, 1.0, seconds=marginal,
+               target_seconds=5.0, base_ops=base, base_wall=small_wall, base_compiler_seconds=small_cc)
+    print(f"  {f'{n} ops: wall ({big_objs} objects, {big_cc:.0f} s of compiler time)':<58}{big_wall:>9.1f}"
+          f"{'<= 150':>8}{_mark(150.0 / big_wall, 1.0)}")
+    print(f"  {f'{base} ops: wall ({small_cc:.0f} s of compiler time)':<58}{small_wall:>9.1f}")
+    print(f"  {'marginal compiler seconds per op, all CPU capabilities':<58}{marginal:>9.2f}{'<= 5':>8}"
+          f"{_mark(5.0 / marginal, 1.0)}")
+
+
 # ---------------------------------------------------------------------------- codegen
 SYNTHETIC = textwrap.dedent("""\
     - func: op{i}(Tensor self, Tensor other, float alpha=1.0) -> Tensor
@@ -322,10 +379,10 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: fewer repetitions, smaller tensors, "
                         "no per-unit or full builds")
     parser.add_argument("--json", default=str(ROOT / "build" / "bench.json"), help="where to write the results")
-    parser.add_argument("--only", choices=("calls", "throughput", "build", "codegen"), action="append")
+    parser.add_argument("--only", choices=("calls", "throughput", "build", "library", "codegen"), action="append")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
-    only = set(args.only or ("calls", "throughput", "build", "codegen"))
+    only = set(args.only or ("calls", "throughput", "build", "library", "codegen"))
     report = Report()
     fast = type(opwrap.ops.myadd).__name__ == "builtin_function_or_method"
     print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
@@ -336,6 +393,8 @@ def main(argv=None) -> int:
         throughput(report, 1 << 20 if args.quick else 16 << 20, 3 if args.quick else 15)
     if "build" in only:
         build_times(report, full=not args.quick)
+    if "library" in only and not args.quick:
+        library_build(report, 50, 10)
     if "codegen" in only:
         codegen_times(report, 1000)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
