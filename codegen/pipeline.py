@@ -82,11 +82,10 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
         files: dict[str, str] = {}
         owner: dict[str, str] = {}
         groups: dict[str, list[str]] = {}
+        sources: dict[str, tuple[str, ...]] = {}
         for p in plugins:
             for out in p.emit(lib, ctx):
-                why = unsafe_path(out.path) or (out.unit is not None and (
-                    units.bad_group(out.unit) or (None if out.path.endswith((".cpp", ".cu")) else "only .cpp and .cu "
-                                                  "sources can be compiled in a unit")))
+                why = unsafe_path(out.path) or units.bad_output(out.path, out.unit)
                 if why:
                     diag.error(config_loc(config), f"plugin '{p.name}' emits '{out.path}': {why}")
                     continue
@@ -98,11 +97,13 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
                 owner[out.path] = p.name
                 if out.unit is not None:
                     groups.setdefault(out.unit, []).append(out.path)
+                    sources[out.path] = out.sources
         for path, (group, members) in units.layout(groups, config.unity).items():
             if path in files:
                 diag.error(config_loc(config), f"plugin '{owner[path]}' emits '{path}', where the unity units go")
                 continue
-            files[path] = banner(path, "units", tuple(f"{config.generated}/{m}" for m in members)) + units.text(group, members)
+            made_from = tuple(sorted({src for m in members for src in sources[m]}))  # the members' declarations and templates
+            files[path] = banner(path, "units", made_from) + units.text(group, members)
         return files
     files = timed("emit", emit)
     _stop_on_errors(diag)

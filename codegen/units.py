@@ -25,11 +25,17 @@ _GROUP = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
 _INCLUDE = re.compile(r'^#include "(.+)"$', re.M)
 
 
-def bad_group(group: str) -> str | None:
-    """Why `group` cannot name unity units, or None."""
+def bad_output(path: str, group: str | None) -> str:
+    """Why a plugin's output `path` cannot be compiled in the units of `group` ("" when it can)."""
+    if group is None:
+        return ""
     if not _GROUP.fullmatch(group):
         return f"unit group '{group}' must be letters, digits and '_', in parts joined by '.'"
-    return None
+    if not path.endswith((".cpp", ".cu")):
+        return "only .cpp and .cu sources can be compiled in a unit"
+    if path.startswith(f"{UNITS_DIR}/"):
+        return f"'{UNITS_DIR}/' holds the unity units"
+    return ""
 
 
 def shards(paths: list[str], size: int) -> list[list[str]]:
