@@ -61,3 +61,18 @@ def test_the_import_for_a_cuda_build_keeps_torchs_message(tmp_path):
     r = _python("from codegen.cuda_env import import_cpp_extension\n"
                 "import_cpp_extension(cuda_built=True)\n", tmp_path)
     assert WARNING in r.stderr, r.stderr
+
+
+def test_builds_and_wheels_without_cuda_are_quiet(tmp_path):
+    """The build's own entry points: deciding on no CUDA (no GPU here, --no-cuda, or
+    OPWRAP_CUDA=0 for a wheel) and preparing the build prints no warning."""
+    r = _python("import os\n"
+                "from codegen import build\n"
+                "from codegen.config import load_config\n"
+                f"config = load_config({str(ROOT)!r})\n"
+                "os.environ['OPWRAP_CUDA'] = '0'\n"
+                "ext = build.extension(config, log=lambda m: None)\n"
+                "assert not any(s.endswith('.cu') for s in ext.sources), ext.sources\n"
+                "assert build.resolve_cuda(config, None, log=print) is None\n", tmp_path)
+    assert WARNING not in r.stderr, r.stderr
+    assert "no GPU here to run them" in r.stdout, r.stdout
