@@ -83,6 +83,7 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
         owner: dict[str, str] = {}
         groups: dict[str, list[str]] = {}
         sources: dict[str, tuple[str, ...]] = {}
+        sizes: dict[str, int] = {}
         for p in plugins:
             for out in p.emit(lib, ctx):
                 why = unsafe_path(out.path) or units.bad_output(out.path, out.unit)
@@ -98,7 +99,9 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
                 if out.unit is not None:
                     groups.setdefault(out.unit, []).append(out.path)
                     sources[out.path] = out.sources
-        for path, (group, members) in units.layout(groups, config.unity).items():
+                    if out.unit_size:
+                        sizes[out.unit] = min(out.unit_size, sizes.get(out.unit, out.unit_size))
+        for path, (group, members) in units.layout(groups, config.unity, sizes).items():
             if path in files:
                 diag.error(config_loc(config), f"plugin '{owner[path]}' emits '{path}', where the unity units go")
                 continue

@@ -45,12 +45,13 @@ def shards(paths: list[str], size: int) -> list[list[str]]:
     return [paths[i * len(paths) // count:(i + 1) * len(paths) // count] for i in range(count)]
 
 
-def layout(groups: dict[str, list[str]], size: int) -> dict[str, tuple[str, list[str]]]:
-    """Unit path -> (group, the sources it includes), for each group's sources."""
+def layout(groups: dict[str, list[str]], size: int, caps: dict[str, int] | None = None) -> dict[str, tuple[str, list[str]]]:
+    """Unit path -> (group, the sources it includes), for each group's sources: at most
+    `size` sources a unit, or the group's cap in `caps` when that is smaller."""
     out = {}
     for group in sorted(groups):
         suffix = ".cu" if all(p.endswith(".cu") for p in groups[group]) else ".cpp"
-        for k, members in enumerate(shards(groups[group], size)):
+        for k, members in enumerate(shards(groups[group], min(size, (caps or {}).get(group, size)))):
             out[f"{UNITS_DIR}/{group}.{k}{suffix}"] = (group, members)
     return out
 

@@ -41,12 +41,15 @@ class Output:
     others of that group (e.g. ``"cpu"``, ``"pointwise.AVX2"``, ``"cuda"``): the pipeline
     writes ``units/<unit>.<k>.cpp`` files that include up to ``[tool.codegen] unity`` of
     them (codegen/units.py).  Sources of one group must not define the same name twice
-    in one namespace.  ``None``: a source compiled alone, or not a source."""
+    in one namespace.  ``None``: a source compiled alone, or not a source.  ``unit_size``
+    caps how many sources of the group share a unit, below ``[tool.codegen] unity``, for
+    groups whose sources are often edited one at a time (the smallest cap of a group holds)."""
 
     path: str
     text: str
     sources: tuple[str, ...] = ()
     unit: str | None = None
+    unit_size: int | None = None
 
 
 class Plugin:
