@@ -77,9 +77,9 @@ def wrapper(decl, p: PointwisePlan, device: str) -> dict:
     for t in p.tensors:
         checks.extend(device_checks(t, first, device))
     checks.extend(device_guard(first, device))
+    # The inputs by name, for the messages of the checks that TensorIterator's build and the
+    # promoted dtype get (opwrap::rt::build_pointwise checks broadcasting only when the build failed).
     named = "{" + ", ".join(f'{{"{t}", {t}}}' for t in p.tensors) + "}"
-    if len(p.tensors) > 1:
-        checks.append(f"opwrap::rt::check_broadcastable(kOp, {named});")
     args = "iter" + (", " + p.scalar_args if p.scalar_args else "")
     call = f"{decl.ident}_cpu_kernels.get()({args})" if device == "CPU" else f"{decl.ident}_kernel({args})"
     return dict(device=device, checks=checks, named=named, call=call)

@@ -21,18 +21,17 @@ at::Tensor gelu_tanh_backward_cpu(const at::Tensor& grad_output, const at::Tenso
   constexpr const char* kOp = "opwrap::gelu_tanh_backward";
   opwrap::rt::check_tensor(kOp, "grad_output", grad_output, c10::DeviceType::CPU);
   opwrap::rt::check_tensor(kOp, "self", self, c10::DeviceType::CPU);
-  opwrap::rt::check_broadcastable(kOp, {{"grad_output", grad_output}, {"self", self}});
+  // Broadcasting, type promotion and the output: TensorIterator's; a failure gets the op's
+  // message (opwrap/runtime/pointwise_iterator.h).
   at::Tensor opwrap_out;
-  at::TensorIterator iter = opwrap::rt::with_context(kOp, "allocating output 'result'", [&] {
-    return at::TensorIteratorConfig()
-        .add_output(opwrap_out)
-        .add_const_input(grad_output)
-        .add_const_input(self)
-        .promote_inputs_to_common_dtype(true)
-        .promote_integer_inputs_to_float(true)
-        .cast_common_dtype_to_outputs(true)
-        .build();
-  });
+  opwrap::rt::PointwiseIterator iter;
+  opwrap::rt::build_pointwise(kOp, "result", iter, at::TensorIteratorConfig()
+      .add_output(opwrap_out)
+      .add_const_input(grad_output)
+      .add_const_input(self)
+      .promote_inputs_to_common_dtype(true)
+      .promote_integer_inputs_to_float(true)
+      .cast_common_dtype_to_outputs(true), {{"grad_output", grad_output}, {"self", self}});
   opwrap::rt::check_promoted_dtype(kOp, {{"grad_output", grad_output}, {"self", self}}, iter.common_dtype(), {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16}, "float32, float64, float16, bfloat16");
   gelu_tanh_backward_cpu_kernels.get()(iter);
   return iter.output();

@@ -20,16 +20,16 @@ namespace {
 at::Tensor mul_constant_cpu(const at::Tensor& self, double constant) {
   constexpr const char* kOp = "opwrap::mul_constant";
   opwrap::rt::check_tensor(kOp, "self", self, c10::DeviceType::CPU);
+  // Broadcasting, type promotion and the output: TensorIterator's; a failure gets the op's
+  // message (opwrap/runtime/pointwise_iterator.h).
   at::Tensor opwrap_out;
-  at::TensorIterator iter = opwrap::rt::with_context(kOp, "allocating output 'result'", [&] {
-    return at::TensorIteratorConfig()
-        .add_output(opwrap_out)
-        .add_const_input(self)
-        .promote_inputs_to_common_dtype(true)
-        .promote_integer_inputs_to_float(true)
-        .cast_common_dtype_to_outputs(true)
-        .build();
-  });
+  opwrap::rt::PointwiseIterator iter;
+  opwrap::rt::build_pointwise(kOp, "result", iter, at::TensorIteratorConfig()
+      .add_output(opwrap_out)
+      .add_const_input(self)
+      .promote_inputs_to_common_dtype(true)
+      .promote_integer_inputs_to_float(true)
+      .cast_common_dtype_to_outputs(true), {{"self", self}});
   opwrap::rt::check_promoted_dtype(kOp, {{"self", self}}, iter.common_dtype(), {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16}, "float32, float64, float16, bfloat16");
   mul_constant_cpu_kernels.get()(iter, constant);
   return iter.output();

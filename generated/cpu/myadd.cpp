@@ -21,17 +21,16 @@ at::Tensor myadd_cpu(const at::Tensor& self, const at::Tensor& other) {
   constexpr const char* kOp = "opwrap::myadd";
   opwrap::rt::check_tensor(kOp, "self", self, c10::DeviceType::CPU);
   opwrap::rt::check_tensor(kOp, "other", other, c10::DeviceType::CPU);
-  opwrap::rt::check_broadcastable(kOp, {{"self", self}, {"other", other}});
+  // Broadcasting, type promotion and the output: TensorIterator's; a failure gets the op's
+  // message (opwrap/runtime/pointwise_iterator.h).
   at::Tensor opwrap_out;
-  at::TensorIterator iter = opwrap::rt::with_context(kOp, "allocating output 'result'", [&] {
-    return at::TensorIteratorConfig()
-        .add_output(opwrap_out)
-        .add_const_input(self)
-        .add_const_input(other)
-        .promote_inputs_to_common_dtype(true)
-        .cast_common_dtype_to_outputs(true)
-        .build();
-  });
+  opwrap::rt::PointwiseIterator iter;
+  opwrap::rt::build_pointwise(kOp, "result", iter, at::TensorIteratorConfig()
+      .add_output(opwrap_out)
+      .add_const_input(self)
+      .add_const_input(other)
+      .promote_inputs_to_common_dtype(true)
+      .cast_common_dtype_to_outputs(true), {{"self", self}, {"other", other}});
   opwrap::rt::check_promoted_dtype(kOp, {{"self", self}, {"other", other}}, iter.common_dtype(), {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, float16, bfloat16, int32, int64");
   myadd_cpu_kernels.get()(iter);
   return iter.output();

@@ -56,7 +56,9 @@ inline void check_same_dtype(const char* op, const char* arg, const at::Tensor& 
               names);
 }
 
-// Pointwise ops: the inputs' shapes broadcast (as torch.broadcast_shapes).
+// Pointwise ops: the inputs' shapes broadcast (as torch.broadcast_shapes).  Generated pointwise
+// kernels call it when their TensorIterator failed to build (pointwise_iterator.h), so it
+// runs only to name the argument whose shape does not broadcast.
 struct NamedTensor {
   const char* name;
   const at::Tensor& tensor;
@@ -80,18 +82,24 @@ inline void check_broadcastable(const char* op, std::initializer_list<NamedTenso
   }
 }
 
-// The dtype the inputs promote to must be one the op is instantiated for.
-inline void check_promoted_dtype(const char* op, std::initializer_list<NamedTensor> inputs, at::ScalarType dtype,
-                                 std::initializer_list<at::ScalarType> allowed, const char* allowed_names) {
-  for (at::ScalarType a : allowed) {
-    if (a == dtype) return;
-  }
+// The dtype the inputs promote to must be one the op is instantiated for.  The message is
+// built only when the check fails (promoted_dtype_error).
+[[noreturn]] C10_NOINLINE inline void promoted_dtype_error(const char* op, std::initializer_list<NamedTensor> inputs,
+                                                         at::ScalarType dtype, const char* allowed_names) {
   std::string from;
   for (const NamedTensor& in : inputs) {
     from += std::string(from.empty() ? "" : ", ") + "'" + in.name + "' " + c10::toString(in.tensor.scalar_type());
   }
   TORCH_CHECK(false, op, ": the inputs (", from, ") compute in dtype ", dtype,
               ", which is not supported; expected one of: ", allowed_names);
+}
+
+inline void check_promoted_dtype(const char* op, std::initializer_list<NamedTensor> inputs, at::ScalarType dtype,
+                                 std::initializer_list<at::ScalarType> allowed, const char* allowed_names) {
+  for (at::ScalarType a : allowed) {
+    if (a == dtype) return;
+  }
+  promoted_dtype_error(op, inputs, dtype, allowed_names);
 }
 
 inline void check_rank(const char* op, const char* arg, const at::Tensor& t, int64_t rank,

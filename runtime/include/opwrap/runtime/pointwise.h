@@ -5,12 +5,16 @@
 // Everything here has internal linkage (an unnamed namespace): each kernel translation
 // unit is compiled for one CPU capability (DEFAULT, AVX2, AVX-512), and a shared inline
 // definition compiled with AVX-512 instructions must never be the one a DEFAULT loop calls.
+//
+// The TensorIterator the generated kernel wrappers build comes with it (pointwise_iterator.h).
 #pragma once
 
 #include <c10/macros/Macros.h>
 
 #include <cmath>
 #include <type_traits>
+
+#include <opwrap/runtime/pointwise_iterator.h>
 
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <ATen/cpu/vec/vec.h>
