@@ -61,6 +61,8 @@ class AutogradPlan:
     includes: tuple[str, ...]  # as written after #include: <...> or "..."
     once_differentiable: bool
     op_calls: tuple[dict, ...] = ()  # library ops the formulas call, see op_call()
+    no_grad_tensors: str = ""  # the Tensor arguments checked by the no-grad shortcut ("": no shortcut)
+    call_args: str = ""  # every argument, as passed on
 
 
 def _saveable_type(t) -> str | None:
@@ -234,7 +236,16 @@ def _finish(decl, namespace, d, forward, backward, dirty, torch_include, library
         backward.insert(0, f"using namespace ::{namespace}::kernels;  // the helpers the formulas call")
     if d.once_differentiable:
         includes.append("<opwrap/runtime/once_differentiable.h>")
+    # Nothing to record (no input requires grad in grad mode, no forward gradient): redispatch
+    # below autograd as aten's VariableType kernels do, without the Function's node and context.
+    # Not for ops that write or alias an argument (the Function bumps dirty versions).
+    tensors = [a.name for a in args if is_tensor(unwrap_optional(a.type))
+               or (isinstance(a.type, ListType) and is_tensor(a.type.elem))]
+    shortcut = tensors and not s.is_mutable and all(s.aliased_argument(r) is None for r in s.returns)
+    if shortcut:
+        includes.append("<opwrap/runtime/autograd.h>")
     return AutogradPlan(
+        no_grad_tensors=", ".join(tensors) if shortcut else "", call_args=call_args,
         struct=f"{ident}_Function", params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in args),
         returns=cpp.returns_type(s), forward_returns=forward_returns, op_type=op_type, returns_decl=returns_decl,
         call=call, forward=tuple(forward), forward_result=forward_result,

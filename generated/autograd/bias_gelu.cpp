@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 
 #include <algorithm>
 #include <array>
@@ -57,18 +58,25 @@ struct bias_gelu_Function : public torch::autograd::Function<bias_gelu_Function>
     if (needs(self_edge)) {
 #line 21 "declarations/gelu.yaml"
       grad_inputs[0] = gelu_tanh_backward(grad, self + bias);
-#line 61 "generated/autograd/bias_gelu.cpp"
+#line 62 "generated/autograd/bias_gelu.cpp"
     }
     if (needs(bias_edge)) {
 #line 22 "declarations/gelu.yaml"
       grad_inputs[1] = gelu_tanh_backward(grad, self + bias);
-#line 66 "generated/autograd/bias_gelu.cpp"
+#line 67 "generated/autograd/bias_gelu.cpp"
     }
     return grad_inputs;
   }
 };
 
-at::Tensor bias_gelu_autograd(const at::Tensor& self, const at::Tensor& bias) {
+at::Tensor bias_gelu_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& bias) {
+  if (!opwrap::rt::needs_autograd(self, bias)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::bias_gelu", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, self, bias);
+  }
   return bias_gelu_Function::apply(self, bias);
 }
 

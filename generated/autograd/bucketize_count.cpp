@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 
 #include <algorithm>
 #include <array>
@@ -37,7 +38,14 @@ struct bucketize_count_Function : public torch::autograd::Function<bucketize_cou
   }
 };
 
-std::tuple<at::Tensor, at::Tensor> bucketize_count_autograd(const at::Tensor& values, const at::Tensor& boundaries) {
+std::tuple<at::Tensor, at::Tensor> bucketize_count_autograd(c10::DispatchKeySet ks, const at::Tensor& values, const at::Tensor& boundaries) {
+  if (!opwrap::rt::needs_autograd(values, boundaries)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::bucketize_count", "")
+        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, values, boundaries);
+  }
   const torch::autograd::variable_list outs = bucketize_count_Function::apply(values, boundaries);
   return {outs[0], outs[1]};
 }

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 
 #include <algorithm>
 #include <array>
@@ -55,13 +56,20 @@ struct gelu_tanh_Function : public torch::autograd::Function<gelu_tanh_Function>
     if (needs(self_edge)) {
 #line 10 "declarations/gelu.yaml"
       grad_inputs[0] = gelu_tanh_backward(grad, self);
-#line 59 "generated/autograd/gelu_tanh.cpp"
+#line 60 "generated/autograd/gelu_tanh.cpp"
     }
     return grad_inputs;
   }
 };
 
-at::Tensor gelu_tanh_autograd(const at::Tensor& self) {
+at::Tensor gelu_tanh_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
+  if (!opwrap::rt::needs_autograd(self)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::gelu_tanh", "")
+        .typed<at::Tensor(const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, self);
+  }
   return gelu_tanh_Function::apply(self);
 }
 

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 #include <opwrap/runtime/once_differentiable.h>
 
 #include <algorithm>
@@ -71,19 +72,26 @@ struct gelu_tanh_backward_Function : public torch::autograd::Function<gelu_tanh_
       if (needs(grad_output_edge)) {
 #line 32 "declarations/gelu.yaml"
         grad_inputs[0] = gelu_tanh_backward(grad, self);
-#line 75 "generated/autograd/gelu_tanh_backward.cpp"
+#line 76 "generated/autograd/gelu_tanh_backward.cpp"
       }
       if (needs(self_edge)) {
 #line 33 "declarations/gelu.yaml"
         grad_inputs[1] = gelu_tanh_double_backward(grad, grad_output, self);
-#line 80 "generated/autograd/gelu_tanh_backward.cpp"
+#line 81 "generated/autograd/gelu_tanh_backward.cpp"
       }
       return grad_inputs;
     });
   }
 };
 
-at::Tensor gelu_tanh_backward_autograd(const at::Tensor& grad_output, const at::Tensor& self) {
+at::Tensor gelu_tanh_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad_output, const at::Tensor& self) {
+  if (!opwrap::rt::needs_autograd(grad_output, self)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::gelu_tanh_backward", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, grad_output, self);
+  }
   return gelu_tanh_backward_Function::apply(grad_output, self);
 }
 

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 
 #include <algorithm>
 #include <array>
@@ -47,23 +48,30 @@ struct linear_Function : public torch::autograd::Function<linear_Function> {
     if (needs(input_edge)) {
 #line 13 "declarations/linear.yaml"
       grad_inputs[0] = grad.mm(weight);
-#line 51 "generated/autograd/linear.cpp"
+#line 52 "generated/autograd/linear.cpp"
     }
     if (needs(weight_edge)) {
 #line 14 "declarations/linear.yaml"
       grad_inputs[1] = grad.t().mm(input);
-#line 56 "generated/autograd/linear.cpp"
+#line 57 "generated/autograd/linear.cpp"
     }
     if (needs(bias_edge)) {
 #line 15 "declarations/linear.yaml"
       grad_inputs[2] = grad.sum(0);
-#line 61 "generated/autograd/linear.cpp"
+#line 62 "generated/autograd/linear.cpp"
     }
     return grad_inputs;
   }
 };
 
-at::Tensor linear_autograd(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+at::Tensor linear_autograd(c10::DispatchKeySet ks, const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  if (!opwrap::rt::needs_autograd(input, weight, bias)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::linear", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, input, weight, bias);
+  }
   return linear_Function::apply(input, weight, bias);
 }
 

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 
 #include <algorithm>
 #include <array>
@@ -42,13 +43,20 @@ struct mul_constant_Function : public torch::autograd::Function<mul_constant_Fun
     if (needs(self_edge)) {
 #line 7 "declarations/mul_constant.yaml"
       grad_inputs[0] = grad * constant;
-#line 46 "generated/autograd/mul_constant.cpp"
+#line 47 "generated/autograd/mul_constant.cpp"
     }
     return grad_inputs;
   }
 };
 
-at::Tensor mul_constant_autograd(const at::Tensor& self, double constant) {
+at::Tensor mul_constant_autograd(c10::DispatchKeySet ks, const at::Tensor& self, double constant) {
+  if (!opwrap::rt::needs_autograd(self)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::mul_constant", "")
+        .typed<at::Tensor(const at::Tensor&, double)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, self, constant);
+  }
   return mul_constant_Function::apply(self, constant);
 }
 

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 
 #include <algorithm>
 #include <array>
@@ -41,18 +42,25 @@ struct myadd_Function : public torch::autograd::Function<myadd_Function> {
     if (needs(self_edge)) {
 #line 9 "declarations/myadd.yaml"
       grad_inputs[0] = grad;
-#line 45 "generated/autograd/myadd.cpp"
+#line 46 "generated/autograd/myadd.cpp"
     }
     if (needs(other_edge)) {
 #line 10 "declarations/myadd.yaml"
       grad_inputs[1] = grad;
-#line 50 "generated/autograd/myadd.cpp"
+#line 51 "generated/autograd/myadd.cpp"
     }
     return grad_inputs;
   }
 };
 
-at::Tensor myadd_autograd(const at::Tensor& self, const at::Tensor& other) {
+at::Tensor myadd_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& other) {
+  if (!opwrap::rt::needs_autograd(self, other)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::myadd", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, self, other);
+  }
   return myadd_Function::apply(self, other);
 }
 

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 
 #include <algorithm>
 #include <array>
@@ -45,18 +46,25 @@ struct mymatmul_Function : public torch::autograd::Function<mymatmul_Function> {
     if (needs(self_edge)) {
 #line 12 "declarations/mymatmul.yaml"
       grad_inputs[0] = grad.mm(other.t());
-#line 49 "generated/autograd/mymatmul.cpp"
+#line 50 "generated/autograd/mymatmul.cpp"
     }
     if (needs(other_edge)) {
 #line 13 "declarations/mymatmul.yaml"
       grad_inputs[1] = self.t().mm(grad);
-#line 54 "generated/autograd/mymatmul.cpp"
+#line 55 "generated/autograd/mymatmul.cpp"
     }
     return grad_inputs;
   }
 };
 
-at::Tensor mymatmul_autograd(const at::Tensor& self, const at::Tensor& other) {
+at::Tensor mymatmul_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& other) {
+  if (!opwrap::rt::needs_autograd(self, other)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::mymatmul", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, self, other);
+  }
   return mymatmul_Function::apply(self, other);
 }
 

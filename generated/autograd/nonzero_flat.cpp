@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 
 #include <algorithm>
 #include <array>
@@ -37,7 +38,14 @@ struct nonzero_flat_Function : public torch::autograd::Function<nonzero_flat_Fun
   }
 };
 
-at::Tensor nonzero_flat_autograd(const at::Tensor& self) {
+at::Tensor nonzero_flat_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
+  if (!opwrap::rt::needs_autograd(self)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::nonzero_flat", "")
+        .typed<at::Tensor(const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, self);
+  }
   return nonzero_flat_Function::apply(self);
 }
 

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 #include <opwrap/runtime/once_differentiable.h>
 #include "rms_norm.h"
 
@@ -52,14 +53,21 @@ struct rms_norm_Function : public torch::autograd::Function<rms_norm_Function> {
         const std::array<bool, 2> grad_input_mask = {needs(input_edge), needs(weight_edge)};
 #line 15 "declarations/rms_norm.yaml"
         std::tie(grad_inputs[0], grad_inputs[1]) = rms_norm_backward(grad, input, weight, rstd, grad_input_mask);
-#line 56 "generated/autograd/rms_norm.cpp"
+#line 57 "generated/autograd/rms_norm.cpp"
       }
       return grad_inputs;
     });
   }
 };
 
-std::tuple<at::Tensor, at::Tensor> rms_norm_autograd(const at::Tensor& input, const at::Tensor& weight, double eps) {
+std::tuple<at::Tensor, at::Tensor> rms_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, const at::Tensor& weight, double eps) {
+  if (!opwrap::rt::needs_autograd(input, weight)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::rms_norm", "")
+        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, input, weight, eps);
+  }
   const torch::autograd::variable_list outs = rms_norm_Function::apply(input, weight, eps);
   return {outs[0], outs[1]};
 }

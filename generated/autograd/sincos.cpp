@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 #include "sincos.h"
 
 #include <algorithm>
@@ -52,13 +53,20 @@ struct sincos_Function : public torch::autograd::Function<sincos_Function> {
     if (needs(self_edge)) {
 #line 9 "declarations/sincos.yaml"
       grad_inputs[0] = sincos_backward(grad_sin, grad_cos, sin, cos);
-#line 56 "generated/autograd/sincos.cpp"
+#line 57 "generated/autograd/sincos.cpp"
     }
     return grad_inputs;
   }
 };
 
-std::tuple<at::Tensor, at::Tensor> sincos_autograd(const at::Tensor& self) {
+std::tuple<at::Tensor, at::Tensor> sincos_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
+  if (!opwrap::rt::needs_autograd(self)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::sincos", "")
+        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, self);
+  }
   const torch::autograd::variable_list outs = sincos_Function::apply(self);
   return {outs[0], outs[1]};
 }
