@@ -1,9 +1,13 @@
+import json
 import os
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from filelock import FileLock  # a dependency of torch
 
 ROOT = Path(__file__).resolve().parent.parent
 CODEGEN = [sys.executable, "-m", "codegen.cli"]
@@ -25,3 +29,182 @@ def project(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[tool.codegen]\nnamespace = "testlib"\nkernels = "kernels"\n', encoding="utf-8")
     return tmp_path
+
+
+# ------------------------------------------------------------------ parallel runs (pytest -n, xdist)
+# `make test` runs the suite with pytest-xdist, one worker per core, `--dist loadgroup`.  The
+# tests that compile a library of their own take most of the time, so they carry
+# `@pytest.mark.slow(seconds)` and come first, the slowest first: the scheduler hands tests out
+# in collection order, one at a time, and the rest of the suite then runs beside them.  Tests
+# that should share one worker (one built library, one mypy cache) carry
+# `@pytest.mark.xdist_group(name)`.
+
+def _seconds(item) -> float:
+    mark = item.get_closest_marker("slow")
+    if mark is None:
+        return 0
+    return mark.args[0] if mark.args else mark.kwargs["seconds"]
+
+
+_GROUPS = "OPWRAP_TEST_XDIST_GROUPS"  # where workers write {node id: xdist_group} for the scheduler
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's own hook, which would change node ids
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: -_seconds(item))  # stable: everything else keeps its order
+    table, worker = os.environ.get(_GROUPS), os.environ.get("PYTEST_XDIST_WORKER")
+    if table and worker:
+        groups = {item.nodeid: str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                  for item in items if (mark := item.get_closest_marker("xdist_group"))}
+        tmp = f"{table}.{worker}"
+        Path(tmp).write_text(json.dumps(groups))
+        os.replace(tmp, table)  # every worker writes the same table
+
+
+def pytest_configure(config):
+    # In the controller of an xdist run (workers run with dist "no"): a file for the table,
+    # named in the environment that the workers, started after this, inherit.
+    if getattr(config.option, "dist", "no") == "loadgroup" and not os.environ.get("PYTEST_XDIST_WORKER"):
+        fd, table = tempfile.mkstemp(prefix="xdist-groups-", suffix=".json")
+        os.close(fd)
+        os.environ[_GROUPS] = table
+        config.add_cleanup(lambda: os.unlink(table))
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` as pytest-xdist means it: xdist (3.8) finds a test's group in a suffix
+    it appends to the node id (`...::test@group`), which pytest 9's node ids no longer take, so
+    every test ends up a group of its own.  This scheduler reads the groups from the table the
+    workers wrote as they collected; everything else is xdist's LoadScopeScheduling, with each
+    test not in a group its own scope."""
+    if config.getvalue("dist") != "loadgroup" or not os.environ.get(_GROUPS):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+    config.option.loadscopereorder = False  # keep the collection order (slowest first), not the largest group first
+
+    class GroupScheduling(LoadScopeScheduling):
+        groups = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # first called once every worker has collected
+                self.groups = json.loads(Path(os.environ[_GROUPS]).read_text() or "{}")
+            group = self.groups.get(nodeid)
+            return f"xdist_group:{group}" if group else nodeid
+
+    return GroupScheduling(config, log)
+
+
+def shared_dir(tmp_path_factory, name: str) -> Path:
+    """A directory that every worker of this run sees under the same path: the run's base
+    temporary directory under xdist (each worker's own is below it), this process's without."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    path = base / name
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@contextmanager
+def locked(directory: Path):
+    """Hold an exclusive lock on `directory` (a lock file beside it) for the block: across
+    threads, processes and xdist workers."""
+    with FileLock(str(directory) + ".lock"):
+        yield
+
+
+class SharedLibrary:
+    """A library built once per run for several tests (see `mylib`): its project directory,
+    what making it printed (`record`), and `locked()` for a test that changes the project."""
+
+    def __init__(self, root: Path, record: dict):
+        self.root, self.path, self.record = root, root / "mylib", record
+
+    def locked(self):
+        return locked(self.root)
+
+
+# `mylib`: a library made with `codegen init` plus three ops (cwrap-style split_types, a shape
+# rule with a run of dimensions and an expression, a pointwise expression, a formula that saves
+# only sizes).  test_build.py checks what it generates and how it runs; test_tree.py that its
+# two builds, started at once, serialized.  Making it is what those two tests did each with a
+# library of its own (init, generate, build), now done once.
+MYLIB_FILES = {
+    "declarations/tile.yaml":
+        "- func: tile_last(Tensor self, int times) -> Tensor\n"
+        "  dtypes: [float32]\n"
+        "  kernels: {CPU: tile_last_cpu}\n"
+        "  shape:\n"
+        "    self: ['*B', N]\n"
+        "    result: ['*B', N * times]\n",
+    "kernels/tile_last.h":
+        "#pragma once\n#include <ATen/core/Tensor.h>\nnamespace mylib::kernels {\n"
+        "template <typename T> void tile_last_cpu(const at::Tensor& self, int64_t times, at::Tensor& out) {\n"
+        "  const int64_t n = self.size(-1), rows = self.numel() / (n ? n : 1);\n"
+        "  const T* in = self.const_data_ptr<T>(); T* o = out.mutable_data_ptr<T>();\n"
+        "  for (int64_t r = 0; r < rows; ++r) for (int64_t j = 0; j < n * times; ++j) o[r * n * times + j] = in[r * n + j % n];\n"
+        "}\n}\n",
+    # A pointwise expression: generated kernels for every CPU capability.
+    "declarations/axpy.yaml":
+        "- func: axpy(Tensor x, Tensor y, Scalar a=2) -> Tensor\n"
+        "  dtypes: [float32, float64, int64]\n"
+        "  pointwise: a * x + y\n"
+        "  derivatives: {x: grad * a, y: grad}\n",
+    # A third whose formula needs only the input's sizes, so only they are saved.
+    "declarations/row_sum.yaml":
+        "- func: row_sum(Tensor self) -> Tensor\n"
+        "  dtypes: [float64]\n"
+        "  kernels: {CPU: row_sum_cpu}\n"
+        "  shape: {self: [N, M], result: [N]}\n"
+        "  derivatives:\n"
+        "    self: grad.unsqueeze(1).expand_symint(self.sym_sizes())\n",
+    "kernels/row_sum.h":
+        "#pragma once\n#include <ATen/core/Tensor.h>\nnamespace mylib::kernels {\n"
+        "template <typename T> void row_sum_cpu(const at::Tensor& self, at::Tensor& out) {\n"
+        "  const int64_t n = self.size(0), m = self.size(1); const T* in = self.const_data_ptr<T>();\n"
+        "  T* o = out.mutable_data_ptr<T>();\n"
+        "  for (int64_t i = 0; i < n; ++i) { T acc = 0; for (int64_t j = 0; j < m; ++j) acc += in[i * m + j]; o[i] = acc; }\n"
+        "}\n}\n",
+}
+
+
+def _make_mylib(lib: Path) -> dict:
+    """`codegen init`, the ops above, then two `codegen build`s started at once (each
+    generates, then compiles; one waits for the other's lock), `codegen check`, then `codegen
+    generate`.  Returns
+    the exit statuses and outputs, for the tests to check; asserts nothing itself."""
+    record = {}
+    r = run_codegen("init", str(lib))
+    record["init"] = [r.returncode, r.stderr]
+    r = run_codegen("init", str(lib))  # a second time: it must refuse to overwrite
+    record["init_again"] = [r.returncode, r.stderr]
+    if record["init"][0] != 0:
+        return record
+    decl = lib / "declarations" / "scale.yaml"
+    decl.write_text(decl.read_text() + "  split_types: true\n")
+    for rel, text in MYLIB_FILES.items():
+        (lib / rel).write_text(text)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([*CODEGEN, "build", "--no-cuda"], cwd=lib, env=env,  # CPU only: less to compile
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [p.communicate()[0] for p in procs]
+    record["builds"] = [[p.returncode for p in procs], outputs]
+    r = run_codegen("check", cwd=lib)  # the tree the two builds generated at once is exact
+    record["check"] = [r.returncode, r.stdout + r.stderr]
+    r = run_codegen("generate", cwd=lib)
+    record["generate"] = [r.returncode, r.stderr]
+    return record
+
+
+@pytest.fixture(scope="session")
+def mylib(tmp_path_factory):
+    """The `mylib` library, made and built once per run: by whichever worker asks first, while
+    the others wait on the lock (tests using it share the xdist_group "mylib", so they wait
+    little)."""
+    root = shared_dir(tmp_path_factory, "shared-mylib")
+    record = root / "record.json"
+    with locked(root):
+        if not record.exists():
+            record.write_text(json.dumps(_make_mylib(root / "mylib")))
+    return SharedLibrary(root, json.loads(record.read_text()))

@@ -125,6 +125,7 @@ def mutated(draw):
     return text.encode("utf-8", errors="surrogatepass")
 
 
+@pytest.mark.slow(10)
 @settings(max_examples=1500, **SETTINGS)
 @given(data=mutated())
 def test_mutated_declarations_give_positioned_errors(fuzz_project, data):
@@ -177,6 +178,7 @@ def random_entries(draw):
     return yaml.safe_dump(doc, allow_unicode=True).encode()
 
 
+@pytest.mark.slow(17)
 @settings(max_examples=1500, **SETTINGS)
 @given(data=random_entries())
 def test_random_declarations_give_positioned_errors(fuzz_project, data):
@@ -205,12 +207,14 @@ def targeted(draw):
     return yaml.safe_dump([entry], allow_unicode=True).encode()
 
 
+@pytest.mark.slow(13)
 @settings(max_examples=1500, **SETTINGS)
 @given(data=targeted())
 def test_field_parsers_give_positioned_errors(fuzz_project, data):
     run_in_process(fuzz_project, data)
 
 
+@pytest.mark.slow(3)
 @settings(max_examples=1500, **SETTINGS)
 @given(text=schema_strings() | st.text(max_size=60))
 def test_schema_parser_raises_only_schema_errors(text):
@@ -220,6 +224,7 @@ def test_schema_parser_raises_only_schema_errors(text):
         assert 0 <= e.offset <= len(text), (text, e.offset)
 
 
+@pytest.mark.slow(10)
 @settings(max_examples=40, **SETTINGS)
 @given(data=mutated() | random_entries())
 def test_cli_exit_status_is_0_or_2_without_traceback_and_writes_only_generated(fuzz_project, data):

@@ -171,6 +171,7 @@ def _capabilities():
     return caps
 
 
+@pytest.mark.slow(4)
 @pytest.mark.parametrize("capability", _capabilities())
 def test_every_cpu_capability_build(capability):
     """Each build (DEFAULT, AVX2, AVX-512) runs where torch runs its own kernels at that

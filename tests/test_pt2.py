@@ -153,6 +153,7 @@ def test_data_dependent_output_size_compiles_and_exports():
     torch.testing.assert_close(ep.module()(x), _positive_mean(x))
 
 
+@pytest.mark.slow(6)
 def test_loading_the_shared_library_alone_names_the_fake_kernel_module():
     # m.set_python_module records opwrap._generated.fake with every op.  Torch (2.14) does not
     # import it by itself: tracing an op whose fake kernel is not imported fails with torch's

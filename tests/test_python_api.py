@@ -216,11 +216,15 @@ def _mypy(cwd, script, cache, python=sys.executable):
                           capture_output=True, text=True, env=CLEAN_ENV)
 
 
+@pytest.mark.slow(15)
+@pytest.mark.xdist_group("mypy")
 def test_mypy_strict_accepts_a_script_calling_every_op(tmp_path, mypy_cache, installed_opwrap):
     r = _mypy(tmp_path, USER_SCRIPT, mypy_cache)
     assert r.returncode == 0, r.stdout + r.stderr + REINSTALL
 
 
+@pytest.mark.slow(15)
+@pytest.mark.xdist_group("mypy")
 def test_mypy_strict_rejects_a_wrong_argument_type(tmp_path, mypy_cache, installed_opwrap):
     r = _mypy(tmp_path, USER_SCRIPT + "bad = ops.mul_constant(x, 'two')\nworse = ops.fill_natural(3)\n", mypy_cache)
     assert r.returncode == 1, r.stdout + r.stderr + REINSTALL
@@ -228,6 +232,8 @@ def test_mypy_strict_rejects_a_wrong_argument_type(tmp_path, mypy_cache, install
     assert 'Argument 1 to "fill_natural" has incompatible type "int"; expected "Sequence[int]"' in r.stdout, r.stdout
 
 
+@pytest.mark.slow(15)
+@pytest.mark.xdist_group("mypy")
 def test_mypy_strict_reads_an_editable_install_of_a_codegen_init_library(tmp_path, mypy_cache):
     """`pip install -e` of a library made by `codegen init` (strict mode, from its setup.cfg),
     into a throwaway venv layered over this one (torch, pip and mypy come from here)."""
