@@ -41,6 +41,8 @@ class PythonOps(Plugin):
         try:
             py.parameters(decl.schema)
             py.return_annotation(decl.schema, decl.ident)
+            for r in decl.schema.returns:  # named results' NamedTuple fields too
+                py.annotation(r.type)
         except py.UnsupportedType as e:
             diag.error(decl.func_loc, f"type {e} has no Python annotation in the typed wrappers")
 
