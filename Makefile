@@ -82,7 +82,7 @@ test-asan: venv
 # --dist loadgroup hands out one test at a time, in collection order, which tests/conftest.py
 # starts with the slowest (`slow` marks), and keeps each `xdist_group` on one worker.
 pytest: venv
-	@$(PHASE) pytest sh -c '$(PY) -m pytest -q -n logical --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
+	@$(PHASE) pytest sh -c '$(PY) -m pytest -q -n logical --dist loadgroup --durations=20 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
 
 # Speed, side by side with what opwrap replaces, as ratios (benchmarks/bench.py).
