@@ -10,20 +10,28 @@ from .config import Config
 from .derivatives import Derivatives
 from .diagnostics import Loc
 from .dtypes import DType
-from .schema import FunctionSchema, is_tensor, unwrap_optional
+from .schema import BaseType, FunctionSchema, is_tensor, unwrap_optional
 from .pointwise import Expression
 from .shapes import Shape, ShapePlan
 
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """One return: either an alias of an input (in place) or a new tensor allocated with
-    `shape` (None: the shape of `like`) and the dtype rule `dtype`."""
+    """One return, and who makes it (`made_by`):
+
+    - ``"alias"``: an alias of the input `aliases` (in place, or an out= argument);
+    - ``"wrapper"``: a new tensor the generated wrapper allocates with `shape` (None: the
+      shape of `like`) and the dtype rule `dtype`, and passes to the kernel as `at::Tensor&`;
+    - ``"kernel"``: a value the kernel itself makes and returns: every non-Tensor return
+      (`int`, `float`, `Tensor[]`, ...) and a Tensor return with neither a shape rule nor
+      `like` (as torchgen's kernels return their results).  No fake kernel can know such a
+      tensor's shape."""
 
     name: str
     aliases: str | None  # the input it aliases
     dtype: str  # a dtype name or the input whose dtype it takes
     shape: Shape | None
+    made_by: str = "wrapper"
 
 
 @dataclass(frozen=True)
@@ -93,7 +101,14 @@ class Declaration:
         out = []
         for ret, name in zip(self.schema.returns, self.return_names):
             aliased = self.schema.aliased_argument(ret)
-            out.append(OutputSpec(name, aliased.name if aliased else None, self.output_dtype(name), self.shape_of(name)))
+            shape = self.shape_of(name)
+            if aliased is not None:
+                made_by = "alias"
+            elif ret.type == BaseType("Tensor") and (shape is not None or self.like):
+                made_by = "wrapper"
+            else:
+                made_by = "kernel"
+            out.append(OutputSpec(name, aliased.name if aliased else None, self.output_dtype(name), shape, made_by))
         return tuple(out)
 
     def output_dtype(self, ret_name: str) -> str:

@@ -1,0 +1,78 @@
+"""Names and literals in generated code: the one place that decides how a schema name
+(op, overload, argument, return) becomes a C++ or Python identifier, and how text becomes
+a C++ or Python string literal.
+
+The schema language accepts names that are keywords of C++ or Python (`delete`, `int`,
+`default`, `from`, `lambda`) or that clash with the locals the generated code declares
+(`kOp`, `dtype`, `options`).  Generated code never uses a schema name as an identifier
+directly: it asks `cpp_ident`/`py_ident`, which append `_` until the name is neither a
+keyword nor one of the names already taken in that scope.  The registered schema and every
+user-facing message keep the schema's own name.
+"""
+
+from __future__ import annotations
+
+import keyword
+from typing import Iterable
+
+# C++20 keywords and alternative tokens, plus the names a generated scope must not
+# shadow (`std`, `at`, `c10`, `torch` namespaces; macro-like identifiers from the headers we include).
+CPP_KEYWORDS = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await
+co_return co_yield decltype default delete do double dynamic_cast else enum explicit export
+extern false float for friend goto if inline int long mutable namespace new noexcept not
+not_eq nullptr operator or or_eq private protected public register reinterpret_cast requires
+return short signed sizeof static static_assert static_cast struct switch template this
+thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq
+std at c10 torch caffe2 opwrap TORCH_CHECK NULL assert errno
+""".split())
+
+# Python keywords, soft keywords included, and builtins the generated modules call.
+PY_KEYWORDS = frozenset(keyword.kwlist) | frozenset(getattr(keyword, "softkwlist", ())) | {"torch", "None", "True", "False"}
+
+
+def cpp_ident(name: str, taken: Iterable[str] = ()) -> str:
+    """`name` as a C++ identifier in a scope where `taken` names are already declared."""
+    taken = set(taken)
+    out = name
+    while out in CPP_KEYWORDS or out in taken:
+        out += "_"
+    return out
+
+
+def py_ident(name: str, taken: Iterable[str] = ()) -> str:
+    """`name` as a Python identifier (parameter, local) where `taken` names are already used."""
+    taken = set(taken)
+    out = name
+    while out in PY_KEYWORDS or out in taken:
+        out += "_"
+    return out
+
+
+def cpp_string(s: str) -> str:
+    """A C++ string literal holding `s` exactly (quotes, backslashes, newlines, and `??`
+    trigraph-like runs escaped)."""
+    out = []
+    for ch in s:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "?":
+            out.append("\\?")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\{ord(ch):03o}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def py_string(s: str) -> str:
+    """A Python string literal holding `s` exactly."""
+    return repr(s)
