@@ -7,7 +7,9 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/SymIntArrayRef.h>
 #include <c10/util/Exception.h>
+#include <c10/util/OptionalArrayRef.h>
 
 #include <cstdint>
 #include <initializer_list>
@@ -239,6 +241,62 @@ inline std::optional<at::Tensor> contiguous(const char* op, const char* arg, con
 // After a kernel wrote into a contiguous copy of a non-contiguous in-place argument.
 inline void write_back(at::Tensor& target, const at::Tensor& written) {
   if (!target.is_same(written)) target.copy_(written);
+}
+
+// SymInt arguments as the kernel receives them (codegen/api/types.py): a symbolic value is
+// guarded to its concrete one, as SymInt::guard_int does for a plain SymInt.
+inline std::optional<int64_t> guard_int(const std::optional<c10::SymInt>& v) {
+  if (!v.has_value()) return std::nullopt;
+  return v->guard_int(__FILE__, __LINE__);
+}
+
+inline at::OptionalIntArrayRef guard_ints(at::OptionalSymIntArrayRef v) {
+  if (!v.has_value()) return std::nullopt;
+  return C10_AS_INTARRAYREF_SLOW(*v);
+}
+
+// Ops whose tensors are all optional or lists dispatch on the first tensor given (undefined:
+// none was).  Arguments that are not tensors are skipped.
+inline at::Tensor given(const at::Tensor& t) { return t; }
+inline at::Tensor given(const std::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); }
+inline at::Tensor given(at::TensorList ts) {
+  for (const at::Tensor& t : ts) {
+    if (t.defined()) return t;
+  }
+  return at::Tensor();
+}
+inline at::Tensor given(const c10::List<std::optional<at::Tensor>>& ts) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::optional<at::Tensor> t = ts.get(i);
+    if (t.has_value() && t->defined()) return *t;
+  }
+  return at::Tensor();
+}
+
+template <typename... Ts>
+at::Tensor first_given(const char* op, const Ts&... tensors) {
+  at::Tensor out;
+  ((out = out.defined() ? out : given(tensors)), ...);
+  TORCH_CHECK(out.defined(), op, ": expected at least one tensor argument to dispatch on, but none was given");
+  return out;
+}
+
+// A tensor the kernel made and returned: defined, on the kernel's device, and of the dtype the
+// declaration's rule gives (when it has one).
+inline void check_result(const char* op, const char* name, const at::Tensor& t, c10::DeviceType device) {
+  TORCH_CHECK(t.defined(), op, ": the kernel returned an undefined tensor as '", name, "'");
+  TORCH_CHECK(t.device().type() == device, op, ": the kernel returned '", name, "' on ", t.device(),
+              ", but it runs on ", c10::DeviceTypeName(device, /*lower_case=*/true));
+}
+
+inline void check_result(const char* op, const char* name, const std::vector<at::Tensor>& ts,
+                         c10::DeviceType device) {
+  for (const at::Tensor& t : ts) check_result(op, name, t, device);
+}
+
+inline void check_result_dtype(const char* op, const char* name, const at::Tensor& t, at::ScalarType expected) {
+  TORCH_CHECK(t.scalar_type() == expected, op, ": the kernel returned '", name, "' of dtype ", t.scalar_type(),
+              ", but the declaration says ", expected);
 }
 
 }  // namespace opwrap::rt
