@@ -95,12 +95,14 @@ class Derivatives:
         return [u for f in self.formulas for u in f.uses]
 
 
-def scan(text: str) -> list[Use]:
-    """The free identifiers of a C++ expression, in order."""
+def scan(text: str, names: frozenset[str] | set[str] = frozenset()) -> list[Use]:
+    """The free identifiers of a C++ expression, in order.  `names` (the schema's argument and
+    return names) are uses even where they are C++ keywords (`default`, `new`): the formula
+    names them as the schema does, and the autograd emitter renames them."""
     toks = [(m.lastgroup, m.group(), m.start(), m.end()) for m in _TOKEN.finditer(text) if m.lastgroup]
     uses = []
     for i, (kind, value, start, end) in enumerate(toks):
-        if kind != "id" or value in _KEYWORDS:
+        if kind != "id" or (value in _KEYWORDS and value not in names):
             continue
         prev = toks[i - 1][1] if i else ""
         nxt = toks[i + 1][1] if i + 1 < len(toks) else ""
@@ -127,6 +129,7 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
     rets = schema.return_names()
     tensors = [a.name for a in schema.arguments if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType)]
     all_args = [a.name for a in schema.arguments]
+    schema_names = set(all_args) | set(rets)
     formulas: list[Formula] = []
     covered: dict[str, Loc] = {}
     flags: dict[str, object] = {}
@@ -156,7 +159,7 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
             continue
         if ok:
             text = v.value.strip()
-            uses = () if text == NON_DIFFERENTIABLE else tuple(scan(text))
+            uses = () if text == NON_DIFFERENTIABLE else tuple(scan(text, schema_names))
             # Locations of names are exact for one-line plain or quoted scalars.
             formulas.append(Formula(tuple(names), text, scalar_text_loc(v, path, v.value.find(text[:1])), uses))
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import Mapping
 
 from . import pysyntax
 from .diagnostics import Diagnostics, Loc
+from .api.names import cpp_string
 from .schema import BaseType, FunctionSchema, ListType, is_tensor, unwrap_optional
 
 
@@ -337,37 +339,43 @@ def _vars(e: Expr):
 
 # ------------------------------------------------------------------------------ rendering
 
-def render_cpp(e: Expr) -> str:
-    return _render(e, python=False)
+def render_cpp(e: Expr, names: Mapping[str, str] | None = None) -> str:
+    """`e` in C++; `names` maps the schema's names (arguments, dimension variables) to the C++
+    expressions that hold them in the generated scope (default: the names themselves)."""
+    return _render(e, python=False, names=names or {})
 
 
-def render_python(e: Expr) -> str:
-    return _render(e, python=True)
+def render_python(e: Expr, names: Mapping[str, str] | None = None) -> str:
+    """`e` in Python; `names` maps schema names to the fake kernel's locals (see `render_cpp`)."""
+    return _render(e, python=True, names=names or {})
 
 
 # C++ shape arithmetic is overflow-checked (runtime checks.h); Python's ints do not overflow.
 _CPP_CHECKED = {"+": "shape_add", "-": "shape_sub", "*": "shape_mul"}
 
 
-def _render(e: Expr, python: bool) -> str:
+def _render(e: Expr, python: bool, names: Mapping[str, str]) -> str:
     """One printer for both languages; they differ only in list access and floor division."""
     def r(x: Expr) -> str:
-        return _render(x, python)
+        return _render(x, python, names)
+
+    def n(name: str) -> str:
+        return names.get(name, name)
 
     if isinstance(e, Num):
         return str(e.value)
     if isinstance(e, Var):
-        return e.name
+        return n(e.name)
     if isinstance(e, TensorSize):
-        return f"{e.tensor}.size({r(e.dim)})"
+        return f"{n(e.tensor)}.size({r(e.dim)})"
     if isinstance(e, TensorRank):
-        return f"{e.tensor}.dim()"
+        return f"{n(e.tensor)}.dim()"
     if isinstance(e, TensorNumel):
-        return f"{e.tensor}.numel()"
+        return f"{n(e.tensor)}.numel()"
     if isinstance(e, ListItem):
-        return f"{e.list}[{r(e.index)}]" if python else f"opwrap::rt::list_item({e.list}, {r(e.index)})"
+        return f"{n(e.list)}[{r(e.index)}]" if python else f"opwrap::rt::list_item({n(e.list)}, {r(e.index)})"
     if isinstance(e, ListLen):
-        return f"len({e.list})" if python else f"static_cast<int64_t>({e.list}.size())"
+        return f"len({n(e.list)})" if python else f"static_cast<int64_t>({n(e.list)}.size())"
     if isinstance(e, BinOp):
         if not python:  # inside a generated wrapper, where kOp names the op
             if e.op == "//":
@@ -381,75 +389,91 @@ def _render(e: Expr, python: bool) -> str:
     raise TypeError(e)
 
 
-def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema) -> list[str]:
+def variables(plan: "ShapePlan") -> set[str]:
+    """Every name the shape rule's expressions use: arguments and dimension variables."""
+    out: set[str] = set()
+    for s in plan.inputs + plan.outputs:
+        for d in s.dims or ():
+            out.update(v.name for v in _vars(d.expr) if isinstance(v, Var))
+    return out
+
+
+def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
+                     names: Mapping[str, str] | None = None) -> list[str]:
     """C++ statements that check every input contract and bind its dimension variables.
-    `op` is a C++ expression naming the op in messages (the generated `kOp`)."""
+    `op` is a C++ expression naming the op in messages (the generated `kOp`); `names` maps
+    schema names to their C++ expressions (see `render_cpp`), and an optional tensor `x`
+    with a contract to the local bound to its value, under the key `x?`."""
+    names = names or {}
+
+    def n(name: str) -> str:
+        return names.get(name, name)
+
     lines: list[str] = []
     bound: set[str] = set()
     for s in plan.inputs:
         arg = schema.argument(s.target)
-        t = f"{s.target}_" if arg.is_optional else s.target
+        t = names.get(s.target + "?", n(s.target) + "_") if arg.is_optional else n(s.target)
         if s.whole is not None:
-            expected = f"{s.whole.source}.sizes()" if s.whole.is_tensor else s.whole.source
-            body = [f'opwrap::rt::check_shape({op}, "{s.target}", {t}, {expected}, "{_c_escape(s.whole.text)}");']
-            lines.extend(_guard_optional(arg, s.target, body))
+            expected = f"{n(s.whole.source)}.sizes()" if s.whole.is_tensor else n(s.whole.source)
+            body = [f'opwrap::rt::check_shape({op}, {cpp_string(s.target)}, {t}, {expected}, {cpp_string(s.whole.text)});']
+            lines.extend(_guard_optional(arg, n(s.target), t, body))
             continue
-        n = len(s.dims)
+        count = len(s.dims)
         star = next((i for i, d in enumerate(s.dims) if d.star), None)
         body: list[str] = []
-        rank = n - (1 if star is not None else 0)
-        body.append(f'opwrap::rt::check_rank({op}, "{s.target}", {t}, {rank}, '
-                    f'{"true" if star is not None else "false"}, "{_c_escape(s.text)}");')
+        rank = count - (1 if star is not None else 0)
+        body.append(f'opwrap::rt::check_rank({op}, {cpp_string(s.target)}, {t}, {rank}, '
+                    f'{"true" if star is not None else "false"}, {cpp_string(s.text)});')
         for i, d in enumerate(s.dims):
-            index = i if star is None or i < star else i - n
+            index = i if star is None or i < star else i - count
             if d.star:
                 name = d.expr.name
-                run = f"{t}.sizes().slice({i}, {t}.dim() - {n - 1})"
+                run = f"{t}.sizes().slice({i}, {t}.dim() - {count - 1})"
                 if name in bound:
-                    body.append(f'opwrap::rt::check_run({op}, "{s.target}", {t}, {i}, {name}, "{name}");')
+                    body.append(f'opwrap::rt::check_run({op}, {cpp_string(s.target)}, {t}, {i}, {n(name)}, '
+                                f'{cpp_string(name)});')
                 else:
-                    body.append(f"const std::vector<int64_t> {name} = {run}.vec();")
+                    body.append(f"const std::vector<int64_t> {n(name)} = {run}.vec();")
                     bound.add(name)
             elif isinstance(d.expr, Var) and d.expr.name not in bound and plan.binding(d.expr.name) is not None:
-                body.append(f"const int64_t {d.expr.name} = {t}.size({index});")
+                body.append(f"const int64_t {n(d.expr.name)} = {t}.size({index});")
                 bound.add(d.expr.name)
             else:
-                body.append(f'opwrap::rt::check_size({op}, "{s.target}", {t}, {index}, {render_cpp(d.expr)}, '
-                            f'"{_c_escape(d.text)}");')
-        lines.extend(_guard_optional(arg, s.target, body))
+                body.append(f'opwrap::rt::check_size({op}, {cpp_string(s.target)}, {t}, {index}, '
+                            f'{render_cpp(d.expr, names)}, {cpp_string(d.text)});')
+        lines.extend(_guard_optional(arg, n(s.target), t, body))
     return lines
 
 
-def _guard_optional(arg, name: str, body: list[str]) -> list[str]:
-    """Run `body` only when an optional tensor is given, with `<name>_` bound to it."""
+def _guard_optional(arg, value: str, bound: str, body: list[str]) -> list[str]:
+    """Run `body` only when the optional tensor `value` is given, with `bound` bound to it."""
     if not arg.is_optional:
         return body
-    return ([f"if ({name}.has_value() && {name}->defined()) {{", f"  const at::Tensor& {name}_ = *{name};"]
+    return ([f"if ({value}.has_value() && {value}->defined()) {{", f"  const at::Tensor& {bound} = *{value};"]
             + ["  " + b for b in body] + ["}"])
 
 
-def cpp_output_shape(s: Shape) -> str:
+def cpp_output_shape(s: Shape, names: Mapping[str, str] | None = None) -> str:
     """A C++ expression of type std::vector<int64_t> for an output's shape."""
+    names = names or {}
     if s.whole is not None:
-        return f"{s.whole.source}.sizes().vec()" if s.whole.is_tensor else f"{s.whole.source}.vec()"
+        src = names.get(s.whole.source, s.whole.source)
+        return f"{src}.sizes().vec()" if s.whole.is_tensor else f"{src}.vec()"
     if not any(d.star for d in s.dims):
-        return "std::vector<int64_t>{" + ", ".join(render_cpp(d.expr) for d in s.dims) + "}"
+        return "std::vector<int64_t>{" + ", ".join(render_cpp(d.expr, names) for d in s.dims) + "}"
     pieces, run = [], []
     for d in s.dims:
         if d.star:
             if run:
                 pieces.append("{" + ", ".join(run) + "}")
                 run = []
-            pieces.append(d.expr.name)
+            pieces.append(names.get(d.expr.name, d.expr.name))
         else:
-            run.append(render_cpp(d.expr))
+            run.append(render_cpp(d.expr, names))
     if run:
         pieces.append("{" + ", ".join(run) + "}")
     return "opwrap::rt::concat({" + ", ".join(pieces) + "})"
-
-
-def _c_escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema) -> list[str]:

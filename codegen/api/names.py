@@ -52,9 +52,9 @@ def py_ident(name: str, taken: Iterable[str] = ()) -> str:
 
 
 def cpp_string(s: str) -> str:
-    """A C++ string literal holding `s` exactly (quotes, backslashes, newlines, and `??`
-    trigraph-like runs escaped)."""
-    out = []
+    """A C++ string literal holding `s` exactly (quotes, backslashes, newlines, and the second
+    `?` of a `??` trigraph-like run escaped; a lone `?`, as in `Tensor?`, stays as it is)."""
+    out: list[str] = []
     for ch in s:
         if ch == "\\":
             out.append("\\\\")
@@ -64,7 +64,7 @@ def cpp_string(s: str) -> str:
             out.append("\\n")
         elif ch == "\t":
             out.append("\\t")
-        elif ch == "?":
+        elif ch == "?" and out and out[-1] in ("?", "\\?"):
             out.append("\\?")
         elif ord(ch) < 0x20 or ord(ch) == 0x7F:
             out.append(f"\\{ord(ch):03o}")
@@ -76,3 +76,26 @@ def cpp_string(s: str) -> str:
 def py_string(s: str) -> str:
     """A Python string literal holding `s` exactly."""
     return repr(s)
+
+
+class Scope:
+    """The identifiers of one generated C++ scope (a wrapper function): every schema name
+    gets one identifier (`name`), and every local the generator adds gets a fresh one
+    (`fresh`), so no argument, return or local can clash with another or with a keyword.
+    `reserved` names are locals the template itself declares."""
+
+    def __init__(self, reserved: Iterable[str] = ()):
+        self.taken: set[str] = set(reserved)
+        self.names: dict[str, str] = {}
+
+    def name(self, schema_name: str) -> str:
+        """The identifier of an argument (the same one each time it is asked)."""
+        if schema_name not in self.names:
+            self.names[schema_name] = self.fresh(schema_name)
+        return self.names[schema_name]
+
+    def fresh(self, base: str) -> str:
+        """A new identifier, `base` or `base_`, `base__`...: neither a keyword nor taken."""
+        out = cpp_ident(base, self.taken)
+        self.taken.add(out)
+        return out

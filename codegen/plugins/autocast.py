@@ -14,6 +14,7 @@ All autocast ops share one translation unit: ATen/autocast_mode.h is a heavy hea
 from __future__ import annotations
 
 from ..api import cpp
+from ..api.names import Scope
 from ..schema import ListType, is_tensor, unwrap_optional
 from .base import Output, Plugin
 
@@ -51,15 +52,17 @@ class Autocast(Plugin):
             if policy is None:
                 continue
             s = d.schema
+            scope = Scope(("op", "no_autocast", "to", "device"))
+            ident = {a.name: scope.name(a.name) for a in s.arguments}
             tensors = [a.name for a in s.arguments if is_tensor(unwrap_optional(a.type))
                        or (isinstance(a.type, ListType) and is_tensor(a.type.elem))]
-            required = [a.name for a in s.arguments if is_tensor(a.type)]
+            required = [ident[a.name] for a in s.arguments if is_tensor(a.type)]
             to = POLICIES[policy].format(args=", ".join(required))
-            call = ", ".join(f"at::autocast::cached_cast(to, {a.name}, device)" if a.name in tensors else a.name
-                             for a in s.arguments)
+            call = ", ".join(f"at::autocast::cached_cast(to, {ident[a.name]}, device)" if a.name in tensors
+                             else ident[a.name] for a in s.arguments)
             kernels.append(dict(
-                decl=d, policy=policy, to=to, call=call,
-                params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in s.arguments),
+                decl=d, policy=policy, to=to, call=call, function=f"{d.ident}_autocast",
+                params=", ".join(f"{cpp.argument_type(a)} {ident[a.name]}" for a in s.arguments),
                 returns=cpp.returns_type(s),
                 op_type=cpp.dispatcher_signature(s),
             ))

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..api import cpp
+from ..api.aten_ops import header_of
+from ..api.kernel import tensor_arguments
+from ..api.names import Scope, cpp_ident, cpp_string
 from ..derivatives import METADATA, grad_names
 from ..render import LINE_RESTORE
 from ..schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
@@ -63,6 +65,7 @@ class AutogradPlan:
     op_calls: tuple[dict, ...] = ()  # library ops the formulas call, see op_call()
     no_grad_tensors: str = ""  # the Tensor arguments checked by the no-grad shortcut ("": no shortcut)
     call_args: str = ""  # every argument, as passed on
+    function: str = ""  # the Autograd kernel's name
 
 
 def _saveable_type(t) -> str | None:
@@ -75,14 +78,22 @@ def _saveable_type(t) -> str | None:
     return None
 
 
+# Locals the Function and the Autograd kernel declare (templates/autograd/function.j2 and
+# the statements below); schema names never take them.
+_LOCALS = ("ctx", "grads", "grad", "op", "guard", "saved", "grad_inputs", "next_edge", "needs", "grad_input_mask",
+           "outs", "ks", "m")
+
+
 def op_call(d, namespace: str) -> dict:
     """A C++ function that calls library op `d` through the dispatcher, for formulas that name
     it (`gelu_tanh_backward(grad, self)`): the backward then records that op's own autograd
     node (double backward) and torch.compile traces it as the op."""
     s = d.schema
+    scope = Scope(("op",))
+    ids = [scope.name(a.name) for a in s.arguments]
     return dict(function=d.name, returns=cpp.returns_type(s), signature=cpp.dispatcher_signature(s),
-                params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in s.arguments),
-                name=f"{namespace}::{d.name}", overload=d.overload, args=", ".join(a.name for a in s.arguments))
+                params=", ".join(f"{cpp.argument_type(a)} {i}" for a, i in zip(s.arguments, ids)),
+                name=f"{namespace}::{d.name}", overload=d.overload, args=", ".join(ids))
 
 
 def called_functions(d) -> set[str]:
@@ -90,18 +101,31 @@ def called_functions(d) -> set[str]:
     return {m for f in d.formulas if f.differentiable for m in _FREE_CALL.findall(f.text)}
 
 
-def plan(decl, namespace: str, torch_include: Path | None = None, library_ops: dict | None = None) -> AutogradPlan:
+def identifiers(schema) -> tuple[dict[str, str], Scope]:
+    """The C++ identifier of every schema name a Function uses: arguments, returns and
+    `grad_<return>`, so a formula written with the schema's names (`default`, `dtype`, `ctx`)
+    compiles; and the scope, for the locals the Function adds."""
+    scope = Scope(_LOCALS)
+    ids = {a.name: scope.name(a.name) for a in schema.arguments}
+    for n in schema.return_names():
+        ids.setdefault(n, scope.fresh(n))
+    for g in grad_names(schema):
+        ids.setdefault(g, scope.fresh(g))
+    return ids, scope
+
+
+def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
     s = decl.schema
     d = decl.derivatives
     rets = s.return_names()
-    ident = decl.ident
     args = s.arguments
+    ids, scope = identifiers(s)
     tensor_args = [a for a in args if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType)]
     uses = d.uses()
     used = {u.name for u in uses}
 
     # What the backward needs: whole tensors, or only metadata of a tensor input.
-    save_tensors: list[str] = []  # names in save_for_backward order
+    save_tensors: list[str] = []  # schema names in save_for_backward order
     metadata: list[tuple[str, str]] = []  # (tensor, accessor)
     for a in tensor_args:
         plain = [u for u in uses if u.name == a.name and u.accessor is None]
@@ -110,28 +134,32 @@ def plan(decl, namespace: str, torch_include: Path | None = None, library_ops: d
             save_tensors.append(a.name)
         else:
             metadata.extend((a.name, m) for m in meta)
-    save_tensors.extend(n for n in rets if n in used)
+    save_tensors.extend(n for n in rets if n in used and s.argument(n) is None)
     saved_values = [a for a in args if a.name in used and a not in tensor_args]
+    meta_ids = {(n, m): scope.fresh(f"{ids[n]}_{METADATA[m][0]}") for n, m in metadata}
+    edge = {a.name: scope.fresh(f"{ids[a.name]}_edge") for a in tensor_args}
 
     forward: list[str] = []
     if save_tensors:
         items = []
         for n in save_tensors:
             a = s.argument(n)
-            items.append(f"{n}.has_value() ? *{n} : at::Tensor()" if a is not None and a.is_optional else n)
+            i = ids[n]
+            items.append(f"{i}.has_value() ? *{i} : at::Tensor()" if a is not None and a.is_optional else i)
         forward.append("ctx->save_for_backward({" + ", ".join(items) + "});")
     for a in saved_values:
-        forward.append(f'ctx->saved_data["{a.name}"] = {a.name};')
+        forward.append(f"ctx->saved_data[{cpp_string(a.name)}] = {ids[a.name]};")
     for n, m in metadata:
-        forward.append(f'ctx->saved_data["{n}_{METADATA[m][0]}"] = {n}.{m}();')
+        forward.append(f"ctx->saved_data[{cpp_string(n + '_' + METADATA[m][0])}] = {ids[n]}.{m}();")
     for a in tensor_args:
         if a.is_optional:
-            forward.append(f'ctx->saved_data["{a.name}_defined"] = {a.name}.has_value() && {a.name}->defined();')
-    dirty = [a.name for a in args if a.is_write]
+            i = ids[a.name]
+            forward.append(f"ctx->saved_data[{cpp_string(a.name + '_defined')}] = {i}.has_value() && {i}->defined();")
+    dirty = [ids[a.name] for a in args if a.is_write]
     if dirty:
         forward.append("ctx->mark_dirty({" + ", ".join(dirty) + "});  // apply() bumps their version counters")
     out_names = [n for n, r in zip(rets, s.returns) if s.aliased_argument(r) is None]
-    nondiff = [n for n, ok in zip(rets, d.output_differentiability) if not ok and n in out_names]
+    nondiff = [ids[n] for n, ok in zip(rets, d.output_differentiability) if not ok and n in out_names]
     if nondiff:
         forward.append("ctx->mark_non_differentiable({" + ", ".join(nondiff) + "});")
     if not d.materialize_grads:
@@ -141,7 +169,7 @@ def plan(decl, namespace: str, torch_include: Path | None = None, library_ops: d
     n_args = len(args)
     if not any(f.differentiable for f in d.formulas) or not any(d.output_differentiability):
         backward.append(f"return torch::autograd::variable_list({n_args});  // no input has a gradient")
-        return _finish(decl, namespace, d, forward, backward, dirty, torch_include, library_ops)
+        return _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids)
     if not d.materialize_grads:
         backward.append("// materialize_grads: false; undefined gradients reach the formulas as undefined tensors.")
         backward.append("if (std::none_of(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.defined(); })) {")
@@ -150,36 +178,37 @@ def plan(decl, namespace: str, torch_include: Path | None = None, library_ops: d
     if save_tensors:
         backward.append("const torch::autograd::variable_list saved = ctx->get_saved_variables();")
         for i, n in enumerate(save_tensors):
-            backward.append(f"const at::Tensor& {n} = saved[{i}];")
+            backward.append(f"const at::Tensor& {ids[n]} = saved[{i}];")
     for a in saved_values:
         t = _saveable_type(a.type)
-        backward.append(f'const auto {a.name} = ctx->saved_data["{a.name}"].to<{t}>();')
+        backward.append(f"const auto {ids[a.name]} = ctx->saved_data[{cpp_string(a.name)}].to<{t}>();")
     for n, m in metadata:
         suffix, ctype, getter = METADATA[m]
-        backward.append(f'const {ctype} {n}_{suffix} = ctx->saved_data["{n}_{suffix}"].{getter};')
+        backward.append(f"const {ctype} {meta_ids[(n, m)]} = ctx->saved_data[{cpp_string(n + '_' + suffix)}].{getter};")
     diff_out = [i for i, ok in enumerate(d.output_differentiability) if ok]
     if "grad" in used and len(diff_out) == 1:
         backward.append(f"const at::Tensor& grad = grads[{diff_out[0]}];")
     for g, i in grad_names(s).items():
         if g in used:
-            backward.append(f"const at::Tensor& {g} = grads[{i}];")
+            backward.append(f"const at::Tensor& {ids[g]} = grads[{i}];")
     # Gradient edges exist only for tensors that were passed (an absent optional has none).
     backward.append("size_t next_edge = 0;")
     for a in tensor_args:
         if a.is_optional:
-            backward.append(f'const size_t {a.name}_edge = ctx->saved_data["{a.name}_defined"].toBool() ? next_edge++ : SIZE_MAX;')
+            backward.append(f"const size_t {edge[a.name]} = ctx->saved_data[{cpp_string(a.name + '_defined')}].toBool() "
+                            "? next_edge++ : SIZE_MAX;")
         else:
-            backward.append(f"const size_t {a.name}_edge = next_edge++;")
+            backward.append(f"const size_t {edge[a.name]} = next_edge++;")
     backward.append("const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };")
     backward.append(f"torch::autograd::variable_list grad_inputs({n_args});")
     index = {a.name: i for i, a in enumerate(args)}
-    metadata_only = {n for n, _ in metadata}
+    metadata_only = {(n, m): v for (n, m), v in meta_ids.items()}
     for f in d.formulas:
         if not f.differentiable:
             continue
-        expr = _rewrite(f, metadata_only)
-        needs = [f"needs({n}_edge)" for n in f.inputs]
-        line = f'#line {f.loc.line} "{f.loc.path}"'
+        expr = _rewrite(f, metadata_only, ids)
+        needs = [f"needs({edge[n]})" for n in f.inputs]
+        line = f'#line {f.loc.line} {cpp_string(f.loc.path)}'
         if len(f.inputs) == 1:
             backward.append(f"if ({needs[0]}) {{")
             backward.append(line)
@@ -193,41 +222,40 @@ def plan(decl, namespace: str, torch_include: Path | None = None, library_ops: d
         backward.append(LINE_RESTORE)
         backward.append("}")
     backward.append("return grad_inputs;")
-    return _finish(decl, namespace, d, forward, backward, dirty, torch_include, library_ops)
+    return _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids)
 
 
-def _finish(decl, namespace, d, forward, backward, dirty, torch_include, library_ops=None) -> AutogradPlan:
+def _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids) -> AutogradPlan:
     s = decl.schema
     rets = s.return_names()
     ident = decl.ident
     args = s.arguments
+    struct = f"{ident}_Function"
     if d.once_differentiable:
         # As torch.autograd.function.once_differentiable: run without recording, and make a
         # double backward through the results raise.
-        backward = ([f'return opwrap::rt::once_differentiable("{namespace}::{decl.op_name}", grads, '
+        backward = ([f"return opwrap::rt::once_differentiable({cpp_string(namespace + '::' + decl.op_name)}, grads, "
                      "[&]() -> torch::autograd::variable_list {"]
                     + [("  " + line) if not line.startswith("#line") else line for line in backward] + ["});"])
 
     # The redispatch and what the kernel returns.
     multi = len(rets) > 1
+    ret_ids = [ids[n] if s.argument(n) is None else _fresh_result(ids, n) for n in rets]
     forward_returns = "torch::autograd::variable_list" if multi else "at::Tensor"
     op_type = cpp.dispatcher_signature(s)
-    call_args = ", ".join(a.name for a in args)
-    forward_result = ("{" + ", ".join(rets) + "}") if multi else rets[0]
-    returns_decl = "at::Tensor " + ", ".join(rets)
-    call = (f"std::tie({', '.join(rets)}) = op.call({call_args})" if multi else f"{rets[0]} = op.call({call_args})")
+    call_args = ", ".join(ids[a.name] for a in args)
+    forward_result = ("{" + ", ".join(ret_ids) + "}") if multi else ret_ids[0]
+    returns_decl = "at::Tensor " + ", ".join(ret_ids)
+    call = (f"std::tie({', '.join(ret_ids)}) = op.call({call_args})" if multi else f"{ret_ids[0]} = op.call({call_args})")
     if multi:
-        apply_result = (f"const torch::autograd::variable_list outs = {ident}_Function::apply({call_args});",
+        apply_result = (f"const torch::autograd::variable_list outs = {struct}::apply({call_args});",
                         "return {" + ", ".join(f"outs[{i}]" for i in range(len(rets))) + "};")
     elif dirty:
-        apply_result = (f"{ident}_Function::apply({call_args});", f"return {dirty[0]};")
+        apply_result = (f"{struct}::apply({call_args});", f"return {dirty[0]};")
     else:
-        apply_result = (f"return {ident}_Function::apply({call_args});",)
+        apply_result = (f"return {struct}::apply({call_args});",)
 
-    headers = sorted({f"ATen/ops/{m}.h" for f in d.formulas for m in _AT_CALL.findall(f.text)})
-    if torch_include is not None:
-        headers = [h for h in headers if (torch_include / h).is_file()]
-    includes = [f"<{h}>" for h in headers]
+    includes = [f"<{h}>" for h in op_headers(d)]
     library_ops = library_ops or {}
     calls = called_functions(d)
     op_calls = tuple(op_call(library_ops[n], namespace) for n in sorted(calls & set(library_ops)))
@@ -239,19 +267,40 @@ def _finish(decl, namespace, d, forward, backward, dirty, torch_include, library
     # Nothing to record (no input requires grad in grad mode, no forward gradient): redispatch
     # below autograd as aten's VariableType kernels do, without the Function's node and context.
     # Not for ops that write or alias an argument (the Function bumps dirty versions).
-    tensors = [a.name for a in args if is_tensor(unwrap_optional(a.type))
+    tensors = [ids[a.name] for a in args if is_tensor(unwrap_optional(a.type))
                or (isinstance(a.type, ListType) and is_tensor(a.type.elem))]
     shortcut = tensors and not s.is_mutable and all(s.aliased_argument(r) is None for r in s.returns)
     if shortcut:
         includes.append("<opwrap/runtime/autograd.h>")
     return AutogradPlan(
         no_grad_tensors=", ".join(tensors) if shortcut else "", call_args=call_args,
-        struct=f"{ident}_Function", params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in args),
+        struct=struct, params=", ".join(f"{cpp.argument_type(a)} {ids[a.name]}" for a in args),
         returns=cpp.returns_type(s), forward_returns=forward_returns, op_type=op_type, returns_decl=returns_decl,
         call=call, forward=tuple(forward), forward_result=forward_result,
         backward=tuple(line if line.startswith("#line") else "    " + line for line in backward),
         apply_result=apply_result, includes=tuple(includes), once_differentiable=d.once_differentiable,
-        op_calls=op_calls)
+        op_calls=op_calls, function=f"{ident}_autograd")
+
+
+def _fresh_result(ids: dict[str, str], name: str) -> str:
+    """A return named like an argument: its own local in the forward."""
+    key = f"#return {name}"
+    if key not in ids:
+        taken = set(ids.values()) | set(_LOCALS)
+        ids[key] = cpp_ident(name + "_result", taken)
+    return ids[key]
+
+
+def op_headers(d) -> list[str]:
+    """The `ATen/ops/<name>.h` headers of the `at::` functions the formulas call, decided from
+    the formulas alone (never from the installed torch, so generated files are the same on
+    every machine): a name torch has no such header for (an `at::` function defined elsewhere)
+    is covered by ATen/Functions.h, included instead of all of them."""
+    names = {m for f in d.formulas if f.differentiable for m in _AT_CALL.findall(f.text)}
+    headers = {n: header_of(n) for n in names}
+    if any(h is None for h in headers.values()):
+        return ["ATen/Functions.h"]
+    return sorted(set(headers.values()))  # type: ignore[arg-type]
 
 
 _LIBRARY_OPS: tuple = (None, {})  # (lib, its ops): validate asks once per declaration
@@ -270,26 +319,21 @@ def library_ops(lib) -> dict:
     return out
 
 
-def _rewrite(formula, metadata_only: set[str]) -> str:
-    """The formula with `x.sym_sizes()` of a tensor saved only as metadata replaced by the saved value."""
+def _rewrite(formula, metadata_only: dict[tuple[str, str], str], ids: dict[str, str]) -> str:
+    """The formula in the Function's identifiers: `x.sym_sizes()` of a tensor saved only as
+    metadata becomes the saved value, and every schema name its C++ identifier."""
     text, out, pos = formula.text, [], 0
     for u in formula.uses:
-        if u.name in metadata_only and u.accessor:
+        if u.accessor and (u.name, u.accessor) in metadata_only:
             out.append(text[pos:u.start])
-            out.append(f"{u.name}_{METADATA[u.accessor][0]}")
+            out.append(metadata_only[(u.name, u.accessor)])
             pos = u.end
+        elif ids.get(u.name, u.name) != u.name:
+            out.append(text[pos:u.start])
+            out.append(ids[u.name])
+            pos = u.start + len(u.name)
     out.append(text[pos:])
     return "".join(out)
-
-
-def torch_include_dir() -> Path | None:
-    """The installed torch's include directory, found without importing torch."""
-    from importlib.util import find_spec
-    spec = find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    inc = Path(list(spec.submodule_search_locations)[0]) / "include"
-    return inc if inc.is_dir() else None
 
 
 class Autograd(Plugin):
@@ -326,13 +370,12 @@ class Autograd(Plugin):
         """One source per op with Tensor inputs, in the unity group "autograd": its Function
         and Autograd kernel from the formulas, or the not-implemented fallback."""
         ns = lib.namespace
-        inc = torch_include_dir()
         ops = library_ops(lib)
         template = "autograd/op.cpp.j2"
         for decl in lib.declarations:
-            if not decl.kernels or not decl.tensor_inputs:
+            if not decl.kernels or not tensor_arguments(decl.schema):
                 continue
-            p = None if decl.derivatives is None else plan(decl, ns, inc, ops)
+            p = None if decl.derivatives is None else plan(decl, ns, ops)
             includes = sorted(p.includes, key=lambda h: (h.startswith('"'), h)) if p else []
             text = ctx.render(template, namespace=ns, decl=decl, p=p, includes=includes)
             yield Output(f"autograd/{decl.ident}.cpp", text, (decl.path, ctx.template_source(template)), unit="autograd",

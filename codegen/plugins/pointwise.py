@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from ..api import cpp
 from ..schema import is_tensor
 from .base import Output, Plugin
-from .cpu import device_checks, device_guard
+from ..api.kernel import device_checks, device_guard
+from ..api.names import CPP_KEYWORDS, cpp_string
 
 CAPABILITIES = ("AVX2", "AVX512")  # built besides DEFAULT, in their own translation units
 
@@ -73,9 +74,9 @@ def plan(decl, namespace: str) -> PointwisePlan:
 def wrapper(decl, p: PointwisePlan, device: str) -> dict:
     """The statements of one device's kernel that Python decides: argument checks and the loop call."""
     first = p.tensors[0]
-    checks = [f'constexpr const char* kOp = "{p.op}";']
+    checks = [f"constexpr const char* kOp = {cpp_string(p.op)};"]
     for t in p.tensors:
-        checks.extend(device_checks(t, first, device))
+        checks.extend(device_checks(t, t, first, first, device))
     checks.extend(device_guard(first, device))
     # The inputs by name, for the messages of the checks that TensorIterator's build and the
     # promoted dtype get (opwrap::rt::build_pointwise checks broadcasting only when the build failed).
@@ -109,8 +110,10 @@ class PointwiseKernels(Plugin):
             diag.error(decl.field_loc("dtypes"), f"pointwise expressions support real floating and integer dtypes, "
                        f"not {', '.join(odd)}")
         for a in decl.schema.arguments:
-            if a.name in ("Tv", "opmath_t", "scalar_t", "iter", "op") and not is_tensor(a.type):
-                diag.error(decl.func_loc, f"argument name '{a.name}' is reserved in generated pointwise kernels")
+            if a.name in CPP_KEYWORDS or (a.name in ("Tv", "opmath_t", "scalar_t", "iter", "op", "Vec", "kOp")
+                                          and not is_tensor(a.type)):
+                diag.error(decl.func_loc, f"argument name '{a.name}' is reserved in generated pointwise kernels",
+                           "the expression names arguments as C++ does: rename it, or write the kernel by hand")
 
     def emit(self, lib, ctx):
         ns = lib.namespace

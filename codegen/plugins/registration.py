@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..api.names import cpp_string
 from .base import Output, Plugin
 
 # at::Tag values that not every supported torch (>= 2.6) has: tag -> (macro, (major, minor) since).
 VERSIONED_TAGS = {"inplace": ("OPWRAP_TAG_INPLACE", (2, 13))}
 
 
-def cpp_string(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+def _returns_self(s) -> bool:
+    return s.is_inplace and len(s.returns) == 1 and s.aliased_argument(s.returns[0]) is s.argument("self")
 
 
 class SchemaRegistration(Plugin):
@@ -22,10 +23,11 @@ class SchemaRegistration(Plugin):
         self.plugins = plugins  # the active plugin list, to collect library_block statements
 
     def transform(self, lib, diag):
-        """In-place ops get torch's `inplace` tag, which lets torch.compile functionalize them
-        (auto_functionalize accepts a mutated first argument that is also returned)."""
+        """In-place ops that return `self` get torch's `inplace` tag, which lets torch.compile
+        functionalize them (auto_functionalize accepts a mutated first argument that is also
+        returned).  Other ops whose name ends in '_' return what they like, untagged."""
         return replace(lib, declarations=tuple(
-            replace(d, tags=d.tags + ("inplace",)) if d.schema.is_inplace and "inplace" not in d.tags else d
+            replace(d, tags=d.tags + ("inplace",)) if _returns_self(d.schema) and "inplace" not in d.tags else d
             for d in lib.declarations))
 
     def emit(self, lib, ctx):

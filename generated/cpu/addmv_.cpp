@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <ATen/TensorOperators.h>
 #include "addmv.h"
 
 namespace opwrap::generated {

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <ATen/TensorOperators.h>
 #include "bucketize_count.h"
 
 namespace opwrap::generated {

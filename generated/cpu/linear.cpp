@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <ATen/TensorOperators.h>
 #include "linear.h"
 
 namespace opwrap::generated {

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <ATen/TensorOperators.h>
 #include "nonzero_flat.h"
 
 namespace opwrap::generated {

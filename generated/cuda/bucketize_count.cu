@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <ATen/TensorOperators.h>
 #include "bucketize_count.cuh"
 
 namespace opwrap::generated {

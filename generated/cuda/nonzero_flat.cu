@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <ATen/TensorOperators.h>
 #include "nonzero_flat.cuh"
 
 namespace opwrap::generated {

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <ATen/TensorOperators.h>
 #include "rms_norm.cuh"
 
 namespace opwrap::generated {

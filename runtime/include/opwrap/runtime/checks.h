@@ -6,6 +6,7 @@
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
+#include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/SymIntArrayRef.h>
 #include <c10/util/Exception.h>

@@ -1,0 +1,380 @@
+"""The generated wrapper around a hand-written kernel, for any device: which checks it
+makes, what it allocates, how it calls the kernel and what it returns.
+
+Every device plugin (cpu, cuda) and the pointwise plugin read this module; no plugin
+imports another.  Every name in the generated code is decided here: the wrapper's
+identifiers come from one `Scope` (codegen/api/names.py), so an argument named `dtype`,
+`default` or `kOp` cannot clash with a keyword or a local, and the symbols (`<op>_cpu`,
+the split-types instantiations) come from `symbols`.
+
+The kernel's signature is `kernel_signature`: the schema's arguments as the type table
+(codegen/api/types.py) gives them to the kernel, then one `at::Tensor&` per output the
+wrapper allocates; its return type is the tuple of the returns it makes itself
+(`OutputSpec.made_by == "kernel"`), `void` when none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import DTYPES
+from ..schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, is_tensor, unwrap_optional
+from ..shapes import cpp_input_checks, cpp_output_shape, variables
+from . import types
+from .names import Scope, cpp_ident, cpp_string
+
+DEVICE_TYPES = {"CPU": "c10::DeviceType::CPU", "CUDA": "c10::DeviceType::CUDA"}
+
+# Locals the wrapper templates declare themselves (templates/common/kernel_body.j2), and `m`
+# of TORCH_LIBRARY_IMPL.
+TEMPLATE_LOCALS = ("kOp", "m")
+
+
+def is_single_tensor(a: Argument) -> bool:
+    """`Tensor`, `Tensor?`, `Tensor(a!)`: one tensor (not a list)."""
+    return is_tensor(unwrap_optional(a.type))
+
+
+def is_tensor_list(a: Argument) -> bool:
+    t = unwrap_optional(a.type)
+    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
+
+
+def tensor_arguments(schema: FunctionSchema) -> list[Argument]:
+    """The arguments the dispatcher reads dispatch keys from: tensors, optional tensors, lists."""
+    return [a for a in schema.arguments if is_single_tensor(a) or is_tensor_list(a)]
+
+
+def dispatch_key(decl, device: str) -> str:
+    """Ops with no tensor argument cannot be dispatched on a device; they are registered for
+    every backend (CompositeExplicitAutograd), as aten registers factory functions."""
+    return device if tensor_arguments(decl.schema) else "CompositeExplicitAutograd"
+
+
+@dataclass(frozen=True)
+class Symbols:
+    """The C++ names of one op's generated functions for one device."""
+
+    wrapper: str  # the function `m.impl` registers: `<ident>_cpu`
+    kernel: str  # the kernel template, qualified: `::ns::kernels::name`
+    split: tuple[tuple[str, str], ...]  # (dtype name, the per-dtype instantiation's function)
+
+
+def symbols(decl, namespace: str, device: str) -> Symbols:
+    suffix = device.lower()
+    return Symbols(f"{decl.ident}_{suffix}", f"::{namespace}::kernels::{decl.kernel(device)}",
+                   tuple((dt.name, f"{decl.ident}_{suffix}_{dt.name}") for dt in decl.dtypes))
+
+
+def _made_by_kernel(r, o) -> bool:
+    """The kernel makes this return.  A view (`Tensor(a)` aliasing an argument that is not
+    written) is made by the kernel too."""
+    return o.made_by == "kernel" or (o.made_by == "alias" and not r.is_write)
+
+
+def _kernel_outputs(decl):
+    """(index, return, OutputSpec) of the returns the kernel makes."""
+    return [(i, r, o) for i, (r, o) in enumerate(zip(decl.schema.returns, decl.outputs())) if _made_by_kernel(r, o)]
+
+
+def kernel_return_type(decl) -> str:
+    return types.tuple_of([types.kernel_returned_type(r) for _, r, _ in _kernel_outputs(decl)])
+
+
+def _kernel_parameters(decl) -> list[str]:
+    scope = Scope()
+    params = [f"{types.kernel_type(a)} {scope.name(a.name)}" for a in decl.schema.arguments]
+    for r, o in zip(decl.schema.returns, decl.outputs()):
+        if o.made_by == "wrapper" and not _made_by_kernel(r, o):
+            params.append(f"at::Tensor& {scope.fresh(o.name)}")
+    return params
+
+
+def kernel_signature(decl, device: str = "CPU") -> str:
+    """The exact declaration a kernel header must have for `decl` on `device`:
+    `template <typename scalar_t> RET name(PARAMS)`."""
+    return (f"template <typename scalar_t> {kernel_return_type(decl)} {decl.kernel(device)}"
+            f"({', '.join(_kernel_parameters(decl))})")
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """Everything a device template needs to lay out the wrapper of one op."""
+
+    symbols: Symbols
+    params: str  # wrapper parameter list
+    returns: str  # wrapper return type
+    checks: tuple[str, ...]  # argument checks, shape contracts, output allocation, contiguity
+    kernel_params: str  # the kernel template's parameter list (for split-type declarations)
+    kernel_returns: str  # the kernel's return type
+    kernel_args: str  # the arguments passed to it
+    kernel_args_plain: str  # the kernel's parameter names, to forward them unchanged
+    kernel_result: str  # the local holding what the kernel returned ("": it returns void)
+    epilogue: tuple[str, ...]  # statements after the kernel (write-back, checks of what it returned)
+    result: str  # the return statement, or ""
+    dispatch_expr: str  # the ScalarType dispatched on
+    dispatch_arg: str  # the argument named in the unsupported-dtype error, as a C++ string literal
+    needs_empty: bool
+
+    def call(self, function: str) -> str:
+        """The statement calling `function` (a kernel instantiation) with the kernel's arguments."""
+        if self.kernel_result:
+            return f"{self.kernel_result}.emplace({function}({self.kernel_args}));"
+        return f"{function}({self.kernel_args});"
+
+    def forward(self, function: str) -> str:
+        """The body of a split-types instantiation: forward its parameters to `function`."""
+        call = f"{function}({self.kernel_args_plain});"
+        return f"return {call}" if self.kernel_returns != "void" else call
+
+
+def plan_call(decl, namespace: str, device: str) -> KernelCall:
+    """Decide, in Python, every statement of the wrapper around a kernel for `device`."""
+    s = decl.schema
+    device_type = DEVICE_TYPES[device]
+    scope = Scope(TEMPLATE_LOCALS)
+    ident = {a.name: scope.name(a.name) for a in s.arguments}
+    checks: list[str] = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};"]
+    singles = [a for a in s.arguments if is_single_tensor(a)]
+    required = [a for a in singles if not a.is_optional]
+    dtype_names = ", ".join(d.name for d in decl.dtypes)
+    dtype_list = "{" + ", ".join(f"at::ScalarType::{d.scalar_type}" for d in decl.dtypes) + "}"
+    dtype = scope.fresh("dtype")
+
+    # The tensor the op dispatches on: the first required one, else the first one given.
+    if required:
+        first, first_name = ident[required[0].name], required[0].name
+    elif tensor_arguments(s):
+        first, first_name = scope.fresh("first"), "the first tensor given"
+        given = ", ".join(ident[a.name] for a in tensor_arguments(s))
+        checks.append(f"const at::Tensor {first} = opwrap::rt::first_given(kOp, {given});")
+        checks.extend(device_checks(first_name, first, "", "", device))
+        checks.append(f"opwrap::rt::check_dtype_in(kOp, {cpp_string(first_name)}, {first}, {dtype_list}, "
+                      f"{cpp_string(dtype_names)});")
+        checks.append(f"const at::ScalarType {dtype} = {first}.scalar_type();")
+    else:
+        first, first_name = "", ""
+
+    for a in singles:
+        name = ident[a.name]
+        if a.is_optional:
+            checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
+            checks.extend("  " + c for c in device_checks(a.name, f"*{name}", first, first_name, device))
+            if first:
+                checks.append(f"  opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, *{name}, {dtype}, "
+                              f"{cpp_string(first_name)});")
+            checks.append("}")
+            continue
+        checks.extend(device_checks(a.name, name, first, first_name, device))
+        if a is required[0]:
+            checks.append(f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, {name}, {dtype_list}, "
+                          f"{cpp_string(dtype_names)});")
+            checks.append(f"const at::ScalarType {dtype} = {name}.scalar_type();")
+        else:
+            checks.append(f"opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, {name}, {dtype}, "
+                          f"{cpp_string(first_name)});")
+    if first:
+        checks.extend(device_guard(first, device))
+
+    # The shape rule's names as C++ expressions: arguments (SymInts guarded to their values),
+    # optional tensors' bound values, and the dimension variables (fresh locals).
+    names: dict[str, str] = {}
+    for a in s.arguments:
+        t = unwrap_optional(a.type)
+        if t == BaseType("SymInt") or (isinstance(t, ListType) and t.elem == BaseType("SymInt")):
+            names[a.name] = types.to_kernel(a, ident[a.name])
+        else:
+            names[a.name] = ident[a.name]
+    if decl.shape_plan is not None:
+        for a in singles:
+            if a.is_optional:
+                names[a.name + "?"] = scope.fresh(ident[a.name] + "_")
+        for v in sorted(variables(decl.shape_plan)):
+            if s.argument(v) is None:
+                names[v] = scope.fresh(v)
+        checks.extend(cpp_input_checks(decl.shape_plan, "kOp", s, names))
+    checks.extend(overlap_checks(decl, ident))
+
+    # Outputs: allocated from the one shape rule and the dtype rule, or made by the kernel.
+    made = _kernel_outputs(decl)
+    made_at = {i for i, _, _ in made}
+    options_base = f"{first}.options()" if first else f"at::TensorOptions().device({device_type})"
+    outputs: list[str] = []
+    results: list[str] = []
+    allocated_dtype = ""
+    all_outputs = decl.outputs()
+    for i, o in enumerate(all_outputs):
+        if i in made_at:
+            results.append("")  # filled below, once the kernel's result has a name
+            continue
+        if o.made_by == "alias":
+            results.append(ident[o.aliases])
+            continue
+        out = scope.fresh(o.name)
+        shape_var = scope.fresh(f"{o.name}_shape")
+        shape_expr = cpp_output_shape(o.shape, names) if o.shape is not None else f"{ident[decl.like]}.sizes().vec()"
+        rule_text = o.shape.text if o.shape is not None else "like " + decl.like
+        checks.append(f"const std::vector<int64_t> {shape_var} = {shape_expr};")
+        checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.name)}, {shape_var}, {cpp_string(rule_text)});")
+        checks.append(f"at::Tensor {out} = opwrap::rt::empty(kOp, {cpp_string(o.name)}, {shape_var}, "
+                      f"{options_base}.dtype({_dtype_expr(o.dtype, ident)}));")
+        allocated_dtype = allocated_dtype or f"{out}.scalar_type()"
+        outputs.append(out)
+        results.append(out)
+    if not first:
+        if allocated_dtype:
+            checks.append(f"const at::ScalarType {dtype} = {allocated_dtype};")
+        else:  # nothing to take a dtype from: the first declared dtype
+            rule = all_outputs[0].dtype if all_outputs else ""
+            dt = DTYPES[rule] if rule in DTYPES else decl.dtypes[0]
+            checks.append(f"const at::ScalarType {dtype} = at::ScalarType::{dt.scalar_type};")
+
+    # Inputs as the kernel sees them.
+    kernel_args, kernel_params, plain, epilogue = [], [], [], []
+    for a in s.arguments:
+        name = ident[a.name]
+        if is_single_tensor(a) and decl.contiguous and not (a.is_write and a.is_optional):
+            c = scope.fresh(f"{name}_c")
+            if a.is_write:
+                checks.append(f"at::Tensor {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
+                epilogue.append(f"opwrap::rt::write_back({name}, {c});")
+            elif a.is_optional:
+                checks.append(f"const std::optional<at::Tensor> {c} = opwrap::rt::contiguous(kOp, "
+                              f"{cpp_string(a.name)}, {name});")
+            else:
+                checks.append(f"const at::Tensor {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
+            kernel_args.append(c)
+        else:
+            kernel_args.append(types.to_kernel(a, name))
+        kernel_params.append(f"{types.kernel_type(a)} {name}")
+        plain.append(name)
+    for name in outputs:
+        kernel_args.append(name)
+        kernel_params.append(f"at::Tensor& {name}")
+        plain.append(name)
+
+    # What the kernel returned: checked (device; dtype where the declaration has a rule) and
+    # converted to the dispatcher's return type.
+    kernel_returns = kernel_return_type(decl)
+    kernel_result = ""
+    if made:
+        kernel_result = scope.fresh("kernel_result")
+        checks.append(f"std::optional<{kernel_returns}> {kernel_result};")
+        explicit = dict(decl.output_dtypes)
+        for k, (i, r, o) in enumerate(made):
+            value = f"*{kernel_result}" if len(made) == 1 else f"std::get<{k}>(*{kernel_result})"
+            if unwrap_optional(r.type) == BaseType("Tensor") or r.type == ListType(BaseType("Tensor")):
+                if not isinstance(r.type, OptionalType):
+                    epilogue.append(f"opwrap::rt::check_result(kOp, {cpp_string(o.name)}, {value}, {device_type});")
+                rule = explicit.get(o.name) or decl.like
+                if rule and r.type == BaseType("Tensor"):
+                    epilogue.append(f"opwrap::rt::check_result_dtype(kOp, {cpp_string(o.name)}, {value}, "
+                                    f"{_dtype_expr(rule, ident)});")
+            results[i] = types.from_kernel(r, f"std::move({value})")
+
+    if not results:
+        result = ""
+    elif len(results) == 1:
+        result = f"return {results[0]};"
+    else:
+        result = "return {" + ", ".join(results) + "};"
+    params = ", ".join(f"{types.dispatcher_type(a)} {ident[a.name]}" for a in s.arguments)
+    from .cpp import returns_type
+    return KernelCall(symbols(decl, namespace, device), params, returns_type(s), tuple(checks),
+                      ", ".join(kernel_params), kernel_returns, ", ".join(kernel_args), ", ".join(plain),
+                      kernel_result, tuple(epilogue), result, dtype,
+                      cpp_string(first_name or (decl.return_names[0] if decl.return_names else decl.name)), bool(outputs))
+
+
+def _dtype_expr(rule: str, ident: dict[str, str]) -> str:
+    """The C++ ScalarType of a dtype rule: a dtype name, or the dtype of a tensor argument."""
+    if rule in DTYPES:
+        return f"at::ScalarType::{DTYPES[rule].scalar_type}"
+    return f"{ident.get(rule, rule)}.scalar_type()"
+
+
+def device_checks(name: str, value: str, first: str, first_name: str, device: str) -> list[str]:
+    """The tensor argument `name` (the C++ expression `value`) is defined and on `device`; off
+    the CPU, on the same device as `first` (named `first_name` in messages): cuda:0 and cuda:1
+    do not mix.  Shared by every generated wrapper."""
+    out = [f"opwrap::rt::check_tensor(kOp, {cpp_string(name)}, {value}, {DEVICE_TYPES[device]});"]
+    if device != "CPU" and first and value != first:
+        out.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(name)}, {value}, {first}, "
+                   f"{cpp_string(first_name)});")
+    return out
+
+
+def device_guard(first: str, device: str) -> list[str]:
+    """Off the CPU, outputs are allocated (and inputs copied) on the first tensor's device."""
+    return [f"const c10::cuda::CUDAGuard device_guard({first}.device());"] if device != "CPU" else []
+
+
+def overlap_checks(decl, ident: dict[str, str] | None = None) -> list[str]:
+    """Each argument written in place has no self-overlapping elements and shares no memory
+    with another tensor input (aten's assert_no_internal_overlap / assert_no_overlap)."""
+    ident = ident or {}
+    out = []
+    singles = [a for a in decl.schema.arguments if is_single_tensor(a)]
+    for w in (a for a in singles if a.is_write and not a.is_optional):
+        wn = ident.get(w.name, w.name)
+        out.append(f"opwrap::rt::check_writable(kOp, {cpp_string(w.name)}, {wn});")
+        for a in singles:
+            if a is w:
+                continue
+            an = ident.get(a.name, a.name)
+            if a.is_optional:
+                out.append(f"if ({an}.has_value() && {an}->defined()) "
+                           f"opwrap::rt::check_no_overlap(kOp, {cpp_string(w.name)}, {wn}, {cpp_string(a.name)}, *{an});")
+            else:
+                out.append(f"opwrap::rt::check_no_overlap(kOp, {cpp_string(w.name)}, {wn}, {cpp_string(a.name)}, {an});")
+    return out
+
+
+def check_supported(decl, lib, diag, plugin: str) -> bool:
+    """The schema's types have rows in the type table, and the declaration has what the
+    wrapper needs.  Returns whether the wrapper can be generated."""
+    ok = True
+    s = decl.schema
+    for a in s.arguments:
+        try:
+            types.argument_row(a)
+        except types.UnsupportedType as e:
+            diag.error(decl.func_loc, f"argument '{a.name}' of type {a.type} is not supported by the {plugin} emitter"
+                       + (f": {e.reason}" if e.reason else ""))
+            ok = False
+    for r, name in zip(s.returns, decl.return_names):
+        try:
+            types.return_row(r)
+        except types.UnsupportedType as e:
+            diag.error(decl.func_loc, f"return '{name}' of type {r.type} is not supported by the {plugin} emitter"
+                       + (f": {e.reason}" if e.reason else ""))
+            ok = False
+            continue
+        if s.aliased_argument(r) is not None:
+            if decl.shape_of(name) is not None:
+                diag.error(decl.shape_of(name).loc, f"return '{name}' aliases an input; it takes that input's shape")
+            continue
+        if r.alias is not None:
+            diag.error(decl.func_loc, f"return '{name}' has an alias annotation that matches no argument")
+            ok = False
+    if not decl.dtypes:
+        diag.error(decl.loc, "missing 'dtypes': list the dtypes the kernel supports, e.g. [float32, float64]")
+        ok = False
+    if not tensor_arguments(s):
+        for o in decl.outputs():
+            if o.made_by == "wrapper" and o.dtype not in DTYPES:
+                diag.error(decl.loc, f"an op with no Tensor input needs 'dtype: {{{o.name}: <dtype>}}'")
+                ok = False
+            elif o.made_by == "wrapper" and decl.dtypes and DTYPES[o.dtype] not in decl.dtypes:
+                diag.error(decl.field_loc("dtype"), f"output dtype '{o.dtype}' is not among the declared dtypes")
+    name = s.base_name
+    dunder = name.startswith("__") and name.endswith("__")
+    if name.endswith("_") and not dunder and not s.is_inplace:
+        diag.error(decl.func_loc, f"'{name}' ends in '_' (in place) but does not mutate 'self': "
+                   "declare 'Tensor(a!) self'")
+    return ok
+
+
+__all__ = ["KernelCall", "Symbols", "plan_call", "kernel_signature", "kernel_return_type", "check_supported",
+           "device_checks", "device_guard", "overlap_checks", "dispatch_key", "symbols", "tensor_arguments",
+           "DEVICE_TYPES", "cpp_ident"]
