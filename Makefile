@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build demo test ci cuda-check pytest test-asan bench gpu-test clean
+.PHONY: venv generate check build demo test ci cuda-check pytest test-asan bench gpu-test clean survey
 
 venv: $(STAMP)
 
@@ -88,6 +88,13 @@ pytest: venv
 # Speed, side by side with what opwrap replaces, as ratios (benchmarks/bench.py).
 bench: build
 	@$(PHASE) bench $(PY) benchmarks/bench.py
+
+# The generalization survey (codegen/survey.py): every schema of torch's own
+# native_functions.yaml declared with a stub kernel in a throwaway `codegen init` library,
+# generated and compiled (large units, at low priority); prints how many are accepted and
+# compile, and the reasons for the rest, grouped.  SURVEY_ARGS, e.g. `--sample` or `--json FILE`.
+survey: venv
+	@$(PHASE) survey $(PY) -m codegen.survey $(SURVEY_ARGS)
 
 # On a machine with a GPU: build with CUDA (an error if it cannot be built), run the CUDA
 # tests (every op and dtype against the CPU kernel) and the CUDA benchmark against aten.

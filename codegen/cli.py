@@ -198,6 +198,29 @@ def list_ops(project):
         click.echo(f"{config.namespace}::{d.op_name}\t{dtypes}\t{devices}")
 
 
+@main.command(help="Write a kernel header skeleton for every op whose CPU kernel header is missing: "
+              "the exact template and signature the generated wrapper calls, and a body that raises "
+              "'<op>: kernel not written' when called.  Existing files are never overwritten.")
+@project_option
+def stubs(project):
+    from .scaffold import load_declarations, write_stubs
+    config = _config(project)
+    try:
+        lib = load_declarations(config)
+    except CodegenError as e:
+        n = len(e.diagnostics)
+        raise BadInput(f"{e}\n{n} error{'s' if n != 1 else ''}") from None
+    written, existing, failed = write_stubs(lib)
+    for path in written:
+        click.echo(f"wrote {path.relative_to(config.root)}", err=True)
+    for decl, why in failed:
+        click.echo(f"{decl.func_loc}: warning: no skeleton for {config.namespace}::{decl.op_name}: {why}", err=True)
+    def n(count, noun):
+        return f"{count} {noun}{'' if count == 1 else 's'}"
+    click.echo(f"codegen stubs: {n(len(written), 'header')} written, {n(len(existing), 'header')} already there "
+               f"(left alone)" + (f", {n(len(failed), 'op')} without a skeleton" if failed else ""), err=True)
+
+
 @main.command(help="Create a new op library in DIR: pyproject config, one example declaration and kernel.")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--namespace", help="The torch namespace (default: DIR's name).")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 _PYPROJECT = '''[build-system]
@@ -120,3 +121,134 @@ def scaffold(target: Path, namespace: str) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return list(files)
+
+
+# ---------------------------------------------------------------------------- codegen stubs
+# A kernel header skeleton for every op whose header is missing: the exact template and
+# signature the generated wrapper calls, and a body that compiles and fails loudly when run.
+
+_STUB_HEADER = '''// Kernel skeletons written by `codegen stubs`: the exact template and signature the
+// generated wrapper calls.  Replace each body; until then a call raises "kernel not written".
+#pragma once
+
+{includes}
+namespace {ns}::kernels {{
+{kernels}
+}}  // namespace {ns}::kernels
+'''
+
+_STUB_KERNEL = '''
+// {op}
+{signature} {{
+  TORCH_CHECK(false, {message});{ret}
+}}
+'''
+
+
+@dataclass(frozen=True)
+class Stub:
+    """One kernel skeleton: the op it serves, its header and the exact declaration."""
+
+    op: str  # namespace::name.overload
+    schema: str
+    header: str  # relative to the kernels directory
+    signature: str  # `template <typename scalar_t> RET name(PARAMS)`
+    returns: str  # RET
+
+
+def kernel_stubs(lib) -> tuple[list[Stub], list[tuple[object, str]]]:
+    """The CPU kernel skeletons of every declaration with a hand-written CPU kernel, and the
+    declarations whose signature cannot be decided (with why).  `lib` is a loaded Library;
+    it need not have passed validation (a missing header is a validation error)."""
+    stubs, failed = [], []
+    for d in lib.declarations:
+        if not d.kernel("CPU"):  # none, or generated (pointwise expressions)
+            continue
+        try:
+            signature, returns = _kernel_signature(d, lib.namespace)
+        except Exception as e:  # an op the emitter cannot handle (yet): reported, not fatal
+            failed.append((d, _describe(e)))
+            continue
+        stubs.append(Stub(f"{lib.namespace}::{d.op_name}", str(d.schema), d.header, signature, returns))
+    return stubs, failed
+
+
+def _describe(e: Exception) -> str:
+    """`Type: message (in file.py:function)`, the innermost frame in the toolchain."""
+    import traceback
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "codegen" in Path(f.filename).parts]
+    where = f" (in {Path(frames[-1].filename).name}:{frames[-1].name})" if frames else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+def _kernel_signature(decl, namespace: str) -> tuple[str, str]:
+    """(the kernel template's declaration, its return type) for the CPU wrapper's call."""
+    try:
+        from .api.kernel import kernel_return_type, kernel_signature
+    except ImportError:  # before the typed layer's kernel signatures
+        from .plugins.cpu import plan_call
+        return f"template <typename scalar_t> void {decl.kernel('CPU')}({plan_call(decl, namespace, 'CPU').kernel_params})", "void"
+    return kernel_signature(decl, "CPU"), kernel_return_type(decl)
+
+
+def stub_header(namespace: str, stubs: list[Stub]) -> str:
+    """The text of one kernel header holding the skeletons `stubs` (all naming that header)."""
+    from .api.names import cpp_string
+    seen, kernels = set(), []
+    for s in stubs:
+        if s.signature in seen:  # two ops sharing one kernel (e.g. an op and its out= overload)
+            continue
+        seen.add(s.signature)
+        ret = "" if s.returns == "void" else "\n  return {};"
+        comment = f"{s.op}: {s.schema}".replace("\n", " ").rstrip("\\")  # a trailing \\ would continue the comment
+        kernels.append(_STUB_KERNEL.format(op=comment, signature=s.signature,
+                                           message=cpp_string(f"{s.op}: kernel not written"), ret=ret))
+    text = " ".join(s.signature for s in stubs)
+    includes = ["#include <ATen/core/Tensor.h>"]
+    for needle, header in (("c10::List", "ATen/core/List.h"), ("at::Generator", "ATen/core/Generator.h"),
+                           ("std::array", "array"), ("std::tuple", "tuple"), ("std::vector", "vector")):
+        if needle in text:
+            includes.append(f"#include <{header}>")
+    return _STUB_HEADER.format(ns=namespace, includes="\n".join(includes) + "\n", kernels="".join(kernels))
+
+
+def write_stubs(lib) -> tuple[list[Path], list[str], list[tuple[object, str]]]:
+    """Write a skeleton header for every kernel header that does not exist; never overwrite.
+    Returns (headers written, headers that exist and were left alone, (declaration, why)
+    for declarations whose signature could not be decided)."""
+    stubs, failed = kernel_stubs(lib)
+    kernels_dir = lib.config.path("kernels")
+    by_header: dict[str, list[Stub]] = {}
+    for s in stubs:
+        by_header.setdefault(s.header, []).append(s)
+    written, existing = [], []
+    for header in sorted(by_header):
+        path = kernels_dir / header
+        if path.exists():
+            existing.append(header)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(path, "x", encoding="utf-8") as f:  # "x": never overwrite, even in a race
+                f.write(stub_header(lib.namespace, by_header[header]))
+        except FileExistsError:
+            existing.append(header)
+            continue
+        written.append(path)
+    return written, existing, failed
+
+
+def load_declarations(config):
+    """The project's declarations, loaded as the pipeline loads them (plugins' fields
+    included) but not validated: stubs are written for ops that do not validate yet.
+    Raises CodegenError for declarations that cannot be loaded at all."""
+    from .diagnostics import CodegenError, Diagnostics
+    from .loader import CORE_FIELDS, DeclarationLoader
+    from .plugins import load_plugins
+    diag = Diagnostics()
+    plugins = load_plugins(config, diag)
+    fields = {name: doc for p in plugins for name, doc in p.fields.items() if name not in CORE_FIELDS}
+    lib = DeclarationLoader(config, diag, fields).load() if not diag else None
+    if diag:
+        raise CodegenError(diag.sorted())
+    return lib
