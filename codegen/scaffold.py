@@ -183,11 +183,7 @@ def _describe(e: Exception) -> str:
 
 def _kernel_signature(decl, namespace: str) -> tuple[str, str]:
     """(the kernel template's declaration, its return type) for the CPU wrapper's call."""
-    try:
-        from .api.kernel import kernel_return_type, kernel_signature
-    except ImportError:  # before the typed layer's kernel signatures
-        from .plugins.cpu import plan_call
-        return f"template <typename scalar_t> void {decl.kernel('CPU')}({plan_call(decl, namespace, 'CPU').kernel_params})", "void"
+    from .api.kernel import kernel_return_type, kernel_signature
     return kernel_signature(decl, "CPU"), kernel_return_type(decl)
 
 
@@ -201,7 +197,8 @@ def stub_header(namespace: str, stubs: list[Stub]) -> str:
         seen.add(s.signature)
         ret = "" if s.returns == "void" else "\n  return {};"
         comment = f"{s.op}: {s.schema}".replace("\n", " ").rstrip("\\")  # a trailing \\ would continue the comment
-        kernels.append(_STUB_KERNEL.format(op=comment, signature=s.signature,
+        signature = s.signature.replace("template <typename scalar_t> ", "template <typename scalar_t>\n", 1)
+        kernels.append(_STUB_KERNEL.format(op=comment, signature=signature,
                                            message=cpp_string(f"{s.op}: kernel not written"), ret=ret))
     text = " ".join(s.signature for s in stubs)
     includes = ["#include <ATen/core/Tensor.h>"]

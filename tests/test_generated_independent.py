@@ -97,13 +97,7 @@ def formula_library(tmp_path_factory):
     return lib
 
 
-# Until the autograd plugin decides its includes without the installed torch, the library
-# whose formulas call at::sum_to differs (the bundled one calls no at:: function).
-DEPENDS_ON_TORCH = pytest.mark.xfail(strict=True, raises=AssertionError, reason="plugins/autograd.py keeps only the ATen/ops includes the "
-                                     "installed torch has (issue 16, item 7); remove this mark when it no longer does")
-
-
-@pytest.mark.parametrize("which", ["bundled", pytest.param("formulas", marks=DEPENDS_ON_TORCH)])
+@pytest.mark.parametrize("which", ["bundled", "formulas"])
 def test_generated_output_does_not_depend_on_torch_headers(which, formula_library, tmp_path):
     project = ROOT if which == "bundled" else formula_library
     normal = _generate(project)

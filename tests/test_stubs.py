@@ -1,0 +1,91 @@
+"""`codegen stubs`: a kernel header skeleton, with the exact template and signature, for every
+op whose kernel header is missing; it builds, and calling the op raises naming it."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, run_codegen
+
+# Two ops without a kernel header: one with arguments of many types, in a header of its own,
+# and one sharing a header with it (`header:`).
+OPS = ('- func: blend(Tensor self, Tensor other, float alpha, int? n=None, str mode="x", Scalar s=1, '
+       'int[] dims=[], Tensor? w=None, Generator? generator=None) -> Tensor\n'
+       '  dtypes: [float32]\n'
+       '  kernels: {CPU: blend_cpu}\n'
+       '  like: self\n'
+       '- func: blend_.mutate(Tensor(a!) self, Tensor other) -> Tensor(a!)\n'
+       '  dtypes: [float32, float64]\n'
+       '  kernels: {CPU: blend_inplace_cpu}\n'
+       '  header: blend.h\n'
+       # returns the kernel makes: its skeleton returns a value of that type
+       '- func: count_big(Tensor self, float threshold) -> (Tensor big, int count)\n'
+       '  dtypes: [float32]\n'
+       '  kernels: {CPU: count_big_cpu}\n')
+
+
+@pytest.fixture(scope="module")
+def stubbed(tmp_path_factory):
+    lib = tmp_path_factory.mktemp("stubs") / "stublib"
+    r = run_codegen("init", str(lib))
+    if r.returncode != 0:
+        pytest.fail(r.stderr)
+    (lib / "declarations" / "blend.yaml").write_text(OPS)
+    return lib
+
+
+def test_generate_reports_the_missing_header_and_stubs_writes_it_once(stubbed):
+    r = run_codegen("generate", cwd=stubbed)
+    assert r.returncode == 2 and "kernel header 'kernels/blend.h' not found" in r.stderr, r.stderr
+    scale = (stubbed / "kernels" / "scale.h").read_text()
+    r = run_codegen("stubs", cwd=stubbed)
+    assert r.returncode == 0, r.stderr
+    assert "wrote kernels/blend.h" in r.stderr and "2 headers written, 1 header already there" in r.stderr, r.stderr
+    assert (stubbed / "kernels" / "scale.h").read_text() == scale  # an existing header is never touched
+    text = (stubbed / "kernels" / "blend.h").read_text()
+    assert "namespace stublib::kernels {" in text
+    assert ("template <typename scalar_t> void blend_cpu(const at::Tensor& self, const at::Tensor& other, double alpha, "
+            "std::optional<int64_t> n, c10::string_view mode, const at::Scalar& s, at::IntArrayRef dims, "
+            "const std::optional<at::Tensor>& w, std::optional<at::Generator> generator, at::Tensor& result)") \
+        in " ".join(text.split())
+    assert 'TORCH_CHECK(false, "stublib::blend: kernel not written");' in text
+    assert 'TORCH_CHECK(false, "stublib::blend_.mutate: kernel not written");' in text
+    count = (stubbed / "kernels" / "count_big.h").read_text()
+    assert ("template <typename scalar_t>\nstd::tuple<at::Tensor, int64_t> count_big_cpu(const at::Tensor& self, "
+            "double threshold) {") in count and "return {};" in count
+    # A second run leaves the header it wrote alone too, even after an edit.
+    (stubbed / "kernels" / "blend.h").write_text(text + "// edited\n")
+    r = run_codegen("stubs", cwd=stubbed)
+    assert r.returncode == 0 and "0 headers written, 3 headers already there" in r.stderr, r.stderr
+    assert (stubbed / "kernels" / "blend.h").read_text().endswith("// edited\n")
+
+
+def test_stubs_reports_declaration_errors_without_a_traceback(tmp_path):
+    (tmp_path / "declarations").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.codegen]\nnamespace = "bad"\nkernels = "kernels"\n')
+    (tmp_path / "declarations" / "x.yaml").write_text("- func: f(Tensor self) -> Tensor\n  dtypse: [float32]\n")
+    r = run_codegen("stubs", cwd=tmp_path)
+    assert r.returncode == 2 and "declarations/x.yaml:2:3: error: unknown field 'dtypse'" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "kernels").exists()
+
+
+@pytest.mark.slow(90)
+@pytest.mark.xdist_group("stubs")
+def test_stub_kernels_build_and_raise_naming_the_op(stubbed):
+    if not (stubbed / "kernels" / "blend.h").exists():
+        assert run_codegen("stubs", cwd=stubbed).returncode == 0
+    r = run_codegen("build", "--no-cuda", cwd=stubbed)
+    assert r.returncode == 0, r.stdout + r.stderr
+    script = ("import torch, stublib\n"
+              "x = torch.ones(3)\n"
+              "assert torch.equal(stublib.ops.scale(x, 2.0), 2 * x)\n"
+              "for call in (lambda: stublib.ops.blend(x, x, 0.5), lambda: torch.ops.stublib.blend_.mutate(x.double(), x.double()),\n"
+              "             lambda: stublib.ops.count_big(x, 0.5)):\n"
+              "    try:\n        call()\n    except RuntimeError as e:\n        print(str(e).splitlines()[0])\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=stubbed, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(stubbed), str(ROOT)])})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["stublib::blend: kernel not written", "stublib::blend_.mutate: kernel not written",
+                                     "stublib::count_big: kernel not written"]
