@@ -25,7 +25,6 @@ import re
 from dataclasses import dataclass
 
 from ..api import cpp
-from ..schema import is_tensor
 from .base import Output, Plugin
 from ..api.kernel import device_checks, device_guard
 from ..api.names import CPP_KEYWORDS, cpp_string
@@ -50,6 +49,13 @@ class PointwisePlan:
     dtype_cases: tuple[tuple[str, str], ...]  # (at::ScalarType name, C++ type)
     dtype_list: str  # {at::ScalarType::Float, ...}
     dtype_names: str
+    loop: str = ""  # the CPU loop template over scalar_t
+    kernel: str = ""  # one build of the loop: the dtype switch (CPU), or the CUDA launch's
+    launch: str = ""  # the CUDA launch template
+    cpu_kernels: str = ""  # the table of the CPU builds, chosen at run time
+    cpu_wrapper: str = ""  # the functions m.impl registers
+    cuda_wrapper: str = ""
+    registered: tuple[tuple[str, str], ...] = ()  # (capability, its registration object)
 
 
 def plan(decl, namespace: str) -> PointwisePlan:
@@ -68,7 +74,10 @@ def plan(decl, namespace: str) -> PointwisePlan:
         kernel_type=fp, float_op=all(dt.is_floating for dt in decl.dtypes),
         dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes),
         dtype_list="{" + ", ".join(f"at::ScalarType::{dt.scalar_type}" for dt in decl.dtypes) + "}",
-        dtype_names=", ".join(dt.name for dt in decl.dtypes))
+        dtype_names=", ".join(dt.name for dt in decl.dtypes),
+        loop=f"{decl.ident}_loop", kernel=f"{decl.ident}_kernel", launch=f"{decl.ident}_launch",
+        cpu_kernels=f"{decl.ident}_cpu_kernels", cpu_wrapper=f"{decl.ident}_cpu", cuda_wrapper=f"{decl.ident}_cuda",
+        registered=tuple((cap, f"{decl.ident}_{cap}_registered") for cap in CAPABILITIES))
 
 
 def wrapper(decl, p: PointwisePlan, device: str) -> dict:
@@ -82,8 +91,9 @@ def wrapper(decl, p: PointwisePlan, device: str) -> dict:
     # promoted dtype get (opwrap::rt::build_pointwise checks broadcasting only when the build failed).
     named = "{" + ", ".join(f'{{"{t}", {t}}}' for t in p.tensors) + "}"
     args = "iter" + (", " + p.scalar_args if p.scalar_args else "")
-    call = f"{decl.ident}_cpu_kernels.get()({args})" if device == "CPU" else f"{decl.ident}_kernel({args})"
-    return dict(device=device, checks=checks, named=named, call=call)
+    call = f"{p.cpu_kernels}.get()({args})" if device == "CPU" else f"{p.kernel}({args})"
+    return dict(device=device, checks=checks, named=named, call=call,
+                function=p.cpu_wrapper if device == "CPU" else p.cuda_wrapper)
 
 
 def _camel(ident: str) -> str:
@@ -135,7 +145,7 @@ class PointwiseKernels(Plugin):
             for path, template, extra, unit in (
                 (f"pointwise/{d.ident}.h", "pointwise/op.h.j2", {}, None),
                 (f"cpu/{d.ident}.cpp", "pointwise/cpu.cpp.j2", {}, "pointwise"),
-                *((f"cpu/{d.ident}.{cap}.cpp", "pointwise/cpu_capability.cpp.j2", {"capability": cap},
+                *((f"cpu/{d.ident}.{cap}.cpp", "pointwise/cpu_capability.cpp.j2", {"capability": cap, "registered": dict(p.registered)[cap]},
                    f"pointwise.{cap}") for cap in CAPABILITIES),
                 (f"cuda/{d.ident}.cu", "pointwise/cuda.cu.j2", {}, "cuda"),
             ):
