@@ -476,42 +476,51 @@ def cpp_output_shape(s: Shape, names: Mapping[str, str] | None = None) -> str:
     return "opwrap::rt::concat({" + ", ".join(pieces) + "})"
 
 
-def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema) -> list[str]:
+def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
+                        names: Mapping[str, str] | None = None) -> list[str]:
     """The same contracts as `cpp_input_checks`, as `torch._check` calls for a fake kernel:
-    SymInt-safe, so dynamic shapes trace through them."""
+    SymInt-safe, so dynamic shapes trace through them.  `names` maps schema names to the
+    fake kernel's locals (an argument `from` is `from_` there); messages keep the schema's."""
+    names = names or {}
+
+    def n(name: str) -> str:
+        return names.get(name, name)
+
     lines: list[str] = []
     bound: set[str] = set()
     for s in plan.inputs:
         arg = schema.argument(s.target)
-        t = s.target
+        t, label = n(s.target), s.target
         body: list[str] = []
         if s.whole is not None:
-            expected = f"list({s.whole.source}.shape)" if s.whole.is_tensor else f"list({s.whole.source})"
-            body.append(f"torch._check(list({t}.shape) == {expected}, lambda: f\"{op}: argument '{t}' has shape "
+            source = n(s.whole.source)
+            expected = f"list({source}.shape)" if s.whole.is_tensor else f"list({source})"
+            body.append(f"torch._check(list({t}.shape) == {expected}, lambda: f\"{op}: argument '{label}' has shape "
                         f"{{list({t}.shape)}}, but expected {_py_escape(s.whole.text)} = {{{expected}}}\")")
         else:
-            n = len(s.dims)
+            count = len(s.dims)
             star = next((i for i, d in enumerate(s.dims) if d.star), None)
-            rank = n - (1 if star is not None else 0)
+            rank = count - (1 if star is not None else 0)
             cmp, words = (">=", "at least ") if star is not None else ("==", "")
-            body.append(f"torch._check({t}.dim() {cmp} {rank}, lambda: f\"{op}: argument '{t}' must have {words}{rank} "
+            body.append(f"torch._check({t}.dim() {cmp} {rank}, lambda: f\"{op}: argument '{label}' must have {words}{rank} "
                         f"dimensions {_py_escape(s.text)}, but got {{{t}.dim()}}\")")
             for i, d in enumerate(s.dims):
-                index = i if star is None or i < star else i - n
+                index = i if star is None or i < star else i - count
                 if d.star:
-                    run = f"list({t}.shape[{i}:{t}.dim() - {n - 1 - i}])"
+                    run = f"list({t}.shape[{i}:{t}.dim() - {count - 1 - i}])"
+                    var = n(d.expr.name)
                     if d.expr.name in bound:
-                        body.append(f"torch._check({run} == {d.expr.name}, lambda: f\"{op}: argument '{t}' has "
-                                    f"dimensions {{{run}}} where *{d.expr.name} = {{{d.expr.name}}} was expected\")")
+                        body.append(f"torch._check({run} == {var}, lambda: f\"{op}: argument '{label}' has "
+                                    f"dimensions {{{run}}} where *{d.expr.name} = {{{var}}} was expected\")")
                     else:
-                        body.append(f"{d.expr.name} = {run}")
+                        body.append(f"{var} = {run}")
                         bound.add(d.expr.name)
                 elif isinstance(d.expr, Var) and d.expr.name not in bound and plan.binding(d.expr.name) is not None:
-                    body.append(f"{d.expr.name} = {t}.size({index})")
+                    body.append(f"{n(d.expr.name)} = {t}.size({index})")
                     bound.add(d.expr.name)
                 else:
-                    expected = render_python(d.expr)
-                    body.append(f"torch._check({t}.size({index}) == {expected}, lambda: f\"{op}: argument '{t}' has size "
+                    expected = render_python(d.expr, names)
+                    body.append(f"torch._check({t}.size({index}) == {expected}, lambda: f\"{op}: argument '{label}' has size "
                                 f"{{{t}.size({index})}} at dimension {index}, but expected {_py_escape(d.text)} = {{{expected}}}\")")
         if arg.is_optional:
             lines.append(f"if {t} is not None:")
@@ -531,11 +540,15 @@ def dynamic_sizes(shapes) -> list[str]:
     return out
 
 
-def python_output_shape(s: Shape) -> str:
-    """A Python list expression for an output's shape (the fake kernel's allocation)."""
+def python_output_shape(s: Shape, names: Mapping[str, str] | None = None) -> str:
+    """A Python list expression for an output's shape (the fake kernel's allocation);
+    `names` as in `python_input_checks`."""
+    names = names or {}
     if s.whole is not None:
-        return f"list({s.whole.source}.shape)" if s.whole.is_tensor else f"list({s.whole.source})"
-    return "[" + ", ".join(f"*{d.expr.name}" if d.star else render_python(d.expr) for d in s.dims) + "]"
+        source = names.get(s.whole.source, s.whole.source)
+        return f"list({source}.shape)" if s.whole.is_tensor else f"list({source})"
+    return "[" + ", ".join(f"*{names.get(d.expr.name, d.expr.name)}" if d.star else render_python(d.expr, names)
+                           for d in s.dims) + "]"
 
 
 def _py_escape(s: str) -> str:

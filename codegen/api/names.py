@@ -29,8 +29,10 @@ wchar_t while xor xor_eq
 std at c10 torch caffe2 opwrap TORCH_CHECK NULL assert errno
 """.split())
 
-# Python keywords, soft keywords included, and builtins the generated modules call.
-PY_KEYWORDS = frozenset(keyword.kwlist) | frozenset(getattr(keyword, "softkwlist", ())) | {"torch", "None", "True", "False"}
+# Python keywords.  Soft keywords (`match`, `case`, `type`, `_`) are identifiers, so a
+# parameter may be named `type`; the names a generated module itself uses (`torch`, its
+# helpers) are passed as `taken` by codegen/api/python.py, per module.
+PY_KEYWORDS = frozenset(keyword.kwlist)
 
 
 def cpp_ident(name: str, taken: Iterable[str] = ()) -> str:

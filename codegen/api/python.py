@@ -1,79 +1,310 @@
-"""Schema types to Python annotations, as torch's own stubs spell them."""
+"""Schema types and names in the generated Python, in one place.
+
+- Types: the Python annotation of every schema type (for the typed wrappers and their
+  `.pyi`), read from the `python` column of the type table (codegen/api/types.py), and how
+  the fake kernel makes a return the kernel itself computes (`fake` column).
+- Names: the Python identifier of every schema name.  A name that is a Python keyword
+  (`from`, `lambda`) or that the generated module itself binds (`torch`, the wrapper
+  module's helpers) gets a trailing `_` (codegen/api/names.py).  The schema keeps its name:
+  `torch.ops.<ns>.<op>` takes it as a keyword (`**{"from": x}`); the typed wrapper takes
+  the identifier (`from_=x`).  Op functions are renamed the same way (`ops.int_` for an op
+  named `int`, which would hide the builtin in the module's annotations).
+- Signatures: `PythonSignature` (the typed wrapper) and `FakeSignature` (the fake kernel).
+- The docstring facts that `help()` shows, shared by the wrapper and the fast binding.
+
+Plugins read this module; no plugin imports another.
+"""
 
 from __future__ import annotations
 
-from ..schema import Argument, BaseType, ClassType, FunctionSchema, ListType, OptionalType, Type
+import keyword
+import textwrap
+from dataclasses import dataclass
+from typing import Iterable
 
-_SCALARS = {
-    "Tensor": "Tensor", "int": "int", "SymInt": "Union[int, torch.SymInt]", "float": "float", "bool": "bool",
-    "str": "str", "Scalar": "Union[int, float, bool, complex]", "ScalarType": "torch.dtype",
-    "Device": "Union[torch.device, str, int]", "Layout": "torch.layout", "MemoryFormat": "torch.memory_format",
-    "Generator": "torch.Generator",
-}
+from ..schema import Argument, BaseType, ClassType, FunctionSchema, ListType, OptionalType, Type, is_tensor, unwrap_optional
+from . import types
+from .names import py_ident
+
+UnsupportedType = types.UnsupportedType
+
+# Names ops.py binds at module level and uses in annotations or wrapper bodies: an op's
+# function must not rebind them.  (Builtins used in annotations are among them.)
+OPS_MODULE_NAMES = frozenset({
+    "annotations", "typing", "Iterable", "List", "Optional", "Sequence", "Tuple", "Union", "torch", "Tensor",
+    "handle_torch_function", "has_torch_function", "_ops", "_runtime", "load_fast", "WRAPPERS", "int", "float", "bool", "str",
+    "complex", "tuple", "list", "dict", "object", "property", "globals", "type", "super",
+})
+# Names a wrapper's body uses besides its parameters (its own name and result class are added).
+WRAPPER_LOCALS = frozenset({"handle_torch_function", "has_torch_function", "_ops", "_runtime", "torch"})
+# Names a fake kernel's body uses besides its parameters: the module `torch`, the helpers,
+# and the locals it binds for outputs (`_out0`...) and keyword-only arguments (`_kwargs`).
+FAKE_LOCALS = frozenset({"torch", "_runtime", "_kwargs"})
 
 
-class UnsupportedType(Exception):
-    pass
-
+# ----------------------------------------------------------------------------------- types
 
 def annotation(t: Type) -> str:
-    if isinstance(t, BaseType) and t.name in _SCALARS:
-        return _SCALARS[t.name]
+    """The annotation of an argument of type `t`, as the typed wrapper and `.pyi` spell it:
+    the type table's `python` column, or built from the element's (`bool[3]`, class types)."""
     if isinstance(t, ClassType):
         return "torch.ScriptObject"
+    try:
+        python = types.row(t).python
+    except UnsupportedType:
+        python = None
+    if python is not None:
+        return python
     if isinstance(t, OptionalType):
         return f"Optional[{annotation(t.elem)}]"
     if isinstance(t, ListType):
-        inner = annotation(t.elem)
-        return f"Sequence[{inner}]"
-    raise UnsupportedType(str(t))
+        return f"Sequence[{annotation(t.elem)}]"
+    raise UnsupportedType(str(t), "no Python type")
 
 
-def parameters(schema: FunctionSchema) -> list[str]:
-    """`name: Annotation = default` for each argument, with `*` before keyword-only ones."""
-    out, kw = [], False
-    for a in schema.arguments:
-        if a.kwarg_only and not kw:
-            out.append("*")
-            kw = True
-        text = f"{a.name}: {annotation(a.type)}"
-        if a.default is not None:
-            text += f" = {a.default.python()}"
-        out.append(text)
+def return_annotation_of(t: Type) -> str:
+    """The annotation of a returned value: lists come back as lists."""
+    if isinstance(t, OptionalType):
+        return f"Optional[{return_annotation_of(t.elem)}]"
+    if isinstance(t, ListType):
+        return f"List[{return_annotation_of(t.elem)}]"
+    return annotation(t)
+
+
+def python_default(a: Argument) -> str:
+    """An argument's default as Python source: enum defaults are torch's objects
+    (`ScalarType dtype=long` -> `torch.long`, `MemoryFormat m=contiguous_format` ->
+    `torch.contiguous_format`)."""
+    d = a.default
+    assert d is not None
+    if d.kind == "enum" and unwrap_optional(a.type) in (BaseType("ScalarType"), BaseType("Layout"), BaseType("MemoryFormat")):
+        return f"torch.{d.text}"
+    return d.python()
+
+
+def fake_return(t: Type) -> str | None:
+    """How a fake kernel makes a return of type `t` that the kernel computes from the data
+    (`OutputSpec.made_by == "kernel"`): `"unbacked"` (a `SymInt`: a data-dependent symbol,
+    codegen/pyruntime.py `data_dependent_int`), or None: it cannot."""
+    if isinstance(t, (OptionalType, ListType, ClassType)):
+        return None
+    try:
+        return types.row(t).fake
+    except UnsupportedType:
+        return None
+
+
+def no_fake_reason(t: Type, name: str) -> str:
+    """Why a fake kernel cannot make the kernel-made return `name` of type `t`, and what to
+    declare instead (the end of the NotImplementedError it raises)."""
+    if str(t) == "Tensor":
+        return (f"made by the kernel, and no rule gives its shape: add a 'shape:' rule for '{name}' (or 'like:') "
+                "to the declaration")
+    if str(t) == "int":
+        return ("an int the kernel computes from the data: declare it SymInt, which torch.compile and torch.export "
+                "trace as a data-dependent value")
+    return f"a {t} the kernel computes from the data, which torch.compile and torch.export cannot trace"
+
+
+# ----------------------------------------------------------------------------------- names
+
+def is_keyword_name(name: str) -> bool:
+    """Whether `name` can be written as `name=value` in a Python call."""
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def identifiers(names: Iterable[str], taken: Iterable[str] = ()) -> dict[str, str]:
+    """Python identifiers for `names`, distinct from each other and from `taken`: a name
+    that is already one keeps itself; the others get trailing `_`s (in order)."""
+    names = list(names)
+    taken = set(taken)
+    out: dict[str, str] = {}
+    for n in names:
+        if is_keyword_name(n) and n not in taken:
+            out[n] = n
+    used = taken | set(out.values())
+    for n in names:
+        if n not in out:
+            out[n] = py_ident(n, used | set(names) - {n})
+            used.add(out[n])
     return out
 
 
-def call_arguments(schema: FunctionSchema) -> list[str]:
-    """How the wrapper passes its parameters on: positionally, keyword-only ones by name."""
-    return [f"{a.name}={a.name}" if a.kwarg_only else a.name for a in schema.arguments]
+def function_names(decls) -> dict[str, str]:
+    """The Python function of each op (by `decl.ident`) in `<package>.ops`."""
+    return identifiers([d.ident for d in decls], OPS_MODULE_NAMES)
+
+
+def op_expression(packet: str, name: str, overload: str) -> str:
+    """The OpOverload `<packet>.<name>.<overload>` (`packet`: `torch.ops.<ns>` or a name
+    bound to it), with getattr for a name Python cannot write as an attribute (`from`)."""
+    expr = f"{packet}.{name}" if is_keyword_name(name) else f"getattr({packet}, {name!r})"
+    overload = overload or "default"
+    return f"{expr}.{overload}" if is_keyword_name(overload) else f"getattr({expr}, {overload!r})"
+
+
+def result_class_name(function: str) -> str:
+    return "".join(p.capitalize() for p in function.split("_") if p) + "Result"
 
 
 def has_named_returns(schema: FunctionSchema) -> bool:
     return len(schema.returns) > 1 and all(r.name for r in schema.returns)
 
 
-def result_class(schema: FunctionSchema, ident: str) -> str:
-    return "".join(p.capitalize() for p in ident.split("_")) + "Result"
+# ------------------------------------------------------------------------------ signatures
+
+@dataclass(frozen=True)
+class PyArg:
+    name: str  # the schema's name
+    ident: str  # the Python parameter
+    annotation: str
+    default: str | None  # Python source
+    kwarg_only: bool
+    tensor_like: bool  # may carry __torch_function__
+
+    @property
+    def keyword(self) -> str:
+        """How the op (`torch.ops`) takes it by keyword: `name=ident`, or `**{"name": ident}`."""
+        return f"{self.name}={self.ident}" if is_keyword_name(self.name) else f"**{{{self.name!r}: {self.ident}}}"
 
 
-def return_annotation(schema: FunctionSchema, ident: str) -> str:
-    rets = schema.returns
+@dataclass(frozen=True)
+class PythonSignature:
+    """The typed wrapper `<package>.ops.<name>` of one op."""
+
+    name: str
+    op: str  # the OpOverload attribute path: `name.overload` or `name.default`
+    args: tuple[PyArg, ...]
+    returns: str
+    result_class: str  # "" unless the returns are named
+    fields: tuple[tuple[str, str], ...]  # (property, annotation) of the result class
+
+    def parameters(self, annotated: bool = True) -> str:
+        """`name: Annotation = default`, with `*` before keyword-only ones."""
+        out, kw = [], False
+        for a in self.args:
+            if a.kwarg_only and not kw:
+                out.append("*")
+                kw = True
+            text = f"{a.ident}: {a.annotation}" if annotated else a.ident
+            if a.default is not None:
+                text += f" = {a.default}" if annotated else f"={a.default}"
+            out.append(text)
+        return ", ".join(out)
+
+    def wrapper_call(self) -> str:
+        """The wrapper's own parameters passed on as it takes them (handle_torch_function)."""
+        return ", ".join(f"{a.ident}={a.ident}" if a.kwarg_only else a.ident for a in self.args)
+
+    def op_call(self) -> str:
+        """The call of the op: positionally, keyword-only arguments by their schema names."""
+        return ", ".join(a.keyword if a.kwarg_only else a.ident for a in self.args)
+
+    @property
+    def relevant(self) -> tuple[str, ...]:
+        return tuple(a.ident for a in self.args if a.tensor_like)
+
+
+def python_signature(decl, function: str) -> PythonSignature:
+    """The typed wrapper of `decl`, named `function` (from `function_names`)."""
+    s = decl.schema
+    named = has_named_returns(s)
+    result_class = result_class_name(function) if named else ""
+    idents = identifiers([a.name for a in s.arguments], WRAPPER_LOCALS | {function, result_class} - {""})
+    args = tuple(PyArg(a.name, idents[a.name], annotation(a.type), python_default(a) if a.default is not None else None,
+                       a.kwarg_only, _tensor_like(a.type)) for a in s.arguments)
+    rets = s.returns
+    fields: tuple[tuple[str, str], ...] = ()
     if not rets:
-        return "None"
-    if len(rets) == 1:
-        return annotation(rets[0].type)
-    if has_named_returns(schema):
-        return result_class(schema, ident)
-    return "Tuple[" + ", ".join(annotation(r.type) for r in rets) + "]"
+        returns = "None"
+    elif len(rets) == 1:
+        returns = return_annotation_of(rets[0].type)
+    elif named:
+        props = identifiers([r.name for r in rets], OPS_MODULE_NAMES | {"count", "index"})
+        fields = tuple((props[r.name], return_annotation_of(r.type)) for r in rets)
+        returns = result_class
+    else:
+        returns = "Tuple[" + ", ".join(return_annotation_of(r.type) for r in rets) + "]"
+    return PythonSignature(function, f"{decl.name}.{decl.overload or 'default'}", args, returns, result_class, fields)
 
 
-def tensor_like_arguments(schema: FunctionSchema) -> list[Argument]:
-    """The arguments that may carry `__torch_function__` (tensors, optional tensors, lists)."""
-    from ..schema import is_tensor, unwrap_optional
+def _tensor_like(t: Type) -> bool:
+    t = unwrap_optional(t)
+    return is_tensor(t) or (isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem)))
 
-    out = []
+
+@dataclass(frozen=True)
+class FakeSignature:
+    """A fake kernel's parameters: torch calls it as it calls the op, so keyword-only
+    arguments arrive by their schema names; those that are no Python identifier here
+    (`from`, or `torch` in a module that uses torch) come in `**_kwargs` and `prologue`
+    binds them."""
+
+    idents: dict[str, str]  # schema name -> local
+    params: str
+    prologue: tuple[str, ...]
+
+
+def fake_signature(schema: FunctionSchema, taken: Iterable[str] = ()) -> FakeSignature:
+    idents = identifiers([a.name for a in schema.arguments], FAKE_LOCALS | set(taken))
+    parts: list[str] = []
+    prologue: list[str] = []
+    kw = False
     for a in schema.arguments:
-        t = unwrap_optional(a.type)
-        if is_tensor(t) or (isinstance(t, ListType) and is_tensor(t.elem)):
-            out.append(a)
-    return out
+        ident = idents[a.name]
+        default = f"={python_default(a)}" if a.default is not None else ""
+        if a.kwarg_only and ident != a.name:
+            fallback = python_default(a) if a.default is not None else None
+            get = f"_kwargs[{a.name!r}]" if fallback is None else f"_kwargs.get({a.name!r}, {fallback})"
+            prologue.append(f"{ident} = {get}")
+            continue
+        if a.kwarg_only and not kw:
+            parts.append("*")
+            kw = True
+        parts.append(ident + default)
+    if prologue:
+        parts.append("**_kwargs")
+    return FakeSignature(idents, ", ".join(parts), tuple(prologue))
+
+
+def method_parameters(schema: FunctionSchema) -> str:
+    """`self, ...` of a fake class method (its body, written in the declaration, sees these names)."""
+    idents = identifiers([a.name for a in schema.arguments], {"self", "torch"})
+    parts, kw = ["self"], False
+    for a in schema.arguments:
+        if a.kwarg_only and not kw:
+            parts.append("*")
+            kw = True
+        parts.append(idents[a.name] + (f"={python_default(a)}" if a.default is not None else ""))
+    return ", ".join(parts)
+
+
+# ----------------------------------------------------------------------------------- docs
+
+def doc_lines(decl, ns: str) -> list[str]:
+    """The docstring of an op's wrapper: `doc:`, then the schema, dtypes, devices and
+    whether (and how often) it is differentiable."""
+    d = decl.derivatives
+    if d is None:
+        diff = "no (derivative not implemented)" if decl.tensor_inputs else "no (no tensor input)"
+    elif not d.differentiable:
+        diff = "no (its outputs are not differentiable)"
+    else:
+        inputs = [n for f in d.formulas if f.differentiable for n in f.inputs]
+        diff = "yes, with respect to " + ", ".join(inputs)
+        diff += "; once (no double backward)" if d.once_differentiable else "; twice (double backward works)"
+    lines = textwrap.wrap(decl.doc, 88) if decl.doc else []
+    lines += ["", f"Schema: {ns}::{decl.schema}",
+              "Dtypes: " + ", ".join(dt.name for dt in decl.dtypes),
+              "Devices: " + ", ".join(k for k, _ in decl.kernels),
+              f"Differentiable: {diff}"]
+    autocast = decl.extra_field("autocast")
+    if autocast:
+        lines.append(f"Autocast: {autocast}")
+    return lines
+
+
+def method_call(decl) -> tuple[str, str]:
+    """(class argument, method name) of a `method: <argument>.<method>` op."""
+    arg, _, method = str(decl.extra_field("method") or "").partition(".")
+    return arg, method

@@ -20,7 +20,7 @@ validation reports at the schema with the type's name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..schema import Argument, BaseType, ClassType, ListType, OptionalType, Return, Type
 
@@ -43,6 +43,10 @@ class TypeRow:
     kernel_returned: str | None = None  # what the kernel returns for it ("": `returned`)
     from_kernel: str = "{}"  # kernel's returned value {} -> `returned`
     doc: str = ""
+    # The Python columns (set in _PYTHON below):
+    python: str | None = None  # the annotation of the typed wrapper and `.pyi`
+    fast: tuple[str, str] | None = None  # the fast binding's C++ local and its take_* parser (None: the Python wrapper takes the call)
+    fake: str | None = None  # a kernel-made return in a fake kernel: "unbacked" (a data-dependent symbol) or None: none
 
     @property
     def kernel_type(self) -> str:
@@ -111,6 +115,62 @@ TABLE: dict[str, TypeRow] = _rows(
     TypeRow("Stream", "c10::Stream", returned="c10::Stream"),
     TypeRow("QScheme", "at::QScheme", returned="at::QScheme"),
 )
+
+# The Python columns of the rows: the annotation (torch's meaning, in the public spellings
+# `help()` shows), the fast binding's parser (runtime/include/opwrap/runtime/python_fast.h),
+# and how a fake kernel makes a return that the kernel computes (codegen/pyruntime.py): only a
+# SymInt can be a data-dependent symbol (torch makes an `int` or `float` return a plain number).
+_SYMINT = "Union[int, torch.SymInt]"
+_SCALAR = "Union[int, float, bool, complex]"
+_DEVICE = "Union[torch.device, str, int]"
+_PYTHON: dict[str, dict[str, object]] = {
+    "Tensor": dict(python="Tensor", fast=("const at::Tensor*", "take_tensor")),
+    "Tensor(a!)": dict(python="Tensor", fast=("const at::Tensor*", "take_tensor")),
+    "Tensor?": dict(python="Optional[Tensor]", fast=("std::optional<at::Tensor>", "take_optional_tensor")),
+    "Tensor(a!)?": dict(python="Optional[Tensor]", fast=("std::optional<at::Tensor>", "take_optional_tensor")),
+    "Tensor[]": dict(python="Sequence[Tensor]", fast=("std::vector<at::Tensor>", "take_tensor_list")),
+    "Tensor(a!)[]": dict(python="Sequence[Tensor]", fast=("std::vector<at::Tensor>", "take_tensor_list")),
+    "Tensor?[]": dict(python="Sequence[Optional[Tensor]]"),
+    "int": dict(python="int", fast=("int64_t", "take_int")),
+    "int?": dict(python="Optional[int]", fast=("std::optional<int64_t>", "take_optional_int")),
+    "int[]": dict(python="Sequence[int]", fast=("std::vector<int64_t>", "take_int_list")),
+    "int[]?": dict(python="Optional[Sequence[int]]"),
+    "SymInt": dict(python=_SYMINT, fast=("c10::SymInt", "take_symint"), fake="unbacked"),
+    "SymInt?": dict(python=f"Optional[{_SYMINT}]"),
+    "SymInt[]": dict(python=f"Sequence[{_SYMINT}]", fast=("std::vector<c10::SymInt>", "take_symint_list")),
+    "SymInt[]?": dict(python=f"Optional[Sequence[{_SYMINT}]]"),
+    "float": dict(python="float", fast=("double", "take_double")),
+    "float?": dict(python="Optional[float]", fast=("std::optional<double>", "take_optional_double")),
+    "float[]": dict(python="Sequence[float]", fast=("std::vector<double>", "take_double_list")),
+    "float[]?": dict(python="Optional[Sequence[float]]"),
+    "bool": dict(python="bool", fast=("bool", "take_bool")),
+    "bool?": dict(python="Optional[bool]", fast=("std::optional<bool>", "take_optional_bool")),
+    "bool[N]": dict(python="Sequence[bool]"),
+    "bool[]": dict(python="Sequence[bool]"),
+    "Scalar": dict(python=_SCALAR, fast=("at::Scalar", "take_scalar")),
+    "Scalar?": dict(python=f"Optional[{_SCALAR}]", fast=("std::optional<at::Scalar>", "take_optional_scalar")),
+    "str": dict(python="str", fast=("c10::string_view", "take_string")),
+    "str?": dict(python="Optional[str]", fast=("std::optional<c10::string_view>", "take_optional_string")),
+    "str[]": dict(python="Sequence[str]"),
+    "ScalarType": dict(python="torch.dtype", fast=("at::ScalarType", "take_dtype")),
+    "ScalarType?": dict(python="Optional[torch.dtype]", fast=("std::optional<at::ScalarType>", "take_optional_dtype")),
+    "Device": dict(python=_DEVICE),
+    "Device?": dict(python=f"Optional[{_DEVICE}]"),
+    "Layout": dict(python="torch.layout"),
+    "Layout?": dict(python="Optional[torch.layout]"),
+    "MemoryFormat": dict(python="torch.memory_format"),
+    "MemoryFormat?": dict(python="Optional[torch.memory_format]"),
+    "Generator": dict(python="torch.Generator"),
+    "Generator?": dict(python="Optional[torch.Generator]", fast=("std::optional<at::Generator>", "take_optional_generator")),
+    "Storage": dict(python="torch.UntypedStorage"),
+    "Stream": dict(python="torch.Stream"),
+    "QScheme": dict(python="torch.qscheme"),
+    "Dimname": dict(python="str"),
+    "Dimname?": dict(python="Optional[str]"),
+    "Dimname[]": dict(python="Sequence[str]"),
+    "Dimname[]?": dict(python="Optional[Sequence[str]]"),
+}
+TABLE = {k: replace(r, **_PYTHON.get(k, {})) for k, r in TABLE.items()}  # type: ignore[arg-type]
 
 # Types torch's unboxed-kernel registration refuses (c10's make_boxed_from_unboxed_functor.h).
 _REFUSED = {

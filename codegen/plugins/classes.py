@@ -10,20 +10,15 @@ from __future__ import annotations
 import textwrap
 
 from ..api import cpp
+from ..api import python as py
+from ..api.names import py_string
+from ..api.python import method_call
 from ..schema import ClassType, is_tensor, unwrap_optional
 from .base import Output, Plugin
-from .fake import python_params
-from .registration import cpp_string
 
 
 def cpp_class(ns: str, c) -> str:
     return f"::{ns}::kernels::{c.name}"
-
-
-def method_call(decl):
-    """(class argument, method name) of a `method: arg.name` op."""
-    arg, _, method = (decl.extra_field("method") or "").partition(".")
-    return arg, method
 
 
 class Classes(Plugin):
@@ -93,13 +88,12 @@ class Classes(Plugin):
         ns = lib.namespace
         fakes = []
         for c in lib.classes:
-            methods = []
-            for m in c.methods:
-                params = python_params(m.schema)
-                methods.append(dict(name=m.name, params=("self, " + params) if params else "self",
-                                    schema=str(m.schema), body=textwrap.indent(m.fake.strip(), " " * 8)))
-            fakes.append(dict(name=c.name, qualified=c.qualified(ns), doc=c.doc,
-                              state=[n for n, _ in c.flatten], methods=methods))
+            methods = [dict(name=m.name, params=py.method_parameters(m.schema), schema=str(m.schema),
+                            body=textwrap.indent(m.fake.strip(), " " * 8)) for m in c.methods]
+            state = [py_string(n) for n, _ in c.flatten]
+            doc = (c.doc or c.name).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+            fakes.append(dict(name=c.name, qualified=py_string(c.qualified(ns)), doc=doc,
+                              state="".join(f"{n}, " for n in state).rstrip(" "), methods=methods))
         if fakes:
             template = "python/classes.py.j2"
             yield Output("python/classes.py", ctx.render(template, namespace=ns, classes=fakes),

@@ -6,90 +6,112 @@ an argument of another type) go to the op's Python wrapper, which handles everyt
 `opwrap.ops` binds each public name to its fast function and registers the Python wrapper
 with `torch.compiler.substitute_in_graph`, so torch.compile traces the wrapper.
 
-Only the types the fast path unpacks get a binding; other ops keep their Python wrapper.
+Which types the fast path unpacks is the type table's `fast` column (codegen/api/types.py;
+the `take_*` parsers are in runtime/include/opwrap/runtime/python_fast.h); an op with an
+argument of another type, a default it cannot write in C++, or a return it cannot wrap
+keeps its Python wrapper.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..api import cpp
-from ..schema import Argument, BaseType, ListType, OptionalType
+from ..api import cpp, types
+from ..api import python as py
+from ..api.names import cpp_ident, cpp_string
+from ..schema import Argument, BaseType, ListType, OptionalType, Return
 from .base import Output, Plugin
-from .fake import python_params
-from .python_ops import doc_lines
-from .registration import cpp_string
 
-# schema type -> (C++ local type, take_* function)
-_TAKE = {
-    "Tensor": ("const at::Tensor*", "take_tensor"),
-    "Tensor?": ("std::optional<at::Tensor>", "take_optional_tensor"),
-    "float": ("double", "take_double"),
-    "int": ("int64_t", "take_int"),
-    "SymInt": ("c10::SymInt", "take_symint"),
-    "bool": ("bool", "take_bool"),
-    "Scalar": ("at::Scalar", "take_scalar"),
-    "int[]": ("std::vector<int64_t>", "take_int_list"),
-}
+# The names fast.cpp.j2 declares at file scope (an op's function must not take them) and
+# inside each function (an argument's local must not).
+FILE_SCOPE = frozenset({"kOps", "twins", "result_types", "fallback", "wrap_result", "install", "methods", "module",
+                        "PyInit__fast"})
+FUNCTION_SCOPE = frozenset({"args", "nargsf", "kwnames", "nargs", "op", "result", "values", "no_gil", "item"})
+# Returned types the fast path wraps (opwrap::py::wrap).
+_WRAPPED = {"Tensor", "int", "SymInt", "float", "bool", "Tensor[]"}
 
 
-def _key(t) -> str | None:
-    if isinstance(t, BaseType):
-        return t.name
-    if isinstance(t, OptionalType) and t.elem == BaseType("Tensor"):
-        return "Tensor?"
-    if isinstance(t, ListType) and t.elem == BaseType("int") and t.size is None:
-        return "int[]"
-    return None
+def _fast(a: Argument) -> tuple[str, str] | None:
+    try:
+        return types.argument_row(a).fast
+    except types.UnsupportedType:
+        return None
 
 
 def _default(a: Argument) -> str | None:
     """The C++ value of an argument's default, or None when the fast path cannot supply it."""
     d = a.default
-    key = _key(a.type)
     if d is None:
         return None
-    if d.kind == "none" and key == "Tensor?":
-        return "std::nullopt"
-    if d.kind == "bool" and key in ("bool", "Scalar"):
+    t = a.type
+    base = t.elem if isinstance(t, OptionalType) else t
+    if d.kind == "none":
+        return "std::nullopt" if isinstance(t, OptionalType) else None
+    if isinstance(base, ListType):
+        if d.kind != "list" or base.elem not in (BaseType("int"), BaseType("SymInt"), BaseType("float")):
+            return None
+        items = [_number(v) for v in d.value]
+        return None if any(x is None for x in items) else "{" + ", ".join(items) + "}"  # type: ignore[arg-type]
+    name = base.name if isinstance(base, BaseType) else ""
+    if d.kind == "bool" and name in ("bool", "Scalar"):
         return "true" if d.value else "false"
-    if d.kind in ("int", "float") and key in ("int", "SymInt", "float", "Scalar"):
-        return repr(d.value) if d.kind == "float" else str(d.value)
-    if d.kind == "list" and key == "int[]":
-        return "{" + ", ".join(str(v) for v in d.value) + "}"
+    if d.kind in ("int", "float") and name in ("int", "SymInt", "float", "Scalar"):
+        return _number(d.value)
+    if d.kind == "str" and name == "str":
+        return cpp_string(str(d.value))
     return None
+
+
+def _number(v: object) -> str | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float):
+        text = repr(v)
+        return text if text not in ("inf", "-inf", "nan") else None
+    return str(v)
+
+
+def _wrapped(r: Return) -> bool:
+    return str(r.type) in _WRAPPED
 
 
 @dataclass(frozen=True)
 class Binding:
-    name: str
-    op_name: str
-    overload: str
+    name: str  # the Python name (opwrap.ops.<name>), as a C string literal
+    symbol: str  # the C++ function
+    op_name: str  # "ns::name", as a C string literal
+    overload: str  # as a C string literal
     op_type: str
     min_args: int  # positional arguments the caller must give
     max_args: int  # positional arguments the caller may give
     unpack: tuple[str, ...]
-    call_args: str
     result: tuple[str, ...]
     schema: str
     doc: str  # the docstring, as a C string literal, led by the text signature
 
 
-def plan(decl, index: int, namespace: str) -> Binding | None:
+def plan(decl, index: int, namespace: str, function: str, symbol: str) -> Binding | None:
     s = decl.schema
-    if any(_key(a.type) not in _TAKE for a in s.arguments):
+    parsers = [_fast(a) for a in s.arguments]
+    if any(p is None for p in parsers):
         return None
-    if any(r.type != BaseType("Tensor") for r in s.returns) or not s.returns:
+    if any(a.default is not None and _default(a) is None for a in s.arguments):
+        return None
+    if any(a.kwarg_only and a.default is None for a in s.arguments):
+        return None
+    aliased = [s.aliased_argument(r) for r in s.returns]
+    if any(al is not None for al in aliased) and len(s.returns) != 1:
+        return None
+    if any(al is None and not _wrapped(r) for r, al in zip(s.returns, aliased)):
         return None
     positional = [a for a in s.arguments if not a.kwarg_only]
-    keyword = [a for a in s.arguments if a.kwarg_only]
-    if any(a.default is not None and _default(a) is None for a in s.arguments) or any(a.default is None for a in keyword):
-        return None
     required = sum(1 for a in positional if a.default is None)
-    unpack, call = [], []
-    for i, a in enumerate(s.arguments):
-        ctype, take = _TAKE[_key(a.type)]
-        var = f"{a.name}_"
+    taken = set(FUNCTION_SCOPE)
+    unpack, call, sizes = [], [], []
+    for i, (a, parser) in enumerate(zip(s.arguments, parsers)):
+        ctype, take = parser  # type: ignore[misc]
+        var = cpp_ident(f"{a.name}_", taken)
+        taken.add(var)
         if a.kwarg_only:
             unpack.append(f"{ctype} {var} = {_default(a)};")
         elif a.default is not None:
@@ -101,44 +123,49 @@ def plan(decl, index: int, namespace: str) -> Binding | None:
             unpack.append(f"if (!opwrap::py::{take}(args[{i}], {var})) return fallback({index}, args, nargsf, kwnames);")
         if ctype.endswith("*"):
             call.append(f"const_cast<at::Tensor&>(*{var})" if a.is_write else f"*{var}")
+            sizes.append(f"{var}->numel()")
         else:
             call.append(var)
     # How much data the call touches, to decide whether to release the GIL around it.
-    sizes = [f"{a.name}_->numel()" for a in s.arguments if _key(a.type) == "Tensor"]
     gil = f"opwrap::py::NoGil no_gil({' + '.join(sizes) or '0'});"
+    args = ", ".join(call)
     rets = s.returns
-    if len(rets) == 1 and s.aliased_argument(rets[0]) is not None:
-        arg = s.aliased_argument(rets[0])
-        pos = s.arguments.index(arg)
-        result = (f"{{ {gil} op.call({', '.join(call)}); }}",
-                  f"Py_INCREF(args[{pos}]);", f"return args[{pos}];")
+    if not rets:
+        result = (f"{{ {gil} op.call({args}); }}", "Py_RETURN_NONE;")
+    elif aliased[0] is not None:
+        pos = s.arguments.index(aliased[0])
+        result = (f"{{ {gil} op.call({args}); }}", f"Py_INCREF(args[{pos}]);", f"return args[{pos}];")
     elif len(rets) == 1:
-        result = ("at::Tensor result;", f"{{ {gil} result = op.call({', '.join(call)}); }}",
-                  "return THPVariable_Wrap(std::move(result));")
+        result = (f"{cpp.returns_type(s)} result;", f"{{ {gil} result = op.call({args}); }}",
+                  "return opwrap::py::wrap(std::move(result));")
     else:
         n = len(rets)
-        result = (f"{cpp.returns_type(s)} result;", f"{{ {gil} result = op.call({', '.join(call)}); }}",
+        result = (f"{cpp.returns_type(s)} result;", f"{{ {gil} result = op.call({args}); }}",
                   f"PyObject* values = PyTuple_New({n});", "if (values == nullptr) return nullptr;")
-        result += tuple(f"PyTuple_SET_ITEM(values, {i}, THPVariable_Wrap(std::move(std::get<{i}>(result))));" for i in range(n))
+        for i in range(n):
+            result += (f"PyObject* item{i} = opwrap::py::wrap(std::move(std::get<{i}>(result)));",
+                       f"if (item{i} == nullptr) {{ Py_DECREF(values); return nullptr; }}",
+                       f"PyTuple_SET_ITEM(values, {i}, item{i});")
         result += (f"return wrap_result({index}, values);",)
-    op_type = cpp.dispatcher_signature(s)
-    return Binding(decl.ident, decl.name, decl.overload, op_type, required, len(positional), tuple(unpack),
-                   ", ".join(call), result, str(s), cpp_string(docstring(decl, namespace)))
-
-
-def docstring(decl, namespace: str) -> str:
-    """The Python wrapper's docstring, led by a text signature so inspect.signature works."""
-    return f"{decl.ident}({python_params(decl.schema)})\n--\n\n" + "\n".join(doc_lines(decl, namespace))
+    sig = py.python_signature(decl, function)
+    doc = f"{function}({sig.parameters(annotated=False)})\n--\n\n" + "\n".join(py.doc_lines(decl, namespace))
+    return Binding(cpp_string(function), symbol, cpp_string(f"{namespace}::{decl.name}"), cpp_string(decl.overload),
+                   cpp.dispatcher_signature(s), required, len(positional),
+                   tuple(unpack), result, str(s), cpp_string(doc))
 
 
 class PythonFast(Plugin):
     name = "python-fast"
 
     def emit(self, lib, ctx):
-        bindings = []
+        functions = py.function_names(lib.declarations)
+        bindings: list[Binding] = []
+        symbols = set(FILE_SCOPE)
         for d in lib.declarations:
-            b = plan(d, len(bindings), lib.namespace)
+            symbol = cpp_ident(functions[d.ident], symbols)
+            b = plan(d, len(bindings), lib.namespace, functions[d.ident], symbol)
             if b is not None:
+                symbols.add(symbol)
                 bindings.append(b)
         template = "python/fast.cpp.j2"
         yield Output("python/_fast.cpp", ctx.render(template, namespace=lib.namespace, bindings=bindings),

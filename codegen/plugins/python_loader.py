@@ -1,10 +1,16 @@
-"""The Python loader: finds and loads the compiled library, and lists its ops."""
+"""The Python loader: finds and loads the compiled library, and lists its ops; and the
+library's copy of the Python run-time helpers (`_runtime.py`, from codegen/pyruntime.py)
+that every generated Python module imports."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+from .. import pyruntime
 from .base import Output, Plugin
+
+RUNTIME_SOURCE = "codegen/pyruntime.py"
 
 
 class PythonLoader(Plugin):
@@ -20,3 +26,9 @@ class PythonLoader(Plugin):
             ops=[d.op_name for d in lib.declarations],
         )
         yield Output("python/__init__.py", text, lib.sources + (ctx.template_source(template),))
+        yield Output("python/_runtime.py", runtime_text(), (RUNTIME_SOURCE,))
+
+
+def runtime_text() -> str:
+    """codegen/pyruntime.py, verbatim (the writer adds the banner)."""
+    return Path(pyruntime.__file__).read_text(encoding="utf-8")

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from ..api import python as py
+from ..api.names import py_string
 from ..schema import BaseType
 from .base import Output, Plugin
 
@@ -52,17 +54,22 @@ class Vmap(Plugin):
             s = d.schema
             rule = d.extra_field("vmap")
             op = f"{ns}::{d.op_name}"
+            if any(a.kwarg_only for a in d.tensor_inputs):
+                # torch.library.register_vmap refuses ops with keyword-only tensors (out=
+                # overloads): registering would break the library's import.  vmap over them
+                # raises torch's own "batching rule not implemented".
+                continue
             if d.pointwise:
-                packet = f"torch.ops.{ns}.{d.name}.{d.overload or 'default'}"
+                packet = py.op_expression(f"torch.ops.{ns}", d.name, d.overload)
                 broadcasts = d.expression is not None
                 kind = "pointwise, broadcasting" if broadcasts else "pointwise"
-                expr = f"_pointwise({packet}, {len(s.returns)}, broadcasts={broadcasts})"
+                expr = f"_runtime.pointwise_rule({packet}, {len(s.returns)}, broadcasts={broadcasts})"
             elif rule:
                 module, _, function = rule.partition(":")
-                kind, expr = f"rule {rule}", f"_load({module!r}, {function!r})"
+                kind, expr = f"rule {rule}", f"_runtime.load_rule({module!r}, {function!r})"
             else:
-                kind, expr = "no rule", f"_none({op!r})"
-            rules.append(dict(op=op, kind=kind, expr=expr))
+                kind, expr = "no rule", f"_runtime.no_rule({op!r})"
+            rules.append(dict(op=op, literal=py_string(op), kind=kind, expr=expr))
         template = "python/vmap.py.j2"
         yield Output("python/vmap.py", ctx.render(template, namespace=ns, rules=rules),
                      lib.sources + (ctx.template_source(template),))

@@ -4,15 +4,9 @@
 
 from __future__ import annotations
 
-import glob
-import importlib
-import importlib.util
-import os
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Callable
 
-import torch
+from ._runtime import Library, registered
 
 NAMESPACE = "opwrap"
 LIBRARY = "_C"
@@ -34,71 +28,11 @@ OPS = (
     "for_each_add_",
 )
 
-COMPANIONS = ("classes", "fake", "ops", "vmap")
+# The library file: $OPWRAP_LIBRARY, beside the installed package, or in the build directory.
+_library = Library(__name__, NAMESPACE, LIBRARY, Path(__file__).resolve().parent, "../../build",
+                   "OPWRAP_LIBRARY", companions=("classes", "fake", "ops", "vmap"))
+library_candidates = _library.candidates
+load_fast = _library.load_fast
+load_library = _library.load
 
-_HERE = Path(__file__).resolve().parent
-_loaded: str | None = None
-
-
-def library_candidates() -> list[Path]:
-    """Where the library may be: $OPWRAP_LIBRARY, beside the installed package (a wheel),
-    or the build directory of a source checkout."""
-    found = []
-    env = os.environ.get("OPWRAP_LIBRARY")
-    if env:
-        found.append(Path(env))
-    for directory in (_HERE.parent, _HERE / "../../build"):
-        found.extend(Path(p) for p in sorted(glob.glob(str(directory / f"{LIBRARY}*.so"))))
-    return found
-
-
-def load_fast() -> ModuleType | None:
-    """The compiled fast Python bindings (`_fast`): from the build $OPWRAP_LIBRARY names, beside
-    the package, or in the build directory; None when they were not built (the ops then take their Python wrappers)."""
-    env = os.environ.get("OPWRAP_LIBRARY")
-    beside = [Path(env).parent / "python"] if env else []  # the build that $OPWRAP_LIBRARY names
-    for directory in (*beside, _HERE, _HERE / "../../build" / "python"):
-        for path in sorted(glob.glob(str(directory / "_fast*.so"))):
-            spec = importlib.util.spec_from_file_location(f"{__name__}._fast", path)
-            if spec is None or spec.loader is None:
-                continue
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
-    return None
-
-
-def registered(op: str, register: Callable[[str], Any] | None = None) -> Any:
-    """Whether the loaded library has `op` ("ns::name" or "ns::name.overload"): a selective
-    build (`codegen build --ops`) leaves ops out.  With `register` (torch.library.register_fake),
-    a decorator that registers for an op the library has and passes the function through otherwise."""
-    name, _, overload = op.partition(".")
-    try:
-        torch._C._dispatch_find_schema_or_throw(name, overload)
-        found = True
-    except RuntimeError:
-        found = False
-    if register is None:
-        return found
-    return register(op) if found else (lambda fn: fn)
-
-
-def load_library() -> str:
-    """Load the library once; return its path."""
-    global _loaded
-    if _loaded is not None:
-        return _loaded
-    candidates = library_candidates()
-    if not candidates:
-        raise ImportError(
-            f"{NAMESPACE}: the compiled library '{LIBRARY}' was not found beside the package or in "
-            f"{(_HERE / '../../build').resolve()}; run `codegen build` (or `make build`) first"
-        )
-    path = str(candidates[0].resolve())
-    torch.ops.load_library(path)  # type: ignore[no-untyped-call]
-    _loaded = path
-    # Python companions of the C++ registrations (fake kernels, typed wrappers), where generated.
-    for companion in COMPANIONS:
-        if importlib.util.find_spec(f"{__name__}.{companion}") is not None:
-            importlib.import_module(f"{__name__}.{companion}")
-    return _loaded
+__all__ = ["NAMESPACE", "LIBRARY", "OPS", "library_candidates", "load_fast", "load_library", "registered"]

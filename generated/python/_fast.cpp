@@ -77,8 +77,12 @@ PyObject* bucketize_count(PyObject* /*module*/, PyObject* const* args, size_t na
   { opwrap::py::NoGil no_gil(values_->numel() + boundaries_->numel()); result = op.call(*values_, *boundaries_); }
   PyObject* values = PyTuple_New(2);
   if (values == nullptr) return nullptr;
-  PyTuple_SET_ITEM(values, 0, THPVariable_Wrap(std::move(std::get<0>(result))));
-  PyTuple_SET_ITEM(values, 1, THPVariable_Wrap(std::move(std::get<1>(result))));
+  PyObject* item0 = opwrap::py::wrap(std::move(std::get<0>(result)));
+  if (item0 == nullptr) { Py_DECREF(values); return nullptr; }
+  PyTuple_SET_ITEM(values, 0, item0);
+  PyObject* item1 = opwrap::py::wrap(std::move(std::get<1>(result)));
+  if (item1 == nullptr) { Py_DECREF(values); return nullptr; }
+  PyTuple_SET_ITEM(values, 1, item1);
   return wrap_result(1, values);
   END_HANDLE_TH_ERRORS
 }
@@ -97,7 +101,7 @@ PyObject* fill_natural(PyObject* /*module*/, PyObject* const* args, size_t nargs
       .typed<at::Tensor(at::IntArrayRef)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(0); result = op.call(size_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -115,7 +119,7 @@ PyObject* gelu_tanh(PyObject* /*module*/, PyObject* const* args, size_t nargsf, 
       .typed<at::Tensor(const at::Tensor&)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(self_->numel()); result = op.call(*self_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -135,7 +139,7 @@ PyObject* bias_gelu(PyObject* /*module*/, PyObject* const* args, size_t nargsf, 
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(self_->numel() + bias_->numel()); result = op.call(*self_, *bias_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -155,7 +159,7 @@ PyObject* gelu_tanh_backward(PyObject* /*module*/, PyObject* const* args, size_t
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(grad_output_->numel() + self_->numel()); result = op.call(*grad_output_, *self_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -177,7 +181,7 @@ PyObject* gelu_tanh_double_backward(PyObject* /*module*/, PyObject* const* args,
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(grad_->numel() + grad_output_->numel() + self_->numel()); result = op.call(*grad_, *grad_output_, *self_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -199,7 +203,7 @@ PyObject* linear(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyO
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(input_->numel() + weight_->numel()); result = op.call(*input_, *weight_, bias_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -219,7 +223,7 @@ PyObject* mul_constant(PyObject* /*module*/, PyObject* const* args, size_t nargs
       .typed<at::Tensor(const at::Tensor&, double)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(self_->numel()); result = op.call(*self_, constant_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -239,7 +243,7 @@ PyObject* myadd(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyOb
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(self_->numel() + other_->numel()); result = op.call(*self_, *other_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -259,7 +263,7 @@ PyObject* mymatmul(PyObject* /*module*/, PyObject* const* args, size_t nargsf, P
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(self_->numel() + other_->numel()); result = op.call(*self_, *other_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -277,7 +281,7 @@ PyObject* nonzero_flat(PyObject* /*module*/, PyObject* const* args, size_t nargs
       .typed<at::Tensor(const at::Tensor&)>();
   at::Tensor result;
   { opwrap::py::NoGil no_gil(self_->numel()); result = op.call(*self_); }
-  return THPVariable_Wrap(std::move(result));
+  return opwrap::py::wrap(std::move(result));
   END_HANDLE_TH_ERRORS
 }
 
@@ -301,8 +305,12 @@ PyObject* rms_norm(PyObject* /*module*/, PyObject* const* args, size_t nargsf, P
   { opwrap::py::NoGil no_gil(input_->numel() + weight_->numel()); result = op.call(*input_, *weight_, eps_); }
   PyObject* values = PyTuple_New(2);
   if (values == nullptr) return nullptr;
-  PyTuple_SET_ITEM(values, 0, THPVariable_Wrap(std::move(std::get<0>(result))));
-  PyTuple_SET_ITEM(values, 1, THPVariable_Wrap(std::move(std::get<1>(result))));
+  PyObject* item0 = opwrap::py::wrap(std::move(std::get<0>(result)));
+  if (item0 == nullptr) { Py_DECREF(values); return nullptr; }
+  PyTuple_SET_ITEM(values, 0, item0);
+  PyObject* item1 = opwrap::py::wrap(std::move(std::get<1>(result)));
+  if (item1 == nullptr) { Py_DECREF(values); return nullptr; }
+  PyTuple_SET_ITEM(values, 1, item1);
   return wrap_result(12, values);
   END_HANDLE_TH_ERRORS
 }
@@ -323,8 +331,12 @@ PyObject* sincos(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyO
   { opwrap::py::NoGil no_gil(self_->numel()); result = op.call(*self_); }
   PyObject* values = PyTuple_New(2);
   if (values == nullptr) return nullptr;
-  PyTuple_SET_ITEM(values, 0, THPVariable_Wrap(std::move(std::get<0>(result))));
-  PyTuple_SET_ITEM(values, 1, THPVariable_Wrap(std::move(std::get<1>(result))));
+  PyObject* item0 = opwrap::py::wrap(std::move(std::get<0>(result)));
+  if (item0 == nullptr) { Py_DECREF(values); return nullptr; }
+  PyTuple_SET_ITEM(values, 0, item0);
+  PyObject* item1 = opwrap::py::wrap(std::move(std::get<1>(result)));
+  if (item1 == nullptr) { Py_DECREF(values); return nullptr; }
+  PyTuple_SET_ITEM(values, 1, item1);
   return wrap_result(13, values);
   END_HANDLE_TH_ERRORS
 }

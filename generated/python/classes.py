@@ -2,20 +2,14 @@
 # Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 """Fake classes of the 'opwrap' custom classes, for torch.compile and torch.export."""
 
-import torch
+from . import _runtime
 
 
-@torch._library.register_fake_class("opwrap::TensorQueue")
-class FakeTensorQueue:
+@_runtime.register_fake_class('opwrap::TensorQueue')
+class FakeTensorQueue(_runtime.FakeClass):
     """A thread-safe FIFO queue of tensors; popping an empty queue gives the init tensor. (fake: the state of __obj_flatten__, and the declared fake methods)"""
 
-    def __init__(self, queue, init_tensor_):
-        self.queue = queue
-        self.init_tensor_ = init_tensor_
-
-    @classmethod
-    def __obj_unflatten__(cls, flattened):
-        return cls(**dict(flattened))
+    _state = ('queue', 'init_tensor_',)
 
     # push(Tensor x) -> ()
     def push(self, x):

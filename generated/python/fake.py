@@ -4,38 +4,15 @@
 
 import torch
 
-from . import registered
-from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, compute_elementwise_output_strides, elementwise_dtypes
-
-
-def _pointwise(op, names, tensors, allowed, allowed_names, float_op):
-    """The output of a pointwise expression, as the TensorIterator of its kernel makes it:
-    the broadcast shape, the promoted dtype and aten's elementwise output strides."""
-    first = tensors[0]
-    for name, t in zip(names[1:], tensors[1:]):
-        torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
-                     f"'{names[0]}' is on {first.device}")
-    try:
-        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    except RuntimeError as e:
-        shapes = ", ".join(f"'{n}' {list(t.shape)}" for n, t in zip(names, tensors))
-        raise RuntimeError(f"{op}: the shapes of {shapes} do not broadcast") from e
-    kind = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT if float_op else ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
-    _, dtype = elementwise_dtypes(*tensors, type_promotion_kind=kind)
-    torch._check(dtype in allowed, lambda: f"{op}: the inputs compute in dtype {dtype}, which is not supported; "
-                 f"expected one of: {allowed_names}")
-    strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
-    return torch.empty_strided(shape, strides, dtype=dtype, device=first.device)
+from . import _runtime
 
 
 # addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)
-@registered("opwrap::addmv_", torch.library.register_fake)
+@_runtime.register_fake('opwrap::addmv_')
 def _addmv__fake(self, mat, vec, *, beta=1, alpha=1):
-    torch._check(self.dtype in (torch.float32, torch.float64, torch.bfloat16,), lambda: f"opwrap::addmv_: argument 'self' has dtype {self.dtype}, but expected one of: float32, float64, bfloat16")
-    torch._check(mat.dtype == self.dtype, lambda: f"opwrap::addmv_: argument 'mat' has dtype {mat.dtype}, but expected {self.dtype} (the dtype of 'self')")
-    torch._check(mat.device == self.device, lambda: f"opwrap::addmv_: argument 'mat' is on {mat.device}, but 'self' is on {self.device}")
-    torch._check(vec.dtype == self.dtype, lambda: f"opwrap::addmv_: argument 'vec' has dtype {vec.dtype}, but expected {self.dtype} (the dtype of 'self')")
-    torch._check(vec.device == self.device, lambda: f"opwrap::addmv_: argument 'vec' is on {vec.device}, but 'self' is on {self.device}")
+    _runtime.check_dtype('opwrap::addmv_', 'self', self, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16')
+    _runtime.check_like('opwrap::addmv_', 'mat', mat, 'self', self)
+    _runtime.check_like('opwrap::addmv_', 'vec', vec, 'self', self)
     torch._check(self.dim() == 1, lambda: f"opwrap::addmv_: argument 'self' must have 1 dimensions [N], but got {self.dim()}")
     N = self.size(0)
     torch._check(mat.dim() == 2, lambda: f"opwrap::addmv_: argument 'mat' must have 2 dimensions [N, M], but got {mat.dim()}")
@@ -45,61 +22,56 @@ def _addmv__fake(self, mat, vec, *, beta=1, alpha=1):
     torch._check(vec.size(0) == M, lambda: f"opwrap::addmv_: argument 'vec' has size {vec.size(0)} at dimension 0, but expected M = {M}")
     return self
 
+
 # bucketize_count(Tensor values, Tensor boundaries) -> (Tensor indices, Tensor counts)
-@registered("opwrap::bucketize_count", torch.library.register_fake)
+@_runtime.register_fake('opwrap::bucketize_count')
 def _bucketize_count_fake(values, boundaries):
-    torch._check(values.dtype in (torch.float32, torch.float64, torch.int32, torch.int64,), lambda: f"opwrap::bucketize_count: argument 'values' has dtype {values.dtype}, but expected one of: float32, float64, int32, int64")
-    torch._check(boundaries.dtype == values.dtype, lambda: f"opwrap::bucketize_count: argument 'boundaries' has dtype {boundaries.dtype}, but expected {values.dtype} (the dtype of 'values')")
-    torch._check(boundaries.device == values.device, lambda: f"opwrap::bucketize_count: argument 'boundaries' is on {boundaries.device}, but 'values' is on {values.device}")
+    _runtime.check_dtype('opwrap::bucketize_count', 'values', values, (torch.float32, torch.float64, torch.int32, torch.int64,), 'float32, float64, int32, int64')
+    _runtime.check_like('opwrap::bucketize_count', 'boundaries', boundaries, 'values', values)
     torch._check(boundaries.dim() == 1, lambda: f"opwrap::bucketize_count: argument 'boundaries' must have 1 dimensions [K], but got {boundaries.dim()}")
     K = boundaries.size(0)
-    indices_shape = list(values.shape)
-    for _size in indices_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::bucketize_count: output 'indices' would have negative size {_size} (shape {indices_shape})")
-    indices = torch.empty(indices_shape, dtype=torch.int64, device=values.device)
-    counts_shape = [(K + 1)]
-    for _size in counts_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::bucketize_count: output 'counts' would have negative size {_size} (shape {counts_shape})")
-    counts = torch.empty(counts_shape, dtype=torch.int64, device=values.device)
-    return indices, counts
+    _out0 = _runtime.new_output('opwrap::bucketize_count', 'indices', list(values.shape), torch.int64, values.device)
+    _out1 = _runtime.new_output('opwrap::bucketize_count', 'counts', [(K + 1)], torch.int64, values.device)
+    return _out0, _out1
+
 
 # fill_natural(int[] size) -> Tensor
-@registered("opwrap::fill_natural", torch.library.register_fake)
+@_runtime.register_fake('opwrap::fill_natural')
 def _fill_natural_fake(size):
-    result_shape = list(size)
-    for _size in result_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::fill_natural: output 'result' would have negative size {_size} (shape {result_shape})")
-    result = torch.empty(result_shape, dtype=torch.int64, device="cpu")
-    return result
+    _out0 = _runtime.new_output('opwrap::fill_natural', 'result', list(size), torch.int64, "cpu")
+    return _out0
+
 
 # gelu_tanh(Tensor self) -> Tensor
-@registered("opwrap::gelu_tanh", torch.library.register_fake)
+@_runtime.register_fake('opwrap::gelu_tanh')
 def _gelu_tanh_fake(self):
-    return _pointwise('opwrap::gelu_tanh', ('self',), (self, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+    return _runtime.pointwise_output('opwrap::gelu_tanh', ('self',), (self,), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+
 
 # bias_gelu(Tensor self, Tensor bias) -> Tensor
-@registered("opwrap::bias_gelu", torch.library.register_fake)
+@_runtime.register_fake('opwrap::bias_gelu')
 def _bias_gelu_fake(self, bias):
-    return _pointwise('opwrap::bias_gelu', ('self', 'bias'), (self, bias, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+    return _runtime.pointwise_output('opwrap::bias_gelu', ('self', 'bias',), (self, bias,), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+
 
 # gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor
-@registered("opwrap::gelu_tanh_backward", torch.library.register_fake)
+@_runtime.register_fake('opwrap::gelu_tanh_backward')
 def _gelu_tanh_backward_fake(grad_output, self):
-    return _pointwise('opwrap::gelu_tanh_backward', ('grad_output', 'self'), (grad_output, self, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+    return _runtime.pointwise_output('opwrap::gelu_tanh_backward', ('grad_output', 'self',), (grad_output, self,), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+
 
 # gelu_tanh_double_backward(Tensor grad, Tensor grad_output, Tensor self) -> Tensor
-@registered("opwrap::gelu_tanh_double_backward", torch.library.register_fake)
+@_runtime.register_fake('opwrap::gelu_tanh_double_backward')
 def _gelu_tanh_double_backward_fake(grad, grad_output, self):
-    return _pointwise('opwrap::gelu_tanh_double_backward', ('grad', 'grad_output', 'self'), (grad, grad_output, self, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+    return _runtime.pointwise_output('opwrap::gelu_tanh_double_backward', ('grad', 'grad_output', 'self',), (grad, grad_output, self,), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+
 
 # linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
-@registered("opwrap::linear", torch.library.register_fake)
+@_runtime.register_fake('opwrap::linear')
 def _linear_fake(input, weight, bias=None):
-    torch._check(input.dtype in (torch.float32, torch.float64, torch.bfloat16,), lambda: f"opwrap::linear: argument 'input' has dtype {input.dtype}, but expected one of: float32, float64, bfloat16")
-    torch._check(weight.dtype == input.dtype, lambda: f"opwrap::linear: argument 'weight' has dtype {weight.dtype}, but expected {input.dtype} (the dtype of 'input')")
-    torch._check(weight.device == input.device, lambda: f"opwrap::linear: argument 'weight' is on {weight.device}, but 'input' is on {input.device}")
-    torch._check(bias is None or bias.dtype == input.dtype, lambda: f"opwrap::linear: argument 'bias' has dtype {bias.dtype}, but expected {input.dtype} (the dtype of 'input')")
-    torch._check(bias is None or bias.device == input.device, lambda: f"opwrap::linear: argument 'bias' is on {bias.device}, but 'input' is on {input.device}")
+    _runtime.check_dtype('opwrap::linear', 'input', input, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16')
+    _runtime.check_like('opwrap::linear', 'weight', weight, 'input', input)
+    _runtime.check_like('opwrap::linear', 'bias', bias, 'input', input)
     torch._check(input.dim() == 2, lambda: f"opwrap::linear: argument 'input' must have 2 dimensions [N, K], but got {input.dim()}")
     N = input.size(0)
     K = input.size(1)
@@ -109,87 +81,71 @@ def _linear_fake(input, weight, bias=None):
     if bias is not None:
         torch._check(bias.dim() == 1, lambda: f"opwrap::linear: argument 'bias' must have 1 dimensions [M], but got {bias.dim()}")
         torch._check(bias.size(0) == M, lambda: f"opwrap::linear: argument 'bias' has size {bias.size(0)} at dimension 0, but expected M = {M}")
-    result_shape = [N, M]
-    for _size in result_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::linear: output 'result' would have negative size {_size} (shape {result_shape})")
-    result = torch.empty(result_shape, dtype=input.dtype, device=input.device)
-    return result
+    _out0 = _runtime.new_output('opwrap::linear', 'result', [N, M], input.dtype, input.device)
+    return _out0
+
 
 # mul_constant(Tensor self, float constant) -> Tensor
-@registered("opwrap::mul_constant", torch.library.register_fake)
+@_runtime.register_fake('opwrap::mul_constant')
 def _mul_constant_fake(self, constant):
-    return _pointwise('opwrap::mul_constant', ('self',), (self, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+    return _runtime.pointwise_output('opwrap::mul_constant', ('self',), (self,), (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16', float_op=True)
+
 
 # myadd(Tensor self, Tensor other) -> Tensor
-@registered("opwrap::myadd", torch.library.register_fake)
+@_runtime.register_fake('opwrap::myadd')
 def _myadd_fake(self, other):
-    return _pointwise('opwrap::myadd', ('self', 'other'), (self, other, ), (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,), 'float32, float64, float16, bfloat16, int32, int64', float_op=False)
+    return _runtime.pointwise_output('opwrap::myadd', ('self', 'other',), (self, other,), (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,), 'float32, float64, float16, bfloat16, int32, int64', float_op=False)
+
 
 # mymatmul(Tensor self, Tensor other) -> Tensor
-@registered("opwrap::mymatmul", torch.library.register_fake)
+@_runtime.register_fake('opwrap::mymatmul')
 def _mymatmul_fake(self, other):
-    torch._check(self.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,), lambda: f"opwrap::mymatmul: argument 'self' has dtype {self.dtype}, but expected one of: float32, float64, float16, bfloat16")
-    torch._check(other.dtype == self.dtype, lambda: f"opwrap::mymatmul: argument 'other' has dtype {other.dtype}, but expected {self.dtype} (the dtype of 'self')")
-    torch._check(other.device == self.device, lambda: f"opwrap::mymatmul: argument 'other' is on {other.device}, but 'self' is on {self.device}")
+    _runtime.check_dtype('opwrap::mymatmul', 'self', self, (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16')
+    _runtime.check_like('opwrap::mymatmul', 'other', other, 'self', self)
     torch._check(self.dim() == 2, lambda: f"opwrap::mymatmul: argument 'self' must have 2 dimensions [N, K], but got {self.dim()}")
     N = self.size(0)
     K = self.size(1)
     torch._check(other.dim() == 2, lambda: f"opwrap::mymatmul: argument 'other' must have 2 dimensions [K, M], but got {other.dim()}")
     torch._check(other.size(0) == K, lambda: f"opwrap::mymatmul: argument 'other' has size {other.size(0)} at dimension 0, but expected K = {K}")
     M = other.size(1)
-    result_shape = [N, M]
-    for _size in result_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::mymatmul: output 'result' would have negative size {_size} (shape {result_shape})")
-    result = torch.empty(result_shape, dtype=self.dtype, device=self.device)
-    return result
+    _out0 = _runtime.new_output('opwrap::mymatmul', 'result', [N, M], self.dtype, self.device)
+    return _out0
+
 
 # nonzero_flat(Tensor self) -> Tensor
-@registered("opwrap::nonzero_flat", torch.library.register_fake)
+@_runtime.register_fake('opwrap::nonzero_flat')
 def _nonzero_flat_fake(self):
-    torch._check(self.dtype in (torch.float32, torch.float64, torch.int32, torch.int64, torch.bool,), lambda: f"opwrap::nonzero_flat: argument 'self' has dtype {self.dtype}, but expected one of: float32, float64, int32, int64, bool")
-    nnz = torch.library.get_ctx().new_dynamic_size()  # data-dependent
-    result_shape = [nnz]
-    for _size in result_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::nonzero_flat: output 'result' would have negative size {_size} (shape {result_shape})")
-    result = torch.empty(result_shape, dtype=torch.int64, device=self.device)
-    return result
+    _runtime.check_dtype('opwrap::nonzero_flat', 'self', self, (torch.float32, torch.float64, torch.int32, torch.int64, torch.bool,), 'float32, float64, int32, int64, bool')
+    nnz = _runtime.dynamic_size()  # data-dependent
+    _out0 = _runtime.new_output('opwrap::nonzero_flat', 'result', [nnz], torch.int64, self.device)
+    return _out0
+
 
 # rms_norm(Tensor input, Tensor weight, float eps=9.9999999999999995e-07) -> (Tensor out, Tensor rstd)
-@registered("opwrap::rms_norm", torch.library.register_fake)
+@_runtime.register_fake('opwrap::rms_norm')
 def _rms_norm_fake(input, weight, eps=1e-06):
-    torch._check(input.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,), lambda: f"opwrap::rms_norm: argument 'input' has dtype {input.dtype}, but expected one of: float32, float64, float16, bfloat16")
-    torch._check(weight.dtype == input.dtype, lambda: f"opwrap::rms_norm: argument 'weight' has dtype {weight.dtype}, but expected {input.dtype} (the dtype of 'input')")
-    torch._check(weight.device == input.device, lambda: f"opwrap::rms_norm: argument 'weight' is on {weight.device}, but 'input' is on {input.device}")
+    _runtime.check_dtype('opwrap::rms_norm', 'input', input, (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16')
+    _runtime.check_like('opwrap::rms_norm', 'weight', weight, 'input', input)
     torch._check(input.dim() >= 1, lambda: f"opwrap::rms_norm: argument 'input' must have at least 1 dimensions [*B, D], but got {input.dim()}")
     B = list(input.shape[0:input.dim() - 1])
     D = input.size(-1)
     torch._check(weight.dim() == 1, lambda: f"opwrap::rms_norm: argument 'weight' must have 1 dimensions [D], but got {weight.dim()}")
     torch._check(weight.size(0) == D, lambda: f"opwrap::rms_norm: argument 'weight' has size {weight.size(0)} at dimension 0, but expected D = {D}")
-    out_shape = list(input.shape)
-    for _size in out_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::rms_norm: output 'out' would have negative size {_size} (shape {out_shape})")
-    out = torch.empty(out_shape, dtype=input.dtype, device=input.device)
-    rstd_shape = [*B]
-    for _size in rstd_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::rms_norm: output 'rstd' would have negative size {_size} (shape {rstd_shape})")
-    rstd = torch.empty(rstd_shape, dtype=input.dtype, device=input.device)
-    return out, rstd
+    _out0 = _runtime.new_output('opwrap::rms_norm', 'out', list(input.shape), input.dtype, input.device)
+    _out1 = _runtime.new_output('opwrap::rms_norm', 'rstd', [*B], input.dtype, input.device)
+    return _out0, _out1
+
 
 # sincos(Tensor self) -> (Tensor sin, Tensor cos)
-@registered("opwrap::sincos", torch.library.register_fake)
+@_runtime.register_fake('opwrap::sincos')
 def _sincos_fake(self):
-    torch._check(self.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,), lambda: f"opwrap::sincos: argument 'self' has dtype {self.dtype}, but expected one of: float32, float64, float16, bfloat16")
-    sin_shape = list(self.shape)
-    for _size in sin_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::sincos: output 'sin' would have negative size {_size} (shape {sin_shape})")
-    sin = torch.empty(sin_shape, dtype=self.dtype, device=self.device)
-    cos_shape = list(self.shape)
-    for _size in cos_shape:
-        torch._check(_size >= 0, lambda: f"opwrap::sincos: output 'cos' would have negative size {_size} (shape {cos_shape})")
-    cos = torch.empty(cos_shape, dtype=self.dtype, device=self.device)
-    return sin, cos
+    _runtime.check_dtype('opwrap::sincos', 'self', self, (torch.float32, torch.float64, torch.float16, torch.bfloat16,), 'float32, float64, float16, bfloat16')
+    _out0 = _runtime.new_output('opwrap::sincos', 'sin', self.shape, self.dtype, self.device)
+    _out1 = _runtime.new_output('opwrap::sincos', 'cos', self.shape, self.dtype, self.device)
+    return _out0, _out1
+
 
 # for_each_add_(__torch__.torch.classes.opwrap.TensorQueue foo, Tensor inc) -> ()
-@registered("opwrap::for_each_add_", torch.library.register_fake)
+@_runtime.register_fake('opwrap::for_each_add_')
 def _for_each_add__fake(foo, inc):
     return foo.for_each_add_(inc)

@@ -8,13 +8,13 @@ do, and calls `torch.ops.opwrap.<op>`.
 
 from __future__ import annotations
 
-import typing
-from typing import Iterable, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
-import torch.utils._pytree as _pytree
 from torch import Tensor
 from torch.overrides import handle_torch_function, has_torch_function
+
+from . import _runtime, load_fast
 
 _ops = torch.ops.opwrap
 
@@ -51,12 +51,13 @@ def addmv_(self: Tensor, mat: Tensor, vec: Tensor, *, beta: Union[int, float, bo
     return _ops.addmv_.default(self, mat, vec, beta=beta, alpha=alpha)
 
 
+@_runtime.result_class
 class BucketizeCountResult(Tuple[Tensor, Tensor]):
     """The results of bucketize_count, by position or by name, like torch.return_types: built
     from one iterable, so __torch_function__ subclasses can rebuild it with their own type."""
 
     __slots__ = ()
-    _fields = ("indices", "counts", )
+    _fields = ('indices', 'counts')
 
     def __new__(cls, values: Iterable[Tensor]) -> BucketizeCountResult:
         return tuple.__new__(cls, values)
@@ -68,10 +69,6 @@ class BucketizeCountResult(Tuple[Tensor, Tensor]):
     @property
     def counts(self) -> Tensor:
         return self[1]
-
-
-# A pytree node, as torch.return_types are, so vmap and other transforms see its tensors.
-_pytree.register_pytree_node(BucketizeCountResult, lambda r: (list(r), None), lambda values, _: BucketizeCountResult(values))
 
 
 def bucketize_count(values: Tensor, boundaries: Tensor) -> BucketizeCountResult:
@@ -230,12 +227,13 @@ def nonzero_flat(self: Tensor) -> Tensor:
     return _ops.nonzero_flat.default(self)
 
 
+@_runtime.result_class
 class RmsNormResult(Tuple[Tensor, Tensor]):
     """The results of rms_norm, by position or by name, like torch.return_types: built
     from one iterable, so __torch_function__ subclasses can rebuild it with their own type."""
 
     __slots__ = ()
-    _fields = ("out", "rstd", )
+    _fields = ('out', 'rstd')
 
     def __new__(cls, values: Iterable[Tensor]) -> RmsNormResult:
         return tuple.__new__(cls, values)
@@ -247,10 +245,6 @@ class RmsNormResult(Tuple[Tensor, Tensor]):
     @property
     def rstd(self) -> Tensor:
         return self[1]
-
-
-# A pytree node, as torch.return_types are, so vmap and other transforms see its tensors.
-_pytree.register_pytree_node(RmsNormResult, lambda r: (list(r), None), lambda values, _: RmsNormResult(values))
 
 
 def rms_norm(input: Tensor, weight: Tensor, eps: float = 1e-06) -> RmsNormResult:
@@ -269,12 +263,13 @@ def rms_norm(input: Tensor, weight: Tensor, eps: float = 1e-06) -> RmsNormResult
     return RmsNormResult(_ops.rms_norm.default(input, weight, eps))
 
 
+@_runtime.result_class
 class SincosResult(Tuple[Tensor, Tensor]):
     """The results of sincos, by position or by name, like torch.return_types: built
     from one iterable, so __torch_function__ subclasses can rebuild it with their own type."""
 
     __slots__ = ()
-    _fields = ("sin", "cos", )
+    _fields = ('sin', 'cos')
 
     def __new__(cls, values: Iterable[Tensor]) -> SincosResult:
         return tuple.__new__(cls, values)
@@ -286,10 +281,6 @@ class SincosResult(Tuple[Tensor, Tensor]):
     @property
     def cos(self) -> Tensor:
         return self[1]
-
-
-# A pytree node, as torch.return_types are, so vmap and other transforms see its tensors.
-_pytree.register_pytree_node(SincosResult, lambda r: (list(r), None), lambda values, _: SincosResult(values))
 
 
 def sincos(self: Tensor) -> SincosResult:
@@ -323,23 +314,6 @@ def for_each_add_(foo: torch.ScriptObject, inc: Tensor) -> None:
 # The Python wrapper of every op, by name: the typed reference implementation of the call.
 WRAPPERS = {name: globals()[name] for name in __all__}
 
-
-def _install_fast_path() -> None:
-    """Bind each public name to its compiled fast function where one was built (see
-    codegen/plugins/python_fast.py).  The fast function hands every call it cannot take
-    exactly to the wrapper, and torch.compile traces the wrapper in its place."""
-    from . import load_fast
-
-    fast = load_fast()
-    if fast is None:
-        return
-    for index, name in enumerate(fast.OPS):
-        wrapper = WRAPPERS[name]
-        result_type = typing.get_type_hints(wrapper)["return"]
-        fast.install(index, wrapper, result_type if result_type is not Tensor else None)
-        binding = getattr(fast, name)
-        torch.compiler.substitute_in_graph(binding, skip_signature_check=True)(wrapper)
-        globals()[name] = binding
-
-
-_install_fast_path()
+# Each public name bound to its compiled fast function, where one was built (see
+# codegen/plugins/python_fast.py); torch.compile traces the wrapper in its place.
+_runtime.install_fast_path(load_fast(), WRAPPERS, globals())

@@ -2,7 +2,7 @@
 # Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 # Typed signatures of the 'opwrap' ops.
 
-from typing import Iterable, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor

@@ -2,108 +2,45 @@
 # Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 """Batching rules of the 'opwrap' ops for torch.vmap."""
 
-import importlib
-
 import torch
 
-from . import registered
-
-
-def _pointwise(op, n_out, broadcasts):
-    """Elementwise ops, one call on the batch: batch dims to the front.  Ops that need
-    same-shaped inputs get unbatched tensors expanded to the batch; broadcasting ops get
-    batched tensors padded with size-1 dims to the largest logical rank instead."""
-
-    def rule(info, in_dims, *args, **kwargs):
-        tensors = [(a, d) for a, d in zip(args, in_dims) if isinstance(a, torch.Tensor)]
-        rank = max(a.dim() - (d is not None) for a, d in tensors)
-        moved = []
-        for a, d in zip(args, in_dims):
-            if isinstance(a, torch.Tensor):
-                if d is not None:
-                    a = a.movedim(d, 0)
-                    if broadcasts:
-                        a = a.reshape(a.shape[:1] + (1,) * (rank + 1 - a.dim()) + a.shape[1:])
-                elif not broadcasts:
-                    a = a.expand(info.batch_size, *a.shape)
-            moved.append(a)
-        return op(*moved, **kwargs), ((0,) * n_out if n_out > 1 else 0)
-
-    return rule
-
-
-def _load(module, function):
-    return getattr(importlib.import_module(module), function)
-
-
-def _none(name):
-    def rule(info, in_dims, *args, **kwargs):
-        raise RuntimeError(f"{name}: no batching rule for torch.vmap; declare 'pointwise: true' if the op is "
-                           "elementwise, or 'vmap: module:function' naming a rule")
-
-    return rule
-
+from . import _runtime
 
 # opwrap::addmv_: no rule
-if registered("opwrap::addmv_"):
-    torch.library.register_vmap("opwrap::addmv_", _none('opwrap::addmv_'))
-
+_runtime.register_vmap('opwrap::addmv_', _runtime.no_rule('opwrap::addmv_'))
 
 # opwrap::bucketize_count: no rule
-if registered("opwrap::bucketize_count"):
-    torch.library.register_vmap("opwrap::bucketize_count", _none('opwrap::bucketize_count'))
-
+_runtime.register_vmap('opwrap::bucketize_count', _runtime.no_rule('opwrap::bucketize_count'))
 
 # opwrap::gelu_tanh: pointwise, broadcasting
-if registered("opwrap::gelu_tanh"):
-    torch.library.register_vmap("opwrap::gelu_tanh", _pointwise(torch.ops.opwrap.gelu_tanh.default, 1, broadcasts=True))
-
+_runtime.register_vmap('opwrap::gelu_tanh', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh.default, 1, broadcasts=True))
 
 # opwrap::bias_gelu: pointwise, broadcasting
-if registered("opwrap::bias_gelu"):
-    torch.library.register_vmap("opwrap::bias_gelu", _pointwise(torch.ops.opwrap.bias_gelu.default, 1, broadcasts=True))
-
+_runtime.register_vmap('opwrap::bias_gelu', _runtime.pointwise_rule(torch.ops.opwrap.bias_gelu.default, 1, broadcasts=True))
 
 # opwrap::gelu_tanh_backward: pointwise, broadcasting
-if registered("opwrap::gelu_tanh_backward"):
-    torch.library.register_vmap("opwrap::gelu_tanh_backward", _pointwise(torch.ops.opwrap.gelu_tanh_backward.default, 1, broadcasts=True))
-
+_runtime.register_vmap('opwrap::gelu_tanh_backward', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh_backward.default, 1, broadcasts=True))
 
 # opwrap::gelu_tanh_double_backward: pointwise, broadcasting
-if registered("opwrap::gelu_tanh_double_backward"):
-    torch.library.register_vmap("opwrap::gelu_tanh_double_backward", _pointwise(torch.ops.opwrap.gelu_tanh_double_backward.default, 1, broadcasts=True))
-
+_runtime.register_vmap('opwrap::gelu_tanh_double_backward', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh_double_backward.default, 1, broadcasts=True))
 
 # opwrap::linear: rule opwrap.batching:linear
-if registered("opwrap::linear"):
-    torch.library.register_vmap("opwrap::linear", _load('opwrap.batching', 'linear'))
-
+_runtime.register_vmap('opwrap::linear', _runtime.load_rule('opwrap.batching', 'linear'))
 
 # opwrap::mul_constant: pointwise, broadcasting
-if registered("opwrap::mul_constant"):
-    torch.library.register_vmap("opwrap::mul_constant", _pointwise(torch.ops.opwrap.mul_constant.default, 1, broadcasts=True))
-
+_runtime.register_vmap('opwrap::mul_constant', _runtime.pointwise_rule(torch.ops.opwrap.mul_constant.default, 1, broadcasts=True))
 
 # opwrap::myadd: pointwise, broadcasting
-if registered("opwrap::myadd"):
-    torch.library.register_vmap("opwrap::myadd", _pointwise(torch.ops.opwrap.myadd.default, 1, broadcasts=True))
-
+_runtime.register_vmap('opwrap::myadd', _runtime.pointwise_rule(torch.ops.opwrap.myadd.default, 1, broadcasts=True))
 
 # opwrap::mymatmul: no rule
-if registered("opwrap::mymatmul"):
-    torch.library.register_vmap("opwrap::mymatmul", _none('opwrap::mymatmul'))
-
+_runtime.register_vmap('opwrap::mymatmul', _runtime.no_rule('opwrap::mymatmul'))
 
 # opwrap::nonzero_flat: no rule
-if registered("opwrap::nonzero_flat"):
-    torch.library.register_vmap("opwrap::nonzero_flat", _none('opwrap::nonzero_flat'))
-
+_runtime.register_vmap('opwrap::nonzero_flat', _runtime.no_rule('opwrap::nonzero_flat'))
 
 # opwrap::rms_norm: no rule
-if registered("opwrap::rms_norm"):
-    torch.library.register_vmap("opwrap::rms_norm", _none('opwrap::rms_norm'))
-
+_runtime.register_vmap('opwrap::rms_norm', _runtime.no_rule('opwrap::rms_norm'))
 
 # opwrap::sincos: pointwise
-if registered("opwrap::sincos"):
-    torch.library.register_vmap("opwrap::sincos", _pointwise(torch.ops.opwrap.sincos.default, 2, broadcasts=False))
+_runtime.register_vmap('opwrap::sincos', _runtime.pointwise_rule(torch.ops.opwrap.sincos.default, 2, broadcasts=False))

@@ -9,10 +9,14 @@
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace opwrap::py {
@@ -99,6 +103,117 @@ inline bool take_int_list(PyObject* obj, std::vector<int64_t>& out) {
     if (!take_int(items[i], out[static_cast<size_t>(i)])) return false;
   }
   return true;
+}
+
+inline bool take_double_list(PyObject* obj, std::vector<double>& out) {
+  if (!PyList_CheckExact(obj) && !PyTuple_CheckExact(obj)) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  out.resize(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!take_double(items[i], out[static_cast<size_t>(i)])) return false;
+  }
+  return true;
+}
+
+inline bool take_symint_list(PyObject* obj, std::vector<c10::SymInt>& out) {
+  if (!PyList_CheckExact(obj) && !PyTuple_CheckExact(obj)) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  out.clear();
+  out.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    int64_t v = 0;
+    if (!take_int(items[i], v)) return false;
+    out.emplace_back(v);
+  }
+  return true;
+}
+
+// A list or tuple of plain tensors (no __torch_function__ subclass among them).
+inline bool take_tensor_list(PyObject* obj, std::vector<at::Tensor>& out) {
+  if (!PyList_CheckExact(obj) && !PyTuple_CheckExact(obj)) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  out.clear();
+  out.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const at::Tensor* t = nullptr;
+    if (!take_tensor(items[i], t)) return false;
+    out.push_back(*t);
+  }
+  return true;
+}
+
+// A str, as a view of its UTF-8 buffer (owned by the object, which outlives the call).
+inline bool take_string(PyObject* obj, c10::string_view& out) {
+  if (!PyUnicode_CheckExact(obj)) return false;
+  Py_ssize_t n = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(obj, &n);
+  if (data == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  out = c10::string_view(data, static_cast<size_t>(n));
+  return true;
+}
+
+inline bool take_dtype(PyObject* obj, at::ScalarType& out) {
+  if (!THPDtype_Check(obj)) return false;
+  out = reinterpret_cast<THPDtype*>(obj)->scalar_type;
+  return true;
+}
+
+inline bool take_generator(PyObject* obj, at::Generator& out) {
+  if (THPGeneratorClass == nullptr || Py_TYPE(obj) != reinterpret_cast<PyTypeObject*>(THPGeneratorClass)) return false;
+  out = reinterpret_cast<THPGenerator*>(obj)->cdata;
+  return true;
+}
+
+// None, or what `take` takes.
+template <typename T, typename Take>
+inline bool take_optional(PyObject* obj, std::optional<T>& out, Take take) {
+  if (obj == Py_None) {
+    out = std::nullopt;
+    return true;
+  }
+  T value{};
+  if (!take(obj, value)) return false;
+  out = std::move(value);
+  return true;
+}
+
+inline bool take_optional_int(PyObject* obj, std::optional<int64_t>& out) { return take_optional(obj, out, take_int); }
+inline bool take_optional_double(PyObject* obj, std::optional<double>& out) { return take_optional(obj, out, take_double); }
+inline bool take_optional_bool(PyObject* obj, std::optional<bool>& out) { return take_optional(obj, out, take_bool); }
+inline bool take_optional_scalar(PyObject* obj, std::optional<at::Scalar>& out) { return take_optional(obj, out, take_scalar); }
+inline bool take_optional_string(PyObject* obj, std::optional<c10::string_view>& out) {
+  return take_optional(obj, out, take_string);
+}
+inline bool take_optional_dtype(PyObject* obj, std::optional<at::ScalarType>& out) { return take_optional(obj, out, take_dtype); }
+inline bool take_optional_generator(PyObject* obj, std::optional<at::Generator>& out) {
+  return take_optional(obj, out, take_generator);
+}
+
+// Returned values to Python objects (new references; nullptr with an exception set on failure).
+inline PyObject* wrap(at::Tensor value) { return THPVariable_Wrap(std::move(value)); }
+inline PyObject* wrap(bool value) { return PyBool_FromLong(value ? 1 : 0); }
+inline PyObject* wrap(int64_t value) { return PyLong_FromLongLong(value); }
+inline PyObject* wrap(double value) { return PyFloat_FromDouble(value); }
+inline PyObject* wrap(const c10::SymInt& value) { return PyLong_FromLongLong(value.expect_int()); }
+
+inline PyObject* wrap(std::vector<at::Tensor> values) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(values.size()));
+  if (list == nullptr) return nullptr;
+  for (size_t i = 0; i < values.size(); ++i) {
+    PyObject* item = THPVariable_Wrap(std::move(values[i]));
+    if (item == nullptr) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), item);
+  }
+  return list;
 }
 
 // Releases the GIL around the dispatcher call, as torch's own bindings do, when the call

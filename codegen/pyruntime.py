@@ -1,0 +1,328 @@
+"""The run-time helpers of a generated op library's Python modules.
+
+`codegen generate` copies this file verbatim, once per library, to
+`generated/python/_runtime.py` (`<package>._generated._runtime`), and the generated modules
+import it: the loader (`__init__.py`), the typed wrappers (`ops.py`), the fake kernels
+(`fake.py`), the batching rules (`vmap.py`) and the fake classes (`classes.py`).  Those
+modules then hold only per-op data and calls; the logic they share is here, in one real
+module that is type-checked (`mypy --strict`) and unit-tested once (tests/test_pyruntime.py
+imports it as `codegen.pyruntime`).
+
+Why a copy and not an import of the toolchain: a library built with opwrap (a wheel, or a
+checkout with its committed `generated/`) then has no run-time dependency on the code
+generator or its dependencies (jinja2, pyyaml, click); and the helpers always match the
+generated modules that call them, since both come from one `codegen generate`, whatever
+toolchain version is installed beside them later.  The drift check sees an edit here as it
+sees an edited template.
+
+So this file imports only the standard library and torch, and nothing from `codegen`.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import importlib.util
+import os
+import typing
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterable, NoReturn, Sequence, TypeVar
+
+import torch
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def registered(op: str) -> bool:
+    """Whether the loaded library has `op` ("ns::name" or "ns::name.overload"): a selective
+    build (`codegen build --ops`) leaves ops out."""
+    name, _, overload = op.partition(".")
+    try:
+        torch._C._dispatch_find_schema_or_throw(name, overload)
+    except RuntimeError:
+        return False
+    return True
+
+
+class Library:
+    """The compiled library of one op namespace and the Python modules that come with it.
+
+    `here` is the generated package's folder; `build_rel` the build directory relative to
+    it in a source checkout; `env_var` names an environment variable that may point at the
+    library file; `companions` are the generated modules imported once it is loaded."""
+
+    def __init__(self, package: str, namespace: str, library: str, here: Path, build_rel: str, env_var: str,
+                 companions: Sequence[str]) -> None:
+        self.package = package
+        self.namespace = namespace
+        self.library = library
+        self.here = here
+        self.build_rel = build_rel
+        self.env_var = env_var
+        self.companions = tuple(companions)
+        self.path: str | None = None
+
+    def candidates(self) -> list[Path]:
+        """Where the library may be: the file $<env_var> names, beside the installed
+        package (a wheel), or the build directory of a source checkout."""
+        found = []
+        env = os.environ.get(self.env_var)
+        if env:
+            found.append(Path(env))
+        for directory in (self.here.parent, self.here / self.build_rel):
+            found.extend(Path(p) for p in sorted(glob.glob(str(directory / f"{self.library}*.so"))))
+        return found
+
+    def load_fast(self) -> ModuleType | None:
+        """The compiled fast Python bindings (`_fast`): from the build $<env_var> names, beside
+        the package, or in the build directory; None when they were not built (the ops then
+        take their Python wrappers)."""
+        env = os.environ.get(self.env_var)
+        beside = [Path(env).parent / "python"] if env else []  # the build that $<env_var> names
+        for directory in (*beside, self.here, self.here / self.build_rel / "python"):
+            for path in sorted(glob.glob(str(directory / "_fast*.so"))):
+                spec = importlib.util.spec_from_file_location(f"{self.package}._fast", path)
+                if spec is None or spec.loader is None:
+                    continue
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                return module
+        return None
+
+    def load(self) -> str:
+        """Load the library once, then import the companion modules that exist (fake
+        kernels, batching rules, typed wrappers); return the library's path."""
+        if self.path is not None:
+            return self.path
+        candidates = self.candidates()
+        if not candidates:
+            raise ImportError(
+                f"{self.namespace}: the compiled library '{self.library}' was not found beside the package or in "
+                f"{(self.here / self.build_rel).resolve()}; run `codegen build` (or `make build`) first")
+        path = str(candidates[0].resolve())
+        torch.ops.load_library(path)  # type: ignore[no-untyped-call]
+        self.path = path
+        for companion in self.companions:
+            if importlib.util.find_spec(f"{self.package}.{companion}") is not None:
+                importlib.import_module(f"{self.package}.{companion}")
+        return path
+
+
+# ----------------------------------------------------------------------------- typed wrappers
+
+
+def install_fast_path(fast: ModuleType | None, wrappers: dict[str, Callable[..., Any]],
+                      namespace: dict[str, Any]) -> None:
+    """Bind each public name of the wrappers' module (`namespace`, its globals) to its
+    compiled fast function where one was built.  The fast function hands every call it
+    cannot take exactly to the wrapper (`install`), and torch.compile traces the wrapper
+    in its place (`substitute_in_graph`).  A wrapper that returns a result class (a tuple
+    subclass with named fields) gives the fast function that class to build."""
+    if fast is None:
+        return
+    for index, name in enumerate(fast.OPS):
+        wrapper = wrappers[name]
+        result = typing.get_type_hints(wrapper).get("return")
+        result_type = result if isinstance(result, type) and issubclass(result, tuple) else None
+        fast.install(index, wrapper, result_type)
+        binding = getattr(fast, name)
+        torch.compiler.substitute_in_graph(binding, skip_signature_check=True)(wrapper)
+        namespace[name] = binding
+
+
+R = TypeVar("R", bound=tuple)  # type: ignore[type-arg]
+
+
+def result_class(cls: type[R]) -> type[R]:
+    """Register a result class (a tuple subclass built from one iterable, as torch.return_types
+    are) as a pytree node, so vmap and other transforms see its tensors."""
+    import torch.utils._pytree as pytree
+
+    def flatten(r: R) -> tuple[list[Any], None]:
+        return list(r), None
+
+    def unflatten(values: Iterable[Any], _context: None) -> R:
+        return cls(values)  # type: ignore[call-arg]
+
+    pytree.register_pytree_node(cls, flatten, unflatten)
+    return cls
+
+
+# ----------------------------------------------------------------------------- fake kernels
+
+
+def register_fake(op: str) -> Callable[[F], F]:
+    """`torch.library.register_fake(op)` for an op the loaded library has; a selective build
+    leaves ops out, and their fake kernels are then plain functions."""
+    if not registered(op):
+        return lambda fn: fn
+    register: Callable[[F], F] = torch.library.register_fake(op)
+    return register
+
+
+def check_dtype(op: str, name: str, t: torch.Tensor, allowed: tuple[torch.dtype, ...], names: str) -> None:
+    """`t`'s dtype is one of the declared dtypes."""
+    torch._check(t.dtype in allowed, lambda: f"{op}: argument '{name}' has dtype {t.dtype}, but expected one of: {names}")
+
+
+def check_like(op: str, name: str, t: torch.Tensor | None, first_name: str, first: torch.Tensor) -> None:
+    """`t` (when given) has the dtype and device of the first tensor input."""
+    if t is None:
+        return
+    torch._check(t.dtype == first.dtype, lambda: f"{op}: argument '{name}' has dtype {t.dtype}, but expected "
+                 f"{first.dtype} (the dtype of '{first_name}')")
+    torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but '{first_name}' "
+                 f"is on {first.device}")
+
+
+def new_output(op: str, name: str, shape: Sequence[Any], dtype: torch.dtype, device: Any) -> torch.Tensor:
+    """An output of the shape its rule gives (checked non-negative, SymInt-safe)."""
+    shape = list(shape)
+    for size in shape:
+        torch._check(size >= 0, lambda: f"{op}: output '{name}' would have negative size {size} (shape {shape})")
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def dynamic_size() -> torch.SymInt:
+    """A data-dependent output size (`?name` in a shape rule)."""
+    return torch.library.get_ctx().new_dynamic_size()
+
+
+def data_dependent_int(op: str) -> torch.SymInt:
+    """A `SymInt` return that the kernel computes from the data: an unbacked symbol, as
+    torch's fake tensors make for `Tensor.item()`.  Where the trace does not take
+    data-dependent scalars (torch.compile without `torch._dynamo.config.capture_scalar_outputs`),
+    torch's DataDependentOutputException, on which torch.compile breaks the graph and calls
+    the op eagerly.  (An `int` or `float` return cannot be symbolic: torch turns the fake
+    kernel's value into a plain number, which a data-dependent one has not.)"""
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+
+    ctx = torch.library.get_ctx()
+    env = getattr(ctx, "_shape_env", None)
+    if env is None or not env.allow_scalar_outputs:
+        raise DataDependentOutputException(getattr(ctx, "_op", op))
+    value: torch.SymInt = env.create_unbacked_symint()
+    return value
+
+
+def no_fake(op: str, name: str, why: str) -> NoReturn:
+    """The fake kernel of an op with a return `name` that nothing but the kernel can make
+    (`why` says what it is and what to declare instead)."""
+    raise NotImplementedError(f"{op}: torch.compile and torch.export cannot trace this op: its return '{name}' is {why}")
+
+
+def pointwise_output(op: str, names: Sequence[str], tensors: Sequence[torch.Tensor], allowed: tuple[torch.dtype, ...],
+                     allowed_names: str, float_op: bool) -> torch.Tensor:
+    """The output of a pointwise expression, as the TensorIterator of its kernel makes it:
+    the broadcast shape, the promoted dtype and aten's elementwise output strides."""
+    from torch._prims_common import (ELEMENTWISE_TYPE_PROMOTION_KIND, compute_elementwise_output_strides,
+                                     elementwise_dtypes)
+
+    first = tensors[0]
+    for name, t in zip(names[1:], tensors[1:]):
+        torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
+                     f"'{names[0]}' is on {first.device}")
+    try:
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    except RuntimeError as e:
+        shapes = ", ".join(f"'{n}' {list(t.shape)}" for n, t in zip(names, tensors))
+        raise RuntimeError(f"{op}: the shapes of {shapes} do not broadcast") from e
+    kind = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT if float_op else ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
+    _, dtype = elementwise_dtypes(*tensors, type_promotion_kind=kind)
+    torch._check(dtype in allowed, lambda: f"{op}: the inputs compute in dtype {dtype}, which is not supported; "
+                 f"expected one of: {allowed_names}")
+    strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
+    return torch.empty_strided(shape, strides, dtype=dtype, device=first.device)
+
+
+# ----------------------------------------------------------------------------- fake classes
+
+
+class FakeClass:
+    """Base of a generated fake class: its state is the `__obj_flatten__` of the real
+    object, by name (`_state` lists the names), as attributes."""
+
+    _state: tuple[str, ...] = ()
+
+    def __init__(self, *values: Any, **state: Any) -> None:
+        if len(values) > len(self._state):
+            raise TypeError(f"{type(self).__name__}: {len(values)} values for the state {list(self._state)}")
+        state = {**dict(zip(self._state, values)), **state}
+        if set(state) != set(self._state):
+            raise TypeError(f"{type(self).__name__}: expected the state {list(self._state)}, got {sorted(state)}")
+        for name in self._state:
+            setattr(self, name, state[name])
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened: Iterable[tuple[str, Any]]) -> FakeClass:
+        return cls(**dict(flattened))
+
+
+C = TypeVar("C", bound=type[FakeClass])
+
+
+def register_fake_class(qualname: str) -> Callable[[C], C]:
+    """`torch._library.register_fake_class(qualname)` for a FakeClass subclass: torch looks
+    for `__obj_unflatten__` in the class's own namespace, so the inherited one is put there."""
+
+    def register(cls: C) -> C:
+        if "__obj_unflatten__" not in cls.__dict__:
+            setattr(cls, "__obj_unflatten__", classmethod(FakeClass.__obj_unflatten__.__func__))
+        torch._library.register_fake_class(qualname)(cls)
+        return cls
+
+    return register
+
+
+# ----------------------------------------------------------------------------- batching rules
+
+BatchingRule = Callable[..., tuple[Any, Any]]
+
+
+def register_vmap(op: str, rule: BatchingRule) -> None:
+    """`torch.library.register_vmap` for an op the loaded library has."""
+    if registered(op):
+        torch.library.register_vmap(op, rule)
+
+
+def pointwise_rule(op: Callable[..., Any], n_out: int, broadcasts: bool) -> BatchingRule:
+    """Elementwise ops, one call on the batch: batch dims to the front.  Ops that need
+    same-shaped inputs get unbatched tensors expanded to the batch; broadcasting ops get
+    batched tensors padded with size-1 dims to the largest logical rank instead."""
+
+    def rule(info: Any, in_dims: Sequence[int | None], *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        tensors = [(a, d) for a, d in zip(args, in_dims) if isinstance(a, torch.Tensor)]
+        rank = max(a.dim() - (d is not None) for a, d in tensors)
+        moved = []
+        for a, d in zip(args, in_dims):
+            if isinstance(a, torch.Tensor):
+                if d is not None:
+                    a = a.movedim(d, 0)
+                    if broadcasts:
+                        a = a.reshape(a.shape[:1] + (1,) * (rank + 1 - a.dim()) + a.shape[1:])
+                elif not broadcasts:
+                    a = a.expand(info.batch_size, *a.shape)
+            moved.append(a)
+        return op(*moved, **kwargs), ((0,) * n_out if n_out > 1 else 0)
+
+    return rule
+
+
+def load_rule(module: str, function: str) -> BatchingRule:
+    """A hand-written batching rule, `vmap: module:function`."""
+    rule: BatchingRule = getattr(importlib.import_module(module), function)
+    return rule
+
+
+def no_rule(op: str) -> BatchingRule:
+    """The rule of an op with none: a clear error rather than a slow per-example loop."""
+
+    def rule(info: Any, in_dims: Sequence[int | None], *args: Any, **kwargs: Any) -> NoReturn:
+        raise RuntimeError(f"{op}: no batching rule for torch.vmap; declare 'pointwise: true' if the op is "
+                           "elementwise, or 'vmap: module:function' naming a rule")
+
+    return rule
