@@ -1,9 +1,9 @@
 """Build glue over torch.utils.cpp_extension: one source list, two entry points.
 
-``build()`` is the development build (``codegen build`` / ``make build``): ninja, through
-``torch.utils.cpp_extension.load``, into the project's build directory.  ``extension()``
-returns the same sources and flags as a setuptools ``CppExtension`` (``CUDAExtension`` when
-CUDA is built) for wheels.
+``build()`` is the one build: ninja, through ``torch.utils.cpp_extension.load``, into the
+project's build directory.  ``codegen build`` / ``make build`` run it, and so do wheels
+(setup.py, with ``need_gpu=False`` and the directory ``wheel_build_dir`` picks), which then
+package what it made.
 
 CUDA sources (``.cu``) are compiled by ``codegen build`` where they can run: torch is a CUDA
 build, a toolkit is found (see ``cuda_env``) and a GPU is visible.  Elsewhere they are
@@ -171,14 +171,16 @@ def ccache_wrapper(build_dir: Path) -> str | None:
 
 
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
-          cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None) -> Path:
+          cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
+          need_gpu: bool = True) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja.
-    `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS)."""
+    `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS).
+    `need_gpu=False` (wheels) builds CUDA whenever torch and the toolkit can, GPU or not."""
     if sanitize:
         if cuda:
             raise ValueError("--sanitize builds the CPU kernels only; it cannot be combined with --cuda")
         cuda = False
-    env = resolve_cuda(config, cuda, log)  # before cpp_extension is imported: it reads CUDA_HOME once
+    env = resolve_cuda(config, cuda, log, need_gpu)  # before cpp_extension is imported: it reads CUDA_HOME once
     cpp_extension = import_cpp_extension(cuda_built=env is not None)  # no CUDA_HOME warning without CUDA
     cflags, ldflags = (SANITIZER_CXX_FLAGS, SANITIZER_LD_FLAGS) if sanitize else (CXX_FLAGS, [])
 
@@ -280,32 +282,19 @@ def compile_times(ninja_log: Path, start: int) -> dict[str, tuple[int, float]]:
     return {k: (n, secs) for k, (n, secs) in out.items()}
 
 
-def extension(config: Config, log=print):
-    """A setuptools extension over the same sources, for `BuildExtension` wheels.
-    OPWRAP_CUDA=1/0 forces CUDA on or off; unset, it is built when it can be."""
+def wheel_cuda() -> bool | None:
+    """The CUDA choice of a wheel build: OPWRAP_CUDA=1/0 forces it; unset, CUDA is built
+    whenever torch and the toolkit can (the machine that builds a wheel is rarely the one
+    that runs it)."""
     flag = os.environ.get("OPWRAP_CUDA")
-    env = resolve_cuda(config, None if flag is None else flag == "1", log, need_gpu=False)
-    cpp_extension = import_cpp_extension(cuda_built=env is not None)  # no CUDA_HOME warning without CUDA
-
-    root = config.root
-    kind = cpp_extension.CUDAExtension if env is not None else cpp_extension.CppExtension
-    return kind(
-        name=f"{config.python_package}.{config.library}",
-        sources=[os.path.relpath(s, root) for s in sources(config, cuda=env is not None)],
-        include_dirs=[str(d) for d in include_dirs(config)],
-        extra_compile_args=({"cxx": CXX_FLAGS + openmp_flags(), "nvcc": NVCC_FLAGS + cuda_include_flags(env)}
-                            if env is not None else CXX_FLAGS + openmp_flags()),
-        extra_link_args=openmp_flags(),
-    )
+    return None if flag is None else flag == "1"
 
 
-def fast_extension(config: Config):
-    """The fast Python bindings as a setuptools extension module, or None when not generated."""
-    CppExtension = import_cpp_extension(cuda_built=False).CppExtension  # C++ only
-
-    src = fast_source(config)
-    if src is None:
-        return None
-    return CppExtension(name=f"{config.python_package}._generated.{FAST_MODULE}",
-                        sources=[os.path.relpath(src, config.root)],
-                        include_dirs=[str(d) for d in include_dirs(config)], extra_compile_args=CXX_FLAGS)
+def wheel_build_dir(config: Config, log=print) -> Path:
+    """Where a wheel build compiles: the development build directory itself when the wheel
+    wants what is built there (CUDA or not), so that a wheel made after `make build` compiles
+    nothing; otherwise `<build>/wheel`, so the two builds do not undo each other."""
+    env = resolve_cuda(config, wheel_cuda(), lambda *_: None, need_gpu=False)
+    built = manifest(config.path("build") / f"{config.library}.so")
+    same = not built or (bool(built.get("cuda")) == (env is not None) and not built.get("selection"))
+    return config.path("build") if same else config.path("build") / "wheel"

@@ -71,8 +71,9 @@ def test_builds_and_wheels_without_cuda_are_quiet(tmp_path):
                 "from codegen.config import load_config\n"
                 f"config = load_config({str(ROOT)!r})\n"
                 "os.environ['OPWRAP_CUDA'] = '0'\n"
-                "ext = build.extension(config, log=lambda m: None)\n"
-                "assert not any(s.endswith('.cu') for s in ext.sources), ext.sources\n"
+                "assert build.resolve_cuda(config, build.wheel_cuda(), log=lambda m: None, need_gpu=False) is None\n"
+                "build.import_cpp_extension(cuda_built=False)\n"
+                "build.wheel_build_dir(config)\n"
                 "assert build.resolve_cuda(config, None, log=print) is None\n", tmp_path)
     assert WARNING not in r.stderr, r.stderr
     assert "no GPU here to run them" in r.stdout, r.stdout
