@@ -247,8 +247,8 @@ POINTWISE_OP = textwrap.dedent("""\
       dtypes: floating
       pointwise: self * sigmoid(other) + alpha * {i}
       derivatives:
-        self: grad * sigmoid(other)
-        other: grad * self * sigmoid(other) * (1 - sigmoid(other))
+        self: grad * other.sigmoid()
+        other: grad * self * other.sigmoid() * (1 - other.sigmoid())
     """)
 
 
