@@ -2,7 +2,6 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
@@ -11,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <tuple>
+
 
 // The autograd kernel of opwrap::bias_gelu.  It shares a unity unit with other ops'
 // (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
