@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Mapping
 
 import yaml
 
@@ -19,37 +19,75 @@ from .config import Config
 from .diagnostics import Diagnostics, Loc, did_you_mean
 from .dtypes import DTYPES, GROUPS
 from . import pointwise as pointwise_expr
-from .yaml_nodes import construct as _construct, loc_of, scalar_text_loc, text_loc
+from .fields import (INVALID, Any, Bool, Checker, CppExpr, Enum, Field, Identifier, Int, ListOf, MappingOf, OneOf,
+                     RelativePath, Schema, String, TorchTag, as_field, children, scalar_value)
+from .yaml_nodes import loc_of, scalar_text_loc, text_loc
 from .model import Declaration, Library
-from .schema import BaseType, FunctionSchema, SchemaError
+from .schema import BaseType, FunctionSchema
 from .shapes import analyze, parse_shape
 
-# The fields of an op declaration that the core model understands.  Plugins add their own.
-CORE_FIELDS = {
-    "func": "the schema, in PyTorch's schema language",
-    "doc": "one paragraph of documentation",
-    "dtypes": "the dtypes the kernels are instantiated for: a list, or a group name",
-    "kernels": "dispatch key -> kernel function template, e.g. {CPU: myadd_cpu}",
-    "header": "the kernel header in the kernels directory (default: <name>.h)",
-    "shape": "input contracts and output shapes",
-    "dtype": "return name -> dtype name or input name whose dtype it takes",
-    "like": "returns take the shape and dtype of this input",
-    "contiguous": "pass contiguous inputs to the kernel (default true)",
-    "split_types": "one translation unit per dtype (cwrap's split_types)",
-    "tags": "at::Tag names given to m.def, e.g. [pt2_compliant_tag]",
-    "derivatives": "input name -> C++ gradient formula (torchgen's derivatives.yaml dialect)",
-    "pointwise": "an elementwise expression that generates the CPU and CUDA kernels, or true for an "
-                 "elementwise op with hand-written kernels",
+_DISPATCH_KEYS = ("CPU", "CUDA")
+_DTYPE = Enum(*DTYPES, *GROUPS, what="dtype")
+_DIMENSION = OneOf(Int(), String(nonempty=True), noun="a dimension (an integer, a name or an expression)",
+                   nouns="dimensions (integers, names or expressions)")
+
+# The fields of an op declaration that the core model understands, typed as plugins type
+# theirs (codegen/fields.py); one table with the plugins' fields, from which the README's
+# field table is generated (`python -m codegen.fields`).  Each value is checked against its
+# type first; the parsers below then read what the type cannot say.
+CORE_FIELDS: dict[str, Field] = {
+    "func": Field(Schema(), "the schema, in PyTorch's schema language (required). Types come from here only. No "
+                  "namespace: it is `[tool.codegen] namespace`.", required=True),
+    "doc": Field(String(), "documentation of the op."),
+    "dtypes": Field(OneOf(_DTYPE, ListOf(_DTYPE, nonempty=True)),
+                    "the dtypes the kernel is instantiated for: a list of `" + " ".join(DTYPES) + "`, or a group "
+                    + ", ".join(f"`{g}`" for g in GROUPS) + ". A tensor of any other dtype is a `RuntimeError` "
+                    "naming the op and argument."),
+    "kernels": Field(MappingOf(Enum(*_DISPATCH_KEYS, what="dispatch key"),
+                               Identifier(noun="a C++ function template name", nouns="C++ function template names")),
+                     "dispatch key to kernel function template, e.g. `{CPU: myadd_cpu, CUDA: myadd_cuda}`."),
+    "header": Field(RelativePath((".h", ".hpp", ".cuh"), "a relative path inside the kernels directory"),
+                    "the CPU kernel header inside the kernels directory (default `<name>.h`, a trailing `_` "
+                    "dropped)."),
+    "shape": Field(MappingOf(Identifier(noun="an argument or return name", nouns="argument and return names"),
+                             OneOf(ListOf(_DIMENSION), String(nonempty=True, noun="a shape expression",
+                                                              nouns="shape expressions"))),
+                   "the one shape rule (below): input contracts and output shapes."),
+    "like": Field(Identifier(noun="a Tensor argument name"), "returns take the shape and dtype of this tensor input."),
+    "dtype": Field(MappingOf(Identifier(noun="a return name", nouns="return names"),
+                             Identifier(noun="a dtype or Tensor argument name", nouns="dtype or Tensor argument names")),
+                   "return name to a dtype name or a tensor input whose dtype it takes (default: the first tensor "
+                   "input's dtype)."),
+    "contiguous": Field(Bool(), "pass contiguous inputs to the kernel (default `true`); a non-contiguous in-place "
+                        "argument is computed in a contiguous copy and written back."),
+    "split_types": Field(Bool(), "one translation unit per dtype, compiled in parallel (cwrap's split_types). "
+                         "Default from `[tool.codegen] split_types`."),
+    "tags": Field(ListOf(TorchTag(), unique=True),
+                  "`at::Tag` names passed to `m.def`: any tag of the installed torch (`torch.Tag`). "
+                  "`pt2_compliant_tag` is added to every op with a generated fake kernel, `inplace` to in-place ops "
+                  "(which lets `torch.compile` functionalize them)."),
+    "pointwise": Field(OneOf(Bool(), String(nonempty=True, noun="an elementwise expression such as 'self + other'",
+                                            nouns="elementwise expressions")),
+                       "an elementwise expression that generates the op's CPU and CUDA kernels (below), or `true` for "
+                       "an elementwise op with hand-written kernels of same-shaped inputs. Either way `torch.vmap` "
+                       "works with no other rule (batch dims moved to the front, one call)."),
+    "derivatives": Field(MappingOf(String(nonempty=True, noun="input names", nouns="input names"), CppExpr(), fixed=tuple(
+                             (flag, ListOf(Bool()) if flag == "output_differentiability" else Bool())
+                             for flag in derivatives.FLAGS)),
+                         "gradient formulas (below); without them, an op with Tensor inputs raises \"derivative for "
+                         "ns::op is not implemented\" when backward reaches it."),
 }
 # Fields that a pointwise expression decides for itself: shapes broadcast, dtypes promote.
 _EXPRESSION_DECIDES = ("kernels", "header", "shape", "dtype", "like", "contiguous", "split_types")
-KNOWN_TAGS = {"pt2_compliant_tag", "inplace", "inplace_view", "view_copy", "pointwise", "core", "nondeterministic_seeded",
-              "nondeterministic_bitwise", "needs_fixed_stride_order", "flexible_layout", "maybe_aliasing_or_mutating",
-              "data_dependent_output", "dynamic_output_shape", "generated", "cudagraph_unsafe", "reduction"}
 # libyaml's composer when PyYAML has it (about 5x faster); same nodes, tags and marks.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_CPP_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_DISPATCH_KEYS = ("CPU", "CUDA")
+# Collections nested deeper than this in a file's text are refused before the file is
+# composed: libyaml's composer recurses (and crashes) on deep nesting, and its scanner takes
+# time quadratic in the depth of flow collections ([[[...]]]).
+MAX_FILE_DEPTH = 100
+_OPEN_TOKENS = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+                yaml.BlockMappingStartToken)
+_CLOSE_TOKENS = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
 
 
 class _Entry:
@@ -67,9 +105,13 @@ class _Entry:
 
 
 class DeclarationLoader:
-    def __init__(self, config: Config, diag: Diagnostics, plugin_fields: dict[str, str] | None = None):
+    """Loads every declaration file.  `plugin_fields` are the plugins' typed fields; every
+    field value, core or plugin, is checked against its type before anything reads it."""
+
+    def __init__(self, config: Config, diag: Diagnostics, plugin_fields: Mapping[str, Field | str] | None = None):
         self.config, self.diag = config, diag
-        self.plugin_fields = dict(plugin_fields or {})
+        self.plugin_fields = {name: as_field(f) or Field(Any(), str(f)) for name, f in (plugin_fields or {}).items()}
+        self.fields = {**CORE_FIELDS, **self.plugin_fields}
         self.classes: list = []
 
     # ------------------------------------------------------------------ files
@@ -95,6 +137,11 @@ class DeclarationLoader:
             self.diag.error(Loc(path, line, col), f"file is not valid UTF-8 (byte 0x{data[e.start]:02x})")
             return []
         self.text = text
+        deep = _too_deep(text)
+        if deep is not None:
+            self.diag.error(Loc(path, deep.line + 1, deep.column + 1),
+                            f"collections are nested more than {MAX_FILE_DEPTH} levels deep")
+            return []
         try:
             root = yaml.compose(text, Loader=_SAFE_LOADER)
         except yaml.MarkedYAMLError as e:
@@ -105,8 +152,15 @@ class DeclarationLoader:
         except yaml.YAMLError as e:
             self.diag.error(Loc(path, 1, 1), f"invalid YAML: {e}")
             return []
-        bad_tag, bad_key, repeated = _structure_problems(root)
+        bad_tag, bad_key, repeated, cycle = _structure_problems(root)
+        if cycle is not None:
+            self.diag.error(loc_of(cycle, path), "this collection contains itself through a YAML alias")
+            return []
         if bad_tag is not None:
+            if bad_tag.tag == "tag:yaml.org,2002:merge":
+                self.diag.error(loc_of(bad_tag, path), "YAML merge keys ('<<') are not supported in declarations",
+                                "write the fields out; an alias (*name) may stand for one field's value")
+                return []
             tag = bad_tag.tag.replace("tag:yaml.org,2002:", "!!")
             self.diag.error(loc_of(bad_tag, path), f"YAML tag '{tag}' is not allowed in declarations")
             return []
@@ -121,62 +175,84 @@ class DeclarationLoader:
         if not isinstance(root, yaml.SequenceNode):
             self.diag.error(loc_of(root, path), "a declaration file must be a list of entries, each starting with '- func:'")
             return []
+        checker = Checker(self.diag, path)
         out = []
         for node in root.value:
             if not isinstance(node, yaml.MappingNode):
                 self.diag.error(loc_of(node, path), "each entry must be a mapping with a 'func:' field")
                 continue
             if any(getattr(k, "value", None) == "class" for k, _ in node.value):
+                if not checker.bounded(node, "the class entry"):
+                    continue
                 c = load_class(node, path, self.diag)
                 if c is not None:
                     self.classes.append(c)
                 continue
-            d = self.load_entry(node, path)
+            d = self.load_entry(node, path, checker)
             if d is not None:
                 out.append(d)
         return out
 
     # ------------------------------------------------------------------ one entry
-    def load_entry(self, node: yaml.MappingNode, path: str) -> Declaration | None:
+    def load_entry(self, node: yaml.MappingNode, path: str, checker: Checker | None = None) -> Declaration | None:
+        """One op entry.  Every field is checked against its type and then parsed; a field
+        that fails is left out (its default is used) and named in `invalid_fields`, so that
+        the plugins' validation still runs on the rest and reports its own errors without
+        repeating this one.  No Declaration when the schema is missing or wrong."""
+        ck = checker or Checker(self.diag, path)
         e = _Entry(node, path)
         entry_loc = loc_of(node, path)
         locs: dict[str, Loc] = {k: loc_of(v, path) for k, (_, v) in e.items.items()}
-
-        func = e.pop("func")
-        if func is None:
-            self.diag.error(entry_loc, "missing required field 'func'")
-            return None
-        schema = self.parse_schema(func, path)
-
-        doc = self.string(e.pop("doc"), path, "doc") or ""
-        dtypes = self.parse_dtypes(e.pop("dtypes"), path)
-        kernels = self.parse_kernels(e.pop("kernels"), path)
-        header = self.parse_header(e.pop("header"), path)
-        like = self.string(e.pop("like"), path, "like") or ""
-        contiguous = self.boolean(e.pop("contiguous"), path, "contiguous", True)
-        split = self.boolean(e.pop("split_types"), path, "split_types", self.config.split_types)
-        tags = self.parse_tags(e.pop("tags"), path)
-        shape_node, dtype_node, deriv_node = e.pop("shape"), e.pop("dtype"), e.pop("derivatives")
-        pointwise_node = e.pop("pointwise")
-        extra = []
-        for name in sorted(set(e.items) & set(self.plugin_fields)):
-            extra.append((name, _construct(e.pop(name))))
-        for name, (k, _) in sorted(e.items.items()):
-            self.diag.error(loc_of(k, path), f"unknown field '{name}'",
-                            did_you_mean(name, list(CORE_FIELDS) + list(self.plugin_fields)))
+        nodes: dict[str, yaml.Node] = {}
+        values: dict = {}
+        invalid: set[str] = set()
+        for name, (k, v) in e.items.items():
+            field = self.fields.get(name)
+            if field is None:
+                self.diag.error(loc_of(k, path), f"unknown field '{name}'", did_you_mean(name, list(self.fields)))
+                continue
+            value = ck.field(name, field, v, k)
+            if value is INVALID:
+                invalid.add(name)
+            else:
+                nodes[name], values[name] = v, value
+        for name, field in self.fields.items():
+            if field.required and name not in e.items:
+                self.diag.error(entry_loc, f"missing required field '{name}'")
+        schema = values.get("func")
         if schema is None:
             return None
+        if not self.check_schema(schema, nodes["func"], path):
+            return None
 
-        func_loc = loc_of(func, path)
-        self.check_schema(schema, func, path)
-        shapes, plan = self.parse_shapes(schema, shape_node, path, like)
-        out_dtypes = self.parse_output_dtypes(schema, dtype_node, path)
-        derivs = None
-        if deriv_node is not None:
-            derivs = derivatives.parse(deriv_node, schema, path, self.diag, dict(out_dtypes))
+        def parsed(name: str, parse, default):
+            """parse() for a field that passed its type check; on an error, the default."""
+            if name not in nodes:
+                return default
+            before = len(self.diag.errors)
+            result = parse(nodes[name])
+            if len(self.diag.errors) > before:
+                invalid.add(name)
+                return default
+            return result
+
+        doc = values.get("doc", "")
+        dtypes = parsed("dtypes", lambda n: self.parse_dtypes(n, path), ())
+        kernels = values.get("kernels", ())
+        like = values.get("like", "")
         if like and (schema.argument(like) is None or like not in {a.name for a in _tensor_args(schema)}):
             self.diag.error(locs["like"], f"'like: {like}' must name a Tensor argument of {schema.name}")
-        pointwise, expression = self.parse_pointwise(pointwise_node, schema, path)
+            invalid.add("like")
+            like = ""
+        rets = schema.return_names()
+        shapes, plan = parsed("shape", lambda n: self.parse_shapes(schema, n, path),
+                              ((), analyze(schema, {}, rets, Diagnostics())))
+        out_dtypes = parsed("dtype", lambda n: self.parse_output_dtypes(schema, n, path), ())
+        derivs = parsed("derivatives", lambda n: derivatives.parse(n, schema, path, self.diag, dict(out_dtypes)), None)
+        pointwise, expression = False, None
+        if "pointwise" in nodes:
+            pointwise = values["pointwise"] is not False
+            expression = parsed("pointwise", lambda n: self.parse_pointwise(n, schema, path), None)
         if expression is not None:
             for name in _EXPRESSION_DECIDES:
                 if name in locs:
@@ -184,26 +260,23 @@ class DeclarationLoader:
                                     "its kernels are generated, its inputs broadcast and their dtypes promote as "
                                     "aten's elementwise ops do")
             kernels = tuple((key, "") for key in _DISPATCH_KEYS)  # generated by the pointwise plugin
+        extra = tuple((name, values[name]) for name in sorted(values) if name in self.plugin_fields)
         return Declaration(
-            schema=schema, path=path, loc=entry_loc, func_loc=func_loc, doc=doc.strip(), dtypes=dtypes,
-            kernels=kernels, header=header or f"{schema.base_name.rstrip('_')}.h", shapes=shapes, shape_plan=plan,
-            output_dtypes=out_dtypes, like=like, contiguous=contiguous, split_types=split, tags=tags,
-            extra=tuple(extra), field_locs=tuple(sorted(locs.items())), derivatives=derivs,
-            pointwise=pointwise, expression=expression,
+            schema=schema, path=path, loc=entry_loc, func_loc=loc_of(nodes["func"], path), doc=doc.strip(),
+            dtypes=dtypes, kernels=kernels, header=values.get("header") or f"{schema.base_name.rstrip('_')}.h",
+            shapes=shapes, shape_plan=plan, output_dtypes=out_dtypes, like=like,
+            contiguous=values.get("contiguous", True), split_types=values.get("split_types", self.config.split_types),
+            tags=values.get("tags", ()), extra=extra, field_locs=tuple(sorted(locs.items())), derivatives=derivs,
+            pointwise=pointwise, expression=expression, invalid_fields=tuple(sorted(invalid)),
         )
 
     # ------------------------------------------------------------------ fields
-    def parse_schema(self, node: yaml.Node, path: str) -> FunctionSchema | None:
-        if not isinstance(node, yaml.ScalarNode) or not node.value.strip():
-            self.diag.error(loc_of(node, path), "'func' must be a schema string like 'myadd(Tensor self, Tensor other) -> Tensor'")
-            return None
-        try:
-            return FunctionSchema.parse(node.value)
-        except SchemaError as err:
-            self.diag.error(scalar_text_loc(node, path, err.offset), f"invalid schema: {err.message}")
-            return None
-
-    def check_schema(self, schema: FunctionSchema, node: yaml.ScalarNode, path: str) -> None:
+    def check_schema(self, schema: FunctionSchema, node: yaml.ScalarNode, path: str) -> bool:
+        """What a declaration's schema may not do that the schema language allows.  Return
+        names may repeat argument names, as torch allows (`-> (Tensor(a!) values, ...)` of
+        out= overloads); two returns may not share a name (the named result type could not
+        hold both)."""
+        before = len(self.diag.errors)
         loc = loc_of(node, path)
         if "::" in schema.name:
             self.diag.error(loc, f"'func' must not name a namespace ('{schema.name}'); the namespace is "
@@ -216,130 +289,45 @@ class DeclarationLoader:
         arrow = node.value.find("->")
         returns = [r.name for r in schema.returns if r.name]
         for i, n in enumerate(returns):
-            if n in returns[:i] or n in names:
-                at = node.value.find(f" {n}", arrow) if n in names else node.value.find(f" {n}", node.value.find(f" {n}", arrow) + 1)
-                what = "duplicate return name" if n in returns[:i] else "return name is also an argument name:"
-                self.diag.error(scalar_text_loc(node, path, at + 1), f"{what} '{n}'")
+            if n in returns[:i]:
+                at = _word_at(node.value, n, arrow, returns[:i].count(n))
+                self.diag.error(scalar_text_loc(node, path, at), f"duplicate return name '{n}'")
         if schema.is_vararg or schema.is_varret:
             self.diag.error(loc, "'...' varargs are not supported in op declarations")
+        return len(self.diag.errors) == before
 
-    def string(self, node: yaml.Node | None, path: str, name: str) -> str | None:
-        if node is None:
+    def parse_pointwise(self, node: yaml.Node, schema: FunctionSchema, path: str):
+        """`pointwise: <expression>` (already checked to be true, false or a string): the
+        expression, or None for `true`/`false`."""
+        if node.tag == "tag:yaml.org,2002:bool":
             return None
-        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
-            self.diag.error(loc_of(node, path), f"'{name}' must be a string")
-            return None
-        return node.value
-
-    def boolean(self, node: yaml.Node | None, path: str, name: str, default: bool) -> bool:
-        if node is None:
-            return default
-        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:bool":
-            self.diag.error(loc_of(node, path), f"'{name}' must be true or false")
-            return default
-        return _construct(node)
-
-    def parse_pointwise(self, node: yaml.Node | None, schema: FunctionSchema, path: str):
-        """`pointwise: true` (hand-written elementwise kernels) or an expression that generates them."""
-        if node is None:
-            return False, None
-        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:bool":
-            return _construct(node), None
-        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str" or not node.value.strip():
-            self.diag.error(loc_of(node, path), "'pointwise' must be an expression such as 'self + other', or true "
-                            "for an elementwise op with hand-written kernels")
-            return False, None
         rets = schema.returns
         if len(rets) != 1 or rets[0].type != BaseType("Tensor") or rets[0].alias is not None:
             self.diag.error(loc_of(node, path), "a pointwise expression computes one new Tensor: the schema must "
                             "return '-> Tensor'")
-            return True, None
+            return None
         if not _tensor_args(schema):
             self.diag.error(loc_of(node, path), "a pointwise expression needs a Tensor argument")
-            return True, None
-        expr = pointwise_expr.parse(node.value, schema, lambda line, col: text_loc(node, path, line, col, self.text), self.diag)
-        return True, expr
+            return None
+        return pointwise_expr.parse(node.value, schema, lambda line, col: text_loc(node, path, line, col, self.text),
+                                    self.diag)
 
-    def parse_dtypes(self, node: yaml.Node | None, path: str):
-        if node is None:
-            return ()
-        if isinstance(node, yaml.ScalarNode):
-            if node.value in GROUPS:
-                return tuple(DTYPES[n] for n in GROUPS[node.value])
-            items = [node]
-        elif isinstance(node, yaml.SequenceNode):
-            items = node.value
-        else:
-            self.diag.error(loc_of(node, path), "'dtypes' must be a list of dtypes or a group name")
-            return ()
+    def parse_dtypes(self, node: yaml.Node, path: str):
+        """The dtypes (already checked to be dtype or group names): groups expanded, each dtype once."""
+        items = [node] if isinstance(node, yaml.ScalarNode) else node.value
         out = []
         for item in items:
-            name = item.value if isinstance(item, yaml.ScalarNode) else None
+            name = item.value
             if name in DTYPES:
                 if DTYPES[name] in out:
                     self.diag.error(loc_of(item, path), f"dtype '{name}' is listed twice")
                 out.append(DTYPES[name])
-            elif name in GROUPS:
+            else:
                 out.extend(DTYPES[n] for n in GROUPS[name] if DTYPES[n] not in out)
-            else:
-                hint = did_you_mean(str(name), list(DTYPES) + list(GROUPS)) or ""
-                valid = "valid dtypes: " + ", ".join(DTYPES) + "; groups: " + ", ".join(GROUPS)
-                self.diag.error(loc_of(item, path), f"unknown dtype '{name}'", (hint + " " if hint else "") + valid)
-        if not out and isinstance(node, yaml.SequenceNode) and not node.value:
-            self.diag.error(loc_of(node, path), "'dtypes' must not be empty")
         return tuple(out)
 
-    def parse_kernels(self, node: yaml.Node | None, path: str):
-        if node is None:
-            return ()
-        if not isinstance(node, yaml.MappingNode):
-            self.diag.error(loc_of(node, path), "'kernels' must map dispatch keys to kernel names, e.g. {CPU: myadd_cpu}")
-            return ()
-        out = []
-        for k, v in node.value:
-            key = k.value
-            if key not in _DISPATCH_KEYS:
-                self.diag.error(loc_of(k, path), f"unknown dispatch key '{key}'",
-                                did_you_mean(str(key), _DISPATCH_KEYS) or "valid keys: " + ", ".join(_DISPATCH_KEYS))
-                continue
-            if not isinstance(v, yaml.ScalarNode) or not _CPP_IDENT.match(v.value or ""):
-                self.diag.error(loc_of(v, path), f"kernel name for {key} must be a C++ identifier")
-                continue
-            out.append((key, v.value))
-        return tuple(out)
-
-    def parse_header(self, node: yaml.Node | None, path: str) -> str:
-        h = self.string(node, path, "header")
-        if h is None:
-            return ""
-        p = Path(h)
-        if p.is_absolute() or ".." in p.parts or not re.fullmatch(r"[A-Za-z0-9_./-]+\.(h|hpp|cuh)", h):
-            self.diag.error(loc_of(node, path), f"'header' must be a relative path to a .h file inside the kernels directory, not '{h}'")
-            return ""
-        return h
-
-    def parse_tags(self, node: yaml.Node | None, path: str) -> tuple[str, ...]:
-        if node is None:
-            return ()
-        if not isinstance(node, yaml.SequenceNode):
-            self.diag.error(loc_of(node, path), "'tags' must be a list of at::Tag names")
-            return ()
-        out = []
-        for item in node.value:
-            name = item.value if isinstance(item, yaml.ScalarNode) else None
-            if name not in KNOWN_TAGS:
-                self.diag.error(loc_of(item, path), f"unknown tag '{name}'", did_you_mean(str(name), KNOWN_TAGS))
-            else:
-                out.append(name)
-        return tuple(out)
-
-    def parse_shapes(self, schema: FunctionSchema, node: yaml.Node | None, path: str, like: str):
+    def parse_shapes(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
         rets = schema.return_names()
-        if node is None:
-            return (), analyze(schema, {}, rets, self.diag)
-        if not isinstance(node, yaml.MappingNode):
-            self.diag.error(loc_of(node, path), "'shape' must map argument and return names to shapes")
-            return (), None
         arg_names = {a.name for a in _tensor_args(schema)}
         shapes = {}
         for k, v in node.value:
@@ -354,33 +342,25 @@ class DeclarationLoader:
                 self.diag.error(kloc, f"'{target}' names both an argument and a return")
                 continue
             if isinstance(v, yaml.SequenceNode):
-                value = [_construct(i) if isinstance(i, yaml.ScalarNode) else None for i in v.value]
+                value = [_scalar(i) for i in v.value]
                 item_locs = [_item_loc(i, path) for i in v.value]
-            elif isinstance(v, yaml.ScalarNode):
-                value, item_locs = v.value, []
             else:
-                self.diag.error(loc_of(v, path), "a shape must be a list of dimensions or one expression")
-                continue
+                value, item_locs = v.value, []
             s = parse_shape(schema, target, value, _item_loc(v, path), item_locs, is_output, self.diag)
             if s is not None:
                 shapes[target] = s
         ordered = tuple(shapes[n] for n in [a.name for a in schema.arguments] + list(rets) if n in shapes)
         return ordered, analyze(schema, shapes, rets, self.diag)
 
-    def parse_output_dtypes(self, schema: FunctionSchema, node: yaml.Node | None, path: str):
-        if node is None:
-            return ()
+    def parse_output_dtypes(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
         rets = schema.return_names()
-        if not isinstance(node, yaml.MappingNode):
-            self.diag.error(loc_of(node, path), "'dtype' must map return names to a dtype or an input name")
-            return ()
         out = []
         tensor_args = {a.name for a in _tensor_args(schema)}
         for k, v in node.value:
             if k.value not in rets:
                 self.diag.error(loc_of(k, path), f"'{k.value}' is not a return of {schema.name}", did_you_mean(str(k.value), rets))
                 continue
-            val = v.value if isinstance(v, yaml.ScalarNode) else None
+            val = v.value
             if val not in DTYPES and val not in tensor_args:
                 self.diag.error(loc_of(v, path), f"dtype of '{k.value}' must be a dtype name or a Tensor argument, not '{val}'",
                                 did_you_mean(str(val), list(DTYPES) + sorted(tensor_args)))
@@ -413,27 +393,47 @@ class DeclarationLoader:
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 
 
-def _nodes(node: yaml.Node | None):
-    """Every node of a composed file, keys included, in document order."""
-    stack = [node] if node is not None else []
-    while stack:
-        n = stack.pop()
-        yield n
-        if isinstance(n, yaml.SequenceNode):
-            stack.extend(reversed(n.value))
-        elif isinstance(n, yaml.MappingNode):
-            for k, v in reversed(n.value):
-                stack.extend((v, k))
+def _too_deep(text: str):
+    """The mark of the first collection nested deeper than MAX_FILE_DEPTH, from the token
+    stream (each token is looked at once, and the scan stops there); None when there is
+    none or the text is not YAML (the composer reports that)."""
+    depth = 0
+    try:
+        for token in yaml.scan(text, Loader=_SAFE_LOADER):
+            if isinstance(token, _OPEN_TOKENS):
+                depth += 1
+                if depth > MAX_FILE_DEPTH:
+                    return token.start_mark
+            elif isinstance(token, _CLOSE_TOKENS):
+                depth -= 1
+    except yaml.YAMLError:
+        return None
+    return None
 
 
 def _structure_problems(root: yaml.Node | None):
-    """(first explicit tag, first list or mapping used as a key, repeated keys) of a file, in
-    one walk.  Declarations are plain data: any tag (`!!python/...`, `!foo`) is refused; keys
-    are names everywhere, so every field parser may take them as strings; and each key is
-    given once (YAML would silently keep the last)."""
-    bad_tag = bad_key = None
+    """(first explicit tag, first list or mapping used as a key, repeated keys, a collection
+    that contains itself) of a file, in one walk that visits each node once, however many
+    aliases name it.  Declarations are plain data: any tag (`!!python/...`, `!foo`, a merge
+    key) is refused; keys are names everywhere, so every field parser may take them as
+    strings; each key is given once (YAML would silently keep the last); and no alias names
+    a collection it is inside (`&a [*a]`), so that every later walk ends."""
+    bad_tag = bad_key = cycle = None
     repeated = []
-    for n in _nodes(root):
+    state: dict[int, bool] = {}  # node id -> finished (False: on the walk's current path)
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)] if root is not None else []
+    while stack:
+        n, leaving = stack.pop()
+        if leaving:
+            state[id(n)] = True
+            continue
+        if id(n) in state:
+            if not state[id(n)] and cycle is None:
+                cycle = n
+            continue
+        state[id(n)] = False
+        stack.append((n, True))
+        stack.extend((k, False) for k in reversed(children(n)))
         if bad_tag is None and n.tag not in _PLAIN_TAGS:
             bad_tag = n
         if isinstance(n, yaml.MappingNode):
@@ -445,7 +445,17 @@ def _structure_problems(root: yaml.Node | None):
                     repeated.append(k)
                 else:
                     seen.add(k.value)
-    return bad_tag, bad_key, repeated
+    return bad_tag, bad_key, repeated, cycle
+
+
+def _word_at(text: str, word: str, start: int, skip: int) -> int:
+    """The offset of the (skip+1)-th whole-word occurrence of `word` in text[start:]."""
+    found = [m.start() for m in re.finditer(rf"(?<!\w){re.escape(word)}(?!\w)", text[start:])]
+    return start + found[min(skip, len(found) - 1)] if found else 0
+
+
+def _scalar(node: yaml.Node):
+    return scalar_value(node) if isinstance(node, yaml.ScalarNode) else None
 
 
 def _tensor_args(schema: FunctionSchema):

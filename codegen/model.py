@@ -56,6 +56,10 @@ class Declaration:
     derivatives: Derivatives | None = None  # None: no 'derivatives:' field
     pointwise: bool = False  # elementwise: `pointwise: true` or an expression
     expression: Expression | None = None  # `pointwise: <expression>`: kernels generated from it
+    # Fields whose value was wrong (reported by the loader): the Declaration holds their
+    # defaults, and checks that depend on one of them skip it, so that an error is not
+    # repeated as another.  Never set on a declaration that reaches emission.
+    invalid_fields: tuple[str, ...] = ()
 
     # ---------------------------------------------------------------- derived facts
     @property
@@ -81,6 +85,10 @@ class Declaration:
 
     def kernel(self, key: str) -> str | None:
         return dict(self.kernels).get(key)
+
+    def failed(self, name: str) -> bool:
+        """Whether field `name` was given with a wrong value (see `invalid_fields`)."""
+        return name in self.invalid_fields
 
     def extra_field(self, name: str, default: Any = None) -> Any:
         return dict(self.extra).get(name, default)

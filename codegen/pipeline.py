@@ -1,13 +1,20 @@
 """The pipeline: load -> validate -> transform -> emit, each step timed, stopping on errors
-before anything is emitted.  Writing (or comparing) is the caller's last step."""
+before anything is emitted.  Writing (or comparing) is the caller's last step.
+
+Load and validate run to the end whatever they find, so that one run reports every error
+of every declaration: the loader gives the plugins every op whose schema parsed, with the
+fields that failed named in `Declaration.invalid_fields` (checks that depend on one skip
+it), and the run stops after validation."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from .config import Config
 from .diagnostics import CodegenError, Diagnostics
+from .fields import Field, as_field
 from .loader import CORE_FIELDS, DeclarationLoader
 from .model import Library
 from .plugins import Plugin, load_plugins
@@ -45,15 +52,9 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
 
     plugins = timed("plugins", lambda: load_plugins(config, diag))
     _stop_on_errors(diag)
-    fields = {}
-    for p in plugins:
-        for name, doc in p.fields.items():
-            if name in CORE_FIELDS or name in fields:
-                diag.error(config_loc(config), f"plugin '{p.name}' declares field '{name}', which is already taken")
-            fields[name] = doc
+    fields = plugin_fields(plugins, config, diag)
     _stop_on_errors(diag)
     lib = timed("load", lambda: DeclarationLoader(config, diag, fields).load())
-    _stop_on_errors(diag)
 
     def validate():
         for d in lib.declarations:
@@ -111,6 +112,27 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
     files = timed("emit", emit)
     _stop_on_errors(diag)
     return Result(lib, files, plugins, timings)
+
+
+def plugin_fields(plugins: list[Plugin], config: Config, diag: Diagnostics) -> dict[str, Field]:
+    """The fields the plugins declare, as typed Fields (a plain-string description means any
+    plain YAML data); a field declared twice, or over a core field, is a configuration error."""
+    fields: dict[str, Field] = {}
+    for p in plugins:
+        declared = getattr(p, "fields", None)
+        if not isinstance(declared, Mapping):
+            diag.error(config_loc(config), f"plugin '{p.name}': 'fields' must map field names to Fields")
+            continue
+        for name, spec in declared.items():
+            field = as_field(spec)
+            if field is None:
+                diag.error(config_loc(config), f"plugin '{p.name}' declares field '{name}' with {type(spec).__name__}, "
+                           "not a codegen.fields.Field or a description string")
+            elif name in CORE_FIELDS or name in fields:
+                diag.error(config_loc(config), f"plugin '{p.name}' declares field '{name}', which is already taken")
+            else:
+                fields[name] = field
+    return fields
 
 
 def config_loc(config: Config):

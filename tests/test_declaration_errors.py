@@ -52,17 +52,12 @@ def check_error(project, yaml_text, expected, *, file="ops.yaml", raw=None):
     # a dimension used before it is bound
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  shape: {self: [N], result: [M]}\n",
      "declarations/ops.yaml:3:31: error: unknown dimension 'M'"),
-    # an output without a shape rule
-    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n",
-     "declarations/ops.yaml:1:3: error: return 'result' needs a shape rule"),
-    # in-place op that does not return self
-    ("- func: f_(Tensor(a!) self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n  like: self\n",
-     "declarations/ops.yaml:1:9: error: in-place op 'f_' must return 'self' as 'Tensor(a!)'"),
     # a kernel header that does not exist
     ("- func: g(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: nope}\n  like: self\n",
      "declarations/ops.yaml:3:12: error: kernel header 'kernels/g.h' not found"),
     # a header path escaping the kernels directory
-    ("- func: f(Tensor self) -> Tensor\n  header: ../../etc/passwd.h\n", "declarations/ops.yaml:2:11: error: 'header' must be a relative path"),
+    ("- func: f(Tensor self) -> Tensor\n  header: ../../etc/passwd.h\n", "declarations/ops.yaml:2:11: error: 'header' must be a "
+     "relative path inside the kernels directory ending in .h, .hpp or .cuh, not '../../etc/passwd.h'"),
     # an unknown dispatch key, with a suggestion
     ("- func: f(Tensor self) -> Tensor\n  kernels: {CUPA: k}\n", "declarations/ops.yaml:2:13: error: unknown dispatch key 'CUPA'\n"
      "declarations/ops.yaml:2:13: note: did you mean 'CUDA'?"),
@@ -143,13 +138,17 @@ D2 = "- func: g(Tensor self) -> (Tensor a, Tensor b)\n  dtypes: [float32]\n  lik
     (D2 + "    self: grad_a + grad_b\n    output_differentiability: [true, false]\n",
      "declarations/ops.yaml:5:20: error: 'grad_b' is the gradient of a non-differentiable output"),
     (D + "    self: grad\n    other: grad\n    once_differentiable: maybe\n",
-     "declarations/ops.yaml:7:26: error: 'once_differentiable' must be true or false"),
+     "declarations/ops.yaml:7:26: error: 'derivatives.once_differentiable' must be true or false, not 'maybe'"),
     # the value of an argument written in place is gone by the time backward runs
     ("- func: h_(Tensor(a!) self, Tensor other) -> Tensor(a!)\n  dtypes: [float32]\n  derivatives:\n"
      "    self: grad * self\n    other: grad\n",
      "declarations/ops.yaml:4:18: error: 'self' is modified in place by h_"),
     (D + "    self: [grad]\n    other: grad\n",
-     "declarations/ops.yaml:5:11: error: the formula for 'self' must be a C++ expression string"),
+     "declarations/ops.yaml:5:11: error: 'derivatives.self' must be a C++ expression, not a list"),
+    (D + "    self: grad.sum(0)) * alpha\n    other: grad\n",
+     "declarations/ops.yaml:5:22: error: 'derivatives.self' is not a C++ expression: unmatched ')'"),
+    (D + "    self: grad; system()\n    other: grad\n",
+     "declarations/ops.yaml:5:15: error: 'derivatives.self' is not a C++ expression: ';' ends a statement"),
     # a data-dependent size is for outputs only
     ("- func: q(Tensor self) -> Tensor\n  dtypes: [float32]\n  shape: {self: ['?n'], result: ['?n']}\n",
      "declarations/ops.yaml:3:19: error: '?n' (a data-dependent size) is for outputs"),
@@ -175,9 +174,10 @@ def test_bad_autocast(project, yaml_text, expected):
 
 @pytest.mark.parametrize("yaml_text, expected", [
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  pointwise: 3\n",
-     "declarations/ops.yaml:4:14: error: 'pointwise' must be an expression such as 'self + other', or true"),
+     "declarations/ops.yaml:4:14: error: 'pointwise' must be true or false, or an elementwise expression such as "
+     "'self + other', not the number 3"),
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  vmap: rules.linear\n",
-     "declarations/ops.yaml:4:9: error: 'vmap' must name a Python function as 'module:function'"),
+     "declarations/ops.yaml:4:9: error: 'vmap' must be a Python name as 'module:attr', not 'rules.linear'"),
     ("- func: f_(Tensor(a!) self) -> Tensor(a!)\n  dtypes: [float32]\n  pointwise: true\n",
      "declarations/ops.yaml:3:14: error: the pointwise batching rule is for ops that do not write their arguments"),
 ])
@@ -264,7 +264,6 @@ K = "  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
     ("- func: f(Tensor self) -> Tensr\n", "declarations/ops.yaml:1:27: error: invalid schema: unknown type 'Tensr'"),
     ("- func: f(Tensor self, Tensor self) -> Tensor\n", "declarations/ops.yaml:1:31: error: duplicate argument name 'self'"),
     ("- func: f(Tensor self) -> (Tensor a, Tensor a)\n", "declarations/ops.yaml:1:45: error: duplicate return name 'a'"),
-    ("- func: f(Tensor a) -> (Tensor a, Tensor b)\n", "declarations/ops.yaml:1:32: error: return name is also an argument name: 'a'"),
     ("- func: ''\n", "declarations/ops.yaml:1:9: error: 'func' must be a schema string"),
     ("- func: [f]\n", "declarations/ops.yaml:1:9: error: 'func' must be a schema string"),
     # names with path characters never reach a file name
@@ -275,9 +274,10 @@ K = "  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
     ("- class: Q\n  header: f.h\n  init: (Tensor t)\n  flatten: {'a/b': self->t()}\n",
      "declarations/ops.yaml:4:13: error: state name 'a/b' is not an identifier"),
     ("- func: f(Tensor self) -> Tensor\n  header: f.h/../../x.h\n",
-     "declarations/ops.yaml:2:11: error: 'header' must be a relative path to a .h file inside the kernels directory"),
+     "declarations/ops.yaml:2:11: error: 'header' must be a relative path inside the kernels directory ending in "
+     ".h, .hpp or .cuh, not 'f.h/../../x.h'"),
     ("- func: f(Tensor self) -> Tensor\n  kernels: {CPU: 'a;system()'}\n",
-     "declarations/ops.yaml:2:18: error: kernel name for CPU must be a C++ identifier"),
+     "declarations/ops.yaml:2:18: error: 'kernels.CPU' must be a C++ function template name, not 'a;system()'"),
     # dtypes, tags, flags
     ("- func: f(Tensor self) -> Tensor\n  dtypes: float33\n  pointwise: self\n",
      "declarations/ops.yaml:2:11: error: unknown dtype 'float33'\ndeclarations/ops.yaml:2:11: note: did you mean 'float32'?"),
@@ -293,8 +293,6 @@ K = "  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
     ("- func: f(Tensor self) -> Tensor\n" + K + "  like: other\n", "declarations/ops.yaml:5:9: error: 'like: other' must name a Tensor argument of f"),
     ("- func: f(Tensor self) -> Tensor\n" + K + "  like: self\n  dtype: {result: float99}\n",
      "declarations/ops.yaml:6:19: error: dtype of 'result' must be a dtype name or a Tensor argument, not 'float99'"),
-    ("- func: f(Tensor self) -> (Tensor a, Tensor b)\n" + K + "  shape: {self: [N], a: [N]}\n",
-     "declarations/ops.yaml:5:10: error: return 'b' needs a shape rule"),
     ("- func: f(Tensor self) -> (Tensor a, Tensor b)\n" + K + "  shape: {self: [N], a: [N], b: [N], c: [N]}\n",
      "declarations/ops.yaml:5:38: error: 'c' is neither a Tensor argument nor a return of f"),
     ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: {self: [N], result: [N], result: [N]}\n",
@@ -304,7 +302,11 @@ K = "  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
     ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: {self: [N], result: [N +]}\n",
      "declarations/ops.yaml:5:31: error: malformed shape expression"),
     ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: [self]\n",
-     "declarations/ops.yaml:5:10: error: 'shape' must map argument and return names to shapes"),
+     "declarations/ops.yaml:5:10: error: 'shape' must be a mapping of argument and return names to lists of dimensions "
+     "(integers, names or expressions), or shape expressions, not a list"),
+    ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: {self: [N, ~], result: [N]}\n",
+     "declarations/ops.yaml:5:21: error: 'shape.self[1]' must be a dimension (an integer, a name or an expression), "
+     "not '~' (null)"),
     # derivatives for names that are not inputs
     ("- func: f(Tensor self) -> Tensor\n" + OK + "  derivatives: {self: grad, result: grad}\n",
      "declarations/ops.yaml:4:29: error: 'result' is not an argument of f"),
@@ -333,3 +335,186 @@ def test_huge_file_reports_the_exact_position(project):
     body = "".join(f"- func: op{i}(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self * {i}\n" for i in range(4000))
     body += "- func: last(Tensor self) -> Tensor\n  doc: '" + "x" * 1_000_000 + "'\n  dtypes: [float32]\n  pointwise: self +\n"
     check_error(project, body, "declarations/ops.yaml:12004:20: error: invalid pointwise expression: invalid syntax")
+
+
+# ------------------------------------------------------------------ typed fields (codegen/fields.py)
+@pytest.mark.parametrize("yaml_text, expected", [
+    # plugin fields are checked against their types before any plugin reads them
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  autocast: [fp32]\n",
+     "declarations/ops.yaml:4:13: error: 'autocast' must be one of lower_precision, fp32, promote, not a list"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n  method: [x]\n",
+     "declarations/ops.yaml:4:11: error: 'method' must be a method call as '<argument>.<method>', not a list"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n  method: {a: b}\n",
+     "declarations/ops.yaml:4:11: error: 'method' must be a method call as '<argument>.<method>', not a mapping"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  vmap: [a]\n",
+     "declarations/ops.yaml:4:9: error: 'vmap' must be a Python name as 'module:attr', not a list"),
+    ("- func: f(Tensor self) -> Tensor\n" + "  dtypes: [float32]\n  kernels: {CPU: k, CUDA: k}\n  header: f.h\n"
+     "  like: self\n  cuda_header: /etc/x.cuh\n",
+     "declarations/ops.yaml:6:16: error: 'cuda_header' must be a relative path inside the kernels directory"),
+    # core fields too, with what was expected and what was given
+    ("- func: f(Tensor self) -> Tensor\n  doc: 3\n  dtypes: [float32]\n  pointwise: self\n",
+     "declarations/ops.yaml:2:8: error: 'doc' must be a string, not the number 3\n"
+     "declarations/ops.yaml:2:8: note: YAML reads 3 as a number; quote it: '3'"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n  split_types: 1\n",
+     "declarations/ops.yaml:4:16: error: 'split_types' must be true or false, not the number 1"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [[float32]]\n  pointwise: self\n",
+     "declarations/ops.yaml:2:12: error: 'dtypes[0]' must be a dtype name, not a list"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: [k]}\n  like: self\n",
+     "declarations/ops.yaml:3:18: error: 'kernels.CPU' must be a C++ function template name, not a list"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n  tags: [core, core]\n",
+     "declarations/ops.yaml:4:16: error: 'core' is listed twice in 'tags'"),
+])
+def test_field_types(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)
+
+
+def test_third_party_fields_are_typed_and_plain_descriptions_mean_any_value(project):
+    """The docs plugin's `since` is a typed String; its `see_also` has only a description,
+    so any plain YAML value is accepted and given to the plugin frozen."""
+    import shutil
+    from pathlib import Path
+    shutil.copy(Path(__file__).parent / "plugins" / "docs_plugin.py", project / "docs_plugin.py")
+    py = project / "pyproject.toml"
+    py.write_text(py.read_text() + 'plugins = ["docs_plugin:OpReference"]\n')
+    op = "- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n"
+    check_error(project, op + "  since: 1.2\n",
+                "declarations/ops.yaml:4:10: error: 'since' must be a version string such as '1.2', not the number 1.2\n"
+                "declarations/ops.yaml:4:10: note: YAML reads 1.2 as a number; quote it: '1.2'")
+    (project / "declarations" / "ops.yaml").write_text(op + "  since: '1.2'\n  see_also: [g, {h: [1, 2]}]\n")
+    r = run_codegen("generate", cwd=project)
+    assert r.returncode == 0, r.stderr
+    page = (project / "generated" / "docs" / "ops.md").read_text()
+    assert "Since 1.2." in page and "See also: `g`, `(('h', (1, 2)),)`." in page
+
+
+# ------------------------------------------------------------------ tags of the installed torch
+def test_tags_are_those_of_the_installed_torch():
+    import torch
+    from codegen.fields import torch_tags
+    assert set(torch_tags()) == set(torch.Tag.__members__)
+
+
+def test_any_torch_tag_is_accepted_and_an_unknown_one_lists_them(project):
+    from codegen.fields import torch_tags
+    ok = "- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n  tags: [needs_exact_strides, core]\n"
+    err = check_error(project, ok.replace("needs_exact_strides", "needs_exact_stride"),
+                      "declarations/ops.yaml:4:10: error: unknown tag 'needs_exact_stride'\n"
+                      "declarations/ops.yaml:4:10: note: did you mean 'needs_exact_strides'? valid tags: ")
+    assert ", ".join(torch_tags()) in err
+    (project / "declarations" / "ops.yaml").write_text(ok)
+    r = run_codegen("generate", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "at::Tag::needs_exact_strides" in (project / "generated" / "registration.cpp").read_text()
+
+
+# ------------------------------------------------------------------ return names
+def test_a_return_may_be_named_like_an_argument_as_torch_allows(project):
+    """As in 37 schemas of native_functions.yaml (`cummax.out(..., Tensor(a!) values, ...) ->
+    (Tensor(a!) values, ...)`); torch._C.parse_schema accepts them."""
+    import torch
+    # two returns of one name are still refused: the named result type could not hold both
+    check_error(project, "- func: f(Tensor self) -> (Tensor a, Tensor a)\n",
+                "declarations/ops.yaml:1:45: error: duplicate return name 'a'")
+    schema = "f.out(Tensor self, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)"
+    torch._C.parse_schema(schema)
+    (project / "declarations" / "ops.yaml").write_text(
+        f"- func: '{schema}'\n  dtypes: [float32]\n  kernels: {{CPU: k}}\n  header: f.h\n")
+    r = run_codegen("generate", cwd=project)
+    assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------------------ linear loading
+def _alias_bomb(levels, use):
+    lines = ["- func: f(Tensor self) -> Tensor", "  dtypes: [float32]", "  pointwise: self", "  bogus:",
+             "  - &l0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"  - &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    lines.append(f"  {use}: *l{levels - 1}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("use, expected", [
+    ("tags", "declarations/ops.yaml:17:3: error: 'tags' expands to more than 10,000 YAML nodes (through aliases)"),
+    ("derivatives", "declarations/ops.yaml:17:3: error: 'derivatives' expands to more than 10,000 YAML nodes"),
+])
+def test_an_alias_bomb_is_refused_quickly(project, use, expected):
+    """12 levels of lists, each naming the one before 9 times: 9**12 nodes once expanded.
+    Every walk visits each node once; the unknown field is reported as usual, and the field
+    that would expand is refused at its key, all in well under a second."""
+    import time
+    text = _alias_bomb(12, use)
+    assert len(text) < 2000
+    t0 = time.perf_counter()
+    err = check_error(project, text, expected)
+    assert "declarations/ops.yaml:4:3: error: unknown field 'bogus'" in err
+    assert time.perf_counter() - t0 < 5  # a process start and the CLI's imports; the load itself is milliseconds
+
+
+def test_an_alias_bomb_costs_milliseconds_in_process(project):
+    import time
+    from codegen.config import load_config
+    from codegen.diagnostics import CodegenError
+    from codegen.pipeline import generate
+    (project / "declarations" / "ops.yaml").write_text(_alias_bomb(12, "doc"))
+    t0 = time.perf_counter()
+    with pytest.raises(CodegenError) as e:
+        generate(load_config(project))
+    assert time.perf_counter() - t0 < 0.5
+    assert [d.message for d in e.value.diagnostics] == [
+        "unknown field 'bogus'", "'doc' expands to more than 10,000 YAML nodes (through aliases)"]
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    # an alias inside the collection it names: every walk would go round forever
+    ("- func: f(Tensor self) -> Tensor\n  doc: &a [*a]\n",
+     "declarations/ops.yaml:2:8: error: this collection contains itself through a YAML alias"),
+    # merge keys are refused (flattening chains of them costs quadratic time)
+    ("- &e {func: 'f(Tensor self) -> Tensor', dtypes: [float32], pointwise: self}\n- <<: *e\n  doc: x\n",
+     "declarations/ops.yaml:2:3: error: YAML merge keys ('<<') are not supported in declarations"),
+    # deep nesting: libyaml's composer recurses (and crashes) and its scanner is quadratic in flow depth
+    ("- func: f(Tensor self) -> Tensor\n  doc: " + "[" * 50_000 + "]" * 50_000 + "\n",
+     "declarations/ops.yaml:2:106: error: collections are nested more than 100 levels deep"),
+    # deep through aliases, in a value that is small
+    ("- func: f(Tensor self) -> Tensor\n  bogus:\n  - &l0 [x]\n"
+     + "".join(f"  - &l{i} [*l{i - 1}]\n" for i in range(1, 80)) + "  doc: *l79\n",
+     "declarations/ops.yaml:83:3: error: 'doc' is nested more than 64 levels deep (through aliases)"),
+])
+def test_yaml_structures_that_would_not_end(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)
+
+
+# ------------------------------------------------------------------ every error in one run
+def test_all_errors_of_all_ops_in_one_run(project):
+    """A wrong field of one op hides neither the other ops' errors (a missing kernel header,
+    a shape rule, a plugin's check) nor its own other errors, and causes no second error
+    (op f's wrong dtype list is not also reported as missing 'dtypes')."""
+    text = ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32, flaot64]\n  kernels: {CPU: k}\n  header: f.h\n"
+            "  like: self\n  autocast: [fp32]\n"
+            "- func: g(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: k}\n  like: self\n"
+            "- func: h_(Tensor(a!) self) -> Tensor(a!)\n  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
+            "  autocast: fp32\n"
+            "- func: q(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
+            "  shape: {self: [N], result: [M]}\n")
+    err = check_error(project, text, "declarations/ops.yaml:2:21: error: unknown dtype 'flaot64'")
+    expected = [
+        "declarations/ops.yaml:2:21: error: unknown dtype 'flaot64'",
+        "declarations/ops.yaml:6:13: error: 'autocast' must be one of lower_precision, fp32, promote, not a list",
+        "declarations/ops.yaml:9:12: error: kernel header 'kernels/g.h' not found",
+        "declarations/ops.yaml:15:13: error: h_ writes its arguments in place",
+        "declarations/ops.yaml:20:31: error: unknown dimension 'M'",
+    ]
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert len(errors) == len(expected), err
+    for line, want in zip(errors, expected):
+        assert line.startswith(want), (line, want)
+
+
+def test_the_readme_field_table_is_generated_from_the_field_records():
+    """Core and built-in plugin fields are one table of typed records; the README's table is
+    `python -m codegen.fields`."""
+    from pathlib import Path
+    from codegen.fields import builtin_fields, reference
+    from codegen.loader import CORE_FIELDS
+    fields = builtin_fields()
+    assert set(CORE_FIELDS) < set(fields) and {"autocast", "vmap", "method", "cuda_header"} <= set(fields)
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    assert reference(fields) in readme, "README's field table is stale: paste `python -m codegen.fields` into it"

@@ -3,15 +3,20 @@ codegen either generates or reports positioned errors (`path:line:col: error: ..
 status 2); it never ends in a Python traceback and never writes outside generated/.
 
 Most cases run the pipeline in process (a few milliseconds each, so thousands per run); a
-sample goes through the CLI to check the exit status and the absence of a traceback."""
+sample goes through the CLI to check the exit status and the absence of a traceback.  Field
+values are drawn from each field's type (codegen/fields.py), for every field: the core ones,
+the built-in plugins' and a third-party plugin's (tests/plugins/docs_plugin.py)."""
 
 import os
+import shutil
 import string
+from pathlib import Path
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from codegen import fields as F
 from codegen.config import load_config
 from codegen.diagnostics import CodegenError
 from codegen.pipeline import generate
@@ -72,7 +77,9 @@ def fuzz_project(tmp_path_factory):
     (root / "kernels").mkdir()
     for name, text in KERNELS.items():
         (root / "kernels" / name).write_text(text)
-    (root / "pyproject.toml").write_text('[tool.codegen]\nnamespace = "fuzz"\nkernels = "kernels"\n')
+    shutil.copy(Path(__file__).parent / "plugins" / "docs_plugin.py", root / "fuzz_docs_plugin.py")
+    (root / "pyproject.toml").write_text('[tool.codegen]\nnamespace = "fuzz"\nkernels = "kernels"\n'
+                                         'plugins = ["fuzz_docs_plugin:OpReference"]\n')
     return root
 
 
@@ -139,7 +146,8 @@ scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**70), st.floats(
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
     st.text(alphabet=string.ascii_letters + "_?*", min_size=1, max_size=8), inner, max_size=4), max_leaves=12)
 FIELDS = ["func", "doc", "dtypes", "kernels", "header", "shape", "dtype", "like", "contiguous", "split_types", "tags",
-          "derivatives", "pointwise", "autocast", "vmap", "class", "init", "methods", "flatten", "method", "bogus"]
+          "derivatives", "pointwise", "autocast", "vmap", "class", "init", "methods", "flatten", "method", "bogus",
+          "cuda_header", "since", "see_also"]
 
 
 @st.composite
@@ -178,10 +186,95 @@ def random_entries(draw):
     return yaml.safe_dump(doc, allow_unicode=True).encode()
 
 
-@pytest.mark.slow(17)
-@settings(max_examples=1500, **SETTINGS)
+@pytest.mark.slow(10)
+@settings(max_examples=800, **SETTINGS)
 @given(data=random_entries())
 def test_random_declarations_give_positioned_errors(fuzz_project, data):
+    run_in_process(fuzz_project, data)
+
+
+# ------------------------------------------------------------------ values drawn from the field types
+def _third_party_fields():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("docs_plugin", Path(__file__).parent / "plugins" / "docs_plugin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {name: F.as_field(f) for name, f in module.OpReference.fields.items()}
+
+
+ALL_FIELDS = {**F.builtin_fields(), **_third_party_fields()}
+NAMES = ["self", "other", "x", "n", "result", "a", "b", "N", "K", "grad", "float32", "lin_cpu", "Q", "q.push"]
+_STRATEGIES: dict = {}
+
+
+def of_type(t):
+    """Values of field type `t`, mostly of the type (so that checks past the type are
+    reached) and near it: names of the op's arguments, dtypes, formulas."""
+    if id(t) not in _STRATEGIES:
+        _STRATEGIES[id(t)] = _of_type(t)
+    return _STRATEGIES[id(t)]
+
+
+def _of_type(t):
+    if isinstance(t, F.Any):
+        return values
+    if isinstance(t, F.Bool):
+        return st.booleans()
+    if isinstance(t, F.Int):
+        return st.integers(-2 if t.min is None else t.min, 4 if t.max is None else t.max)
+    if isinstance(t, F.Enum):
+        return st.sampled_from(t.values)
+    if isinstance(t, F.Schema):
+        return schema_strings()
+    if isinstance(t, F.CppExpr):
+        return st.sampled_from(["grad", "grad * 2", "grad.sum(0)", "non_differentiable", "grad * other", "h(grad)",
+                                "at::zeros_like(self)", "grad.mm(x)", "result * grad"]) | field_text
+    if isinstance(t, F.RelativePath):
+        return st.sampled_from(["lin.h", "pair.h", "q.h", "missing.h", "sub/x.cuh", "f.hpp"])
+    if isinstance(t, F.Pattern):
+        return st.sampled_from(NAMES + ["opwrap.batching:linear", "m:f", "q.pop"]) | st.from_regex(t.regex, fullmatch=True)
+    if isinstance(t, F.String):
+        return st.sampled_from(NAMES + ["self + other", "tanh(self)", "self.shape", "n", "?m", "*B", "2 * N"]) | field_text
+    if isinstance(t, F.ListOf):
+        return st.lists(of_type(t.item), min_size=int(t.nonempty), max_size=4)
+    if isinstance(t, F.MappingOf):
+        keys = (st.sampled_from(NAMES + ["CPU", "CUDA", "self, other"]) if not isinstance(t.key, F.Enum)
+                else st.sampled_from(t.key.values))
+        plain = st.dictionaries(keys, of_type(t.value), max_size=3)
+        fixed = st.fixed_dictionaries({}, optional={k: of_type(v) for k, v in t.fixed})
+        return st.tuples(plain, fixed).map(lambda kv: {**kv[0], **kv[1]})
+    if isinstance(t, F.OneOf):
+        return st.one_of([of_type(a) for a in t.alternatives])
+    raise AssertionError(f"no strategy for field type {t!r}: add one")
+
+
+SCHEMAS = ["f(Tensor self, Tensor other, int n=2) -> Tensor", "g(Tensor(a!) self, float s) -> Tensor(a!)",
+           "h(Tensor x) -> (Tensor a, Tensor b)", "k(int[] size) -> Tensor", "m(Tensor self) -> ()",
+           "p.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!) out", "q(__torch__.torch.classes.fuzz.Q q, Tensor x) -> ()"]
+
+
+@st.composite
+def typed_entries(draw):
+    """Entries whose fields are drawn from their types, now and then any value at all."""
+    entries = []
+    for _ in range(draw(st.integers(1, 2))):
+        entry = {"func": draw(st.sampled_from(SCHEMAS) | schema_strings())}
+        for name in draw(st.lists(st.sampled_from(sorted(set(ALL_FIELDS) - {"func"})), max_size=6, unique=True)):
+            entry[name] = draw(of_type(ALL_FIELDS[name].type) if draw(st.integers(0, 5)) else values)
+        entries.append(entry)
+    return yaml.safe_dump(entries, allow_unicode=True).encode()
+
+
+def test_every_field_type_has_a_strategy():
+    for name, f in ALL_FIELDS.items():
+        assert of_type(f.type) is not None, name
+    assert {"since", "see_also", "autocast", "vmap", "method", "cuda_header", "tags"} <= set(ALL_FIELDS)
+
+
+@pytest.mark.slow(12)
+@settings(max_examples=1000, **SETTINGS)
+@given(data=typed_entries())
+def test_typed_field_values_give_positioned_errors(fuzz_project, data):
     run_in_process(fuzz_project, data)
 
 
@@ -226,7 +319,7 @@ def test_schema_parser_raises_only_schema_errors(text):
 
 @pytest.mark.slow(10)
 @settings(max_examples=40, **SETTINGS)
-@given(data=mutated() | random_entries())
+@given(data=mutated() | random_entries() | typed_entries())
 def test_cli_exit_status_is_0_or_2_without_traceback_and_writes_only_generated(fuzz_project, data):
     (fuzz_project / FILE).write_bytes(data)
     before = _tree_outside_generated(fuzz_project)

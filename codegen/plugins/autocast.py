@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..api import cpp
 from ..api.names import Scope
 from ..schema import ListType, is_tensor, unwrap_optional
+from ..fields import Enum, Field
 from .base import Output, Plugin
 
 POLICIES = {
@@ -27,18 +28,18 @@ POLICIES = {
 
 class Autocast(Plugin):
     name = "autocast"
-    fields = {"autocast": "autocast policy: lower_precision, fp32 or promote"}
+    fields = {"autocast": Field(Enum(*POLICIES, what="autocast policy"),
+                                "`lower_precision` (float inputs to the autocast dtype), `fp32` (to float32) or `promote` "
+                                "(to the widest input type): `AutocastCPU`/`AutocastCUDA` kernels that exclude the "
+                                "autocast key, cast with `at::autocast::cached_cast` (torch's eligibility rules) and "
+                                "redispatch.")}
 
     def validate(self, decl, lib, diag):
         policy = decl.extra_field("autocast")
         if policy is None:
             return
         loc = decl.field_loc("autocast")
-        if policy not in POLICIES:
-            from ..diagnostics import did_you_mean
-            diag.error(loc, f"unknown autocast policy '{policy}'",
-                       did_you_mean(str(policy), POLICIES) or "one of: " + ", ".join(POLICIES))
-        elif decl.schema.is_mutable:
+        if decl.schema.is_mutable:
             diag.error(loc, f"{decl.name} writes its arguments in place; casting them under autocast would "
                        "write to a copy")
         elif not decl.tensor_inputs:

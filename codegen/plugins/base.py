@@ -6,7 +6,9 @@ signature and a declared way of combining results across plugins:
 =================  =====================================================  ==============
 hook               signature                                              combined as
 =================  =====================================================  ==============
-``fields``         class attribute: declaration field -> description      union
+``fields``         class attribute: declaration field -> ``Field``        union; a name
+                   (codegen/fields.py: type and doc), or -> a plain       twice is an
+                   description, which means ``Field(Any(), doc)``          error
 ``validate``       ``(decl, lib, diag) -> None``; report with ``diag``     all run
 ``transform``      ``(lib, diag) -> Library``; return a new model          chained
 ``library_block``  ``(lib) -> Iterable[str]``: statements for the one      concatenated,
@@ -19,6 +21,12 @@ hook               signature                                              combin
 
 Hooks never mutate the model (it is frozen); ``transform`` returns a new ``Library``
 built with ``dataclasses.replace``.
+
+The loader checks every field value against its type before any hook runs, and
+``decl.extra_field(name)`` is the checked value (frozen: tuples, not lists).  ``validate``
+runs on every op whose schema parsed, even when the run has other errors; a field given
+with a wrong value holds its default and is named in ``decl.invalid_fields``, so a check
+that depends on it should skip it (``decl.failed(name)``) rather than report a second error.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping
 
 if TYPE_CHECKING:
     from ..diagnostics import Diagnostics
+    from ..fields import Field
     from ..model import Declaration, Library
     from ..render import EmitContext
 
@@ -54,7 +63,7 @@ class Output:
 
 class Plugin:
     name: ClassVar[str] = ""
-    fields: ClassVar[Mapping[str, str]] = {}
+    fields: ClassVar[Mapping[str, "Field | str"]] = {}
 
     def validate(self, decl: "Declaration", lib: "Library", diag: "Diagnostics") -> None:
         return None

@@ -14,6 +14,7 @@ from ..api import python as py
 from ..api.names import py_string
 from ..api.python import method_call
 from ..schema import ClassType, is_tensor, unwrap_optional
+from ..fields import Field, Pattern
 from .base import Output, Plugin
 
 
@@ -23,7 +24,9 @@ def cpp_class(ns: str, c) -> str:
 
 class Classes(Plugin):
     name = "classes"
-    fields = {"method": "the op calls this method of a class argument: '<argument>.<method>'"}
+    fields = {"method": Field(Pattern(r"[A-Za-z_]\w*\.[A-Za-z_]\w*", "a method call as '<argument>.<method>'"),
+                              "the op calls this method of a custom class argument, `<argument>.<method>` (below); "
+                              "it has no `kernels`.")}
 
     def validate(self, decl, lib, diag):
         if decl.extra_field("method") is None:

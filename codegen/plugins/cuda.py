@@ -7,6 +7,7 @@ the launch; its math is shared with the CPU kernel through the op's `.h`."""
 
 from __future__ import annotations
 
+from ..fields import Field, RelativePath
 from .base import Output, Plugin
 from ..api.kernel import check_supported, kernel_signature, plan_call, tensor_arguments
 
@@ -17,7 +18,8 @@ def cuda_header(decl) -> str:
 
 class CudaKernels(Plugin):
     name = "cuda"
-    fields = {"cuda_header": "the CUDA kernel header in the kernels directory (default: <name>.cuh)"}
+    fields = {"cuda_header": Field(RelativePath((".cuh", ".h", ".hpp"), "a relative path inside the kernels directory"),
+                                   "the CUDA kernel header (default `<name>.cuh`).")}
 
     def validate(self, decl, lib, diag):
         kernel = decl.kernel("CUDA")
@@ -29,7 +31,7 @@ class CudaKernels(Plugin):
             return
         supported = check_supported(decl, lib, diag, "CUDA")
         header = lib.config.path("kernels") / cuda_header(decl)
-        if not header.is_file():
+        if not header.is_file() and not decl.failed("cuda_header") and not decl.failed("header"):
             diag.error(decl.field_loc("cuda_header") if decl.extra_field("cuda_header") else decl.field_loc("kernels"),
                        f"CUDA kernel header '{lib.config.kernels}/{cuda_header(decl)}' not found",
                        f"write there: `{kernel_signature(decl, 'CUDA') if supported else 'template <typename scalar_t> ...'}`"

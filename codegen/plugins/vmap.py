@@ -15,26 +15,23 @@ generated Python module (`<package>._generated.vmap`, imported with the library)
 
 from __future__ import annotations
 
-import re
-
 from ..api import python as py
 from ..api.names import py_string
 from ..schema import BaseType
+from ..fields import Field, PyTarget
 from .base import Output, Plugin
-
-_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*\Z")
 
 
 class Vmap(Plugin):
     name = "vmap"
     fields = {
-        "vmap": "a batching rule, 'module:function' with torch.library.register_vmap's signature",
+        "vmap": Field(PyTarget(), "a batching rule for other ops, `module:function` with "
+                      "`torch.library.register_vmap`'s signature (e.g. `opwrap.batching:linear`). Ops with neither "
+                      "raise \"no batching rule\" under vmap."),
     }
 
     def validate(self, decl, lib, diag):
         pointwise, rule = decl.pointwise, decl.extra_field("vmap")
-        if rule is not None and (not isinstance(rule, str) or not _TARGET.match(rule)):
-            diag.error(decl.field_loc("vmap"), f"'vmap' must name a Python function as 'module:function', not {rule!r}")
         if pointwise and rule:
             diag.error(decl.field_loc("vmap"), "a pointwise op needs no 'vmap' rule")
         if pointwise:

@@ -1,17 +1,20 @@
 """A third-party plugin, as a user would write one outside codegen/: a Markdown reference
-page of every op, from each declaration's `doc:`, plus a field of its own (`since:`)."""
+page of every op, from each declaration's `doc:`, plus fields of its own: `since:`, typed
+as plugins type their fields (codegen/fields.py: checked by the loader before the plugin
+sees it), and `see_also:`, declared the older way with only a description (any plain YAML
+value, given to the plugin frozen: lists as tuples)."""
 
+from codegen.fields import Field, String
 from codegen.plugins import Output, Plugin
 
 
 class OpReference(Plugin):
     name = "docs"
-    fields = {"since": "the version that added the op"}
-
-    def validate(self, decl, lib, diag):
-        since = decl.extra_field("since")
-        if since is not None and not isinstance(since, str):
-            diag.error(decl.field_loc("since"), "'since' must be a version string")
+    fields = {
+        "since": Field(String(nonempty=True, noun="a version string such as '1.2'", nouns="version strings"),
+                       "the version that added the op"),
+        "see_also": "related ops, listed on the op's page",
+    }
 
     def emit(self, lib, ctx):
         lines = [f"# {lib.namespace} ops", ""]
@@ -19,5 +22,9 @@ class OpReference(Plugin):
             lines += [f"## `{lib.namespace}::{d.op_name}`", "", f"    {d.schema}", "", d.doc or "(undocumented)"]
             if d.extra_field("since"):
                 lines += ["", f"Since {d.extra_field('since')}."]
+            see = d.extra_field("see_also")
+            if see is not None:
+                names = see if isinstance(see, tuple) else (see,)
+                lines += ["", "See also: " + ", ".join(f"`{n}`" for n in names) + "."]
             lines.append("")
         yield Output("docs/ops.md", "\n".join(lines), lib.sources)
