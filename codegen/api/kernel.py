@@ -358,14 +358,15 @@ def check_supported(decl, lib, diag, plugin: str) -> bool:
             diag.error(decl.func_loc, f"return '{name}' has an alias annotation that matches no argument")
             ok = False
     if not decl.dtypes:
-        diag.error(decl.loc, "missing 'dtypes': list the dtypes the kernel supports, e.g. [float32, float64]")
+        if not decl.failed("dtypes"):  # (a wrong 'dtypes:' is reported by the loader)
+            diag.error(decl.loc, "missing 'dtypes': list the dtypes the kernel supports, e.g. [float32, float64]")
         ok = False
-    if not tensor_arguments(s):
+    if not tensor_arguments(s) and not decl.failed("dtype") and not decl.failed("like"):
         for o in decl.outputs():
             if o.made_by == "wrapper" and o.dtype not in DTYPES:
                 diag.error(decl.loc, f"an op with no Tensor input needs 'dtype: {{{o.name}: <dtype>}}'")
                 ok = False
-            elif o.made_by == "wrapper" and decl.dtypes and DTYPES[o.dtype] not in decl.dtypes:
+            elif o.made_by == "wrapper" and decl.dtypes and DTYPES[o.dtype] not in decl.dtypes and not decl.failed("dtypes"):
                 diag.error(decl.field_loc("dtype"), f"output dtype '{o.dtype}' is not among the declared dtypes")
     name = s.base_name
     dunder = name.startswith("__") and name.endswith("__")

@@ -113,7 +113,7 @@ class PointwiseKernels(Plugin):
                 diag.error(e.loc, f"the expression uses '/' or a floating-point function, but the op declares integer "
                            f"dtypes ({', '.join(ints)})", "declare floating dtypes only; integer inputs then promote "
                            "to float as in torch.div")
-        if not decl.dtypes:
+        if not decl.dtypes and not decl.failed("dtypes"):
             diag.error(decl.loc, "missing 'dtypes': list the dtypes the expression is computed for")
         odd = [dt.name for dt in decl.dtypes if dt.is_complex or dt.name == "bool"]
         if odd:
