@@ -354,8 +354,8 @@ def check_supported(decl, lib, diag, plugin: str) -> bool:
             if decl.shape_of(name) is not None:
                 diag.error(decl.shape_of(name).loc, f"return '{name}' aliases an input; it takes that input's shape")
             continue
-        if r.alias is not None:
-            diag.error(decl.func_loc, f"return '{name}' has an alias annotation that matches no argument")
+        if r.is_write:
+            diag.error(decl.func_loc, f"return '{name}' is written ('!') but its alias annotation matches no argument")
             ok = False
     if not decl.dtypes:
         if not decl.failed("dtypes"):  # (a wrong 'dtypes:' is reported by the loader)

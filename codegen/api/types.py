@@ -87,6 +87,8 @@ TABLE: dict[str, TypeRow] = _rows(
             returned="std::vector<c10::SymInt>", kernel_returned="std::vector<int64_t>",
             from_kernel="c10::fromIntArrayRefSlow({}).vec()", doc="also SymInt[N]"),
     TypeRow("SymInt[]?", "at::OptionalSymIntArrayRef", "at::OptionalIntArrayRef", "opwrap::rt::guard_ints({})"),
+    TypeRow("SymBool", "c10::SymBool", "bool", "{}.guard_bool(__FILE__, __LINE__)", returned="c10::SymBool",
+            kernel_returned="bool", from_kernel="c10::SymBool({})", doc="a symbolic bool is guarded to its value"),
     TypeRow("float", "double", returned="double"),
     TypeRow("float?", "std::optional<double>", returned="std::optional<double>"),
     TypeRow("float[]", "at::ArrayRef<double>", returned="std::vector<double>"),
@@ -97,6 +99,7 @@ TABLE: dict[str, TypeRow] = _rows(
     TypeRow("bool[]", "const c10::List<bool>&", returned="c10::List<bool>"),
     TypeRow("Scalar", "const at::Scalar&", returned="at::Scalar"),
     TypeRow("Scalar?", "const std::optional<at::Scalar>&", returned="std::optional<at::Scalar>"),
+    TypeRow("Scalar[]", "at::ArrayRef<at::Scalar>"),
     TypeRow("str", "c10::string_view", returned="std::string", doc="returned as std::string"),
     TypeRow("str?", "std::optional<c10::string_view>", returned="std::optional<std::string>"),
     TypeRow("str[]", "at::ArrayRef<c10::string_view>", returned="std::vector<std::string>"),
@@ -136,6 +139,7 @@ _PYTHON: dict[str, dict[str, object]] = {
     "int[]": dict(python="Sequence[int]", fast=("std::vector<int64_t>", "take_int_list")),
     "int[]?": dict(python="Optional[Sequence[int]]"),
     "SymInt": dict(python=_SYMINT, fast=("c10::SymInt", "take_symint"), fake="unbacked"),
+    "SymBool": dict(python="Union[bool, torch.SymBool]"),
     "SymInt?": dict(python=f"Optional[{_SYMINT}]"),
     "SymInt[]": dict(python=f"Sequence[{_SYMINT}]", fast=("std::vector<c10::SymInt>", "take_symint_list")),
     "SymInt[]?": dict(python=f"Optional[Sequence[{_SYMINT}]]"),
@@ -174,7 +178,6 @@ TABLE = {k: replace(r, **_PYTHON.get(k, {})) for k, r in TABLE.items()}  # type:
 
 # Types torch's unboxed-kernel registration refuses (c10's make_boxed_from_unboxed_functor.h).
 _REFUSED = {
-    "Scalar[]": "torch cannot register an unboxed kernel taking Scalar[] (use float[] or a Tensor)",
     "Scalar[]?": "torch cannot register an unboxed kernel taking Scalar[] (use float[] or a Tensor)",
 }
 
@@ -251,3 +254,27 @@ def tuple_of(types: list[str]) -> str:
     if len(types) == 1:
         return types[0]
     return "std::tuple<" + ", ".join(types) + ">"
+
+
+def markdown_table() -> str:
+    """The README's type table, from the rows: what the kernel receives and returns for each
+    schema type, and the Python wrapper's annotation (tests/test_kernel_types.py keeps the
+    README equal to it)."""
+    def code(text: str | None) -> str:
+        return f"`{text}`" if text else "-"
+
+    lines = ["| schema type | the kernel receives | the kernel returns | Python |", "|---|---|---|---|"]
+    for r in TABLE.values():
+        if r.to_kernel != "{}":
+            received = f"`{r.kernel_type}` (from `{r.dispatcher}`)"
+        else:
+            received = code(r.kernel_type.format(n="N"))
+        returned = r.kernel_return_type
+        if r.schema == "Tensor(a!)":
+            returned_text = "- (the wrapper returns the argument)"
+        elif returned and r.from_kernel != "{}":
+            returned_text = f"`{returned}` (as `{r.returned}`)"
+        else:
+            returned_text = code(returned)
+        lines.append(f"| `{r.schema}` | {received} | {returned_text} | {code(getattr(r, 'python', None))} |")
+    return "\n".join(lines)
