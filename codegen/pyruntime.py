@@ -146,7 +146,7 @@ def result_class(cls: type[R]) -> type[R]:
         return list(r), None
 
     def unflatten(values: Iterable[Any], _context: None) -> R:
-        return cls(values)  # type: ignore[call-arg]
+        return cls(values)
 
     pytree.register_pytree_node(cls, flatten, unflatten)
     return cls
@@ -204,7 +204,8 @@ def data_dependent_int(op: str) -> torch.SymInt:
     ctx = torch.library.get_ctx()
     env = getattr(ctx, "_shape_env", None)
     if env is None or not env.allow_scalar_outputs:
-        raise DataDependentOutputException(getattr(ctx, "_op", op))
+        overload: Any = getattr(ctx, "_op", op)
+        raise DataDependentOutputException(overload)
     value: torch.SymInt = env.create_unbacked_symint()
     return value
 
@@ -226,8 +227,9 @@ def pointwise_output(op: str, names: Sequence[str], tensors: Sequence[torch.Tens
     for name, t in zip(names[1:], tensors[1:]):
         torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
                      f"'{names[0]}' is on {first.device}")
+    broadcast_shapes: Callable[..., torch.Size] = torch.broadcast_shapes
     try:
-        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+        shape = broadcast_shapes(*(t.shape for t in tensors))
     except RuntimeError as e:
         shapes = ", ".join(f"'{n}' {list(t.shape)}" for n, t in zip(names, tensors))
         raise RuntimeError(f"{op}: the shapes of {shapes} do not broadcast") from e
@@ -269,10 +271,12 @@ def register_fake_class(qualname: str) -> Callable[[C], C]:
     """`torch._library.register_fake_class(qualname)` for a FakeClass subclass: torch looks
     for `__obj_unflatten__` in the class's own namespace, so the inherited one is put there."""
 
+    from torch._library.fake_class_registry import register_fake_class as register_with_torch
+
     def register(cls: C) -> C:
         if "__obj_unflatten__" not in cls.__dict__:
-            setattr(cls, "__obj_unflatten__", classmethod(FakeClass.__obj_unflatten__.__func__))
-        torch._library.register_fake_class(qualname)(cls)
+            setattr(cls, "__obj_unflatten__", FakeClass.__dict__["__obj_unflatten__"])
+        register_with_torch(qualname)(cls)
         return cls
 
     return register

@@ -4,6 +4,7 @@ TorchFunctionMode), torch.compile over the wrappers, and `mypy --strict` on a us
 
 import functools
 import inspect
+import json
 import re
 import subprocess
 import sys
@@ -234,6 +235,17 @@ def test_mypy_strict_rejects_a_wrong_argument_type(tmp_path, mypy_cache, install
 
 @pytest.mark.slow(15)
 @pytest.mark.xdist_group("mypy")
+def test_mypy_strict_accepts_the_runtime_module(tmp_path, mypy_cache):
+    """codegen/pyruntime.py, which every library carries as `_generated/_runtime.py`, is
+    type-checked as the library's own code would be."""
+    (tmp_path / "_runtime.py").write_text((ROOT / "codegen" / "pyruntime.py").read_text())
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(mypy_cache), "_runtime.py"],
+                       cwd=tmp_path, capture_output=True, text=True, env=CLEAN_ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.slow(15)
+@pytest.mark.xdist_group("mypy")
 def test_mypy_strict_reads_an_editable_install_of_a_codegen_init_library(tmp_path, mypy_cache):
     """`pip install -e` of a library made by `codegen init` (strict mode, from its setup.cfg),
     into a throwaway venv layered over this one (torch, pip and mypy come from here)."""
@@ -307,3 +319,234 @@ def test_binding_keeps_autograd():
     x = torch.randn(3, requires_grad=True)
     ops.mul_constant(ops.myadd(x, x), 3.0).sum().backward()
     torch.testing.assert_close(x.grad, torch.full((3,), 6.0))
+
+
+# ------------------------------------------------------------------ any name, every kind of return
+
+NAMES_DECLARATIONS = """\
+- func: delete(Tensor from, int lambda, Tensor? options=None, *, float default=1.0, int kOp=0) -> Tensor
+  doc: from * lambda + default + kOp (+ options)
+  dtypes: [float32]
+  kernels: {CPU: delete_kernel}
+  header: names.h
+  shape: {from: [N], options: [N], result: [N]}
+- func: new(Tensor dtype, Tensor result, int m) -> (Tensor out, Tensor from)
+  dtypes: [float32]
+  kernels: {CPU: new_kernel}
+  header: names.h
+  like: dtype
+- func: int(Tensor self, Tensor out, *, int from=2, int lambda=3) -> Tensor
+  dtypes: [float32]
+  kernels: {CPU: int_kernel}
+  header: names.h
+  like: self
+- func: count_nonneg(Tensor self) -> SymInt
+  dtypes: [float32]
+  kernels: {CPU: count_nonneg}
+  header: names.h
+- func: positives(Tensor self) -> Tensor
+  dtypes: [float32]
+  kernels: {CPU: positives}
+  header: names.h
+- func: split_signs(Tensor self) -> (Tensor[] parts, int count)
+  dtypes: [float32]
+  kernels: {CPU: split_signs}
+  header: names.h
+- func: check_finite(Tensor self) -> ()
+  dtypes: [float32]
+  kernels: {CPU: check_finite}
+  header: names.h
+- func: mix(Tensor self, int? i, float? f, bool? b, Scalar? s, str name, str? tag, ScalarType? st, float[] fs, SymInt[] sz, Tensor[] ts, Generator? g=None) -> (int, float, bool)
+  dtypes: [float32]
+  kernels: {CPU: mix}
+  header: names.h
+"""
+
+NAMES_KERNELS = """\
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/clamp_max.h>
+#include <ATen/ops/clamp_min.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/isfinite.h>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+namespace pynames::kernels {
+
+template <typename scalar_t>
+void delete_kernel(const at::Tensor& from, int64_t lambda, const std::optional<at::Tensor>& options, double default_,
+                   int64_t kOp, at::Tensor& result) {
+  const scalar_t* x = from.const_data_ptr<scalar_t>();
+  const scalar_t* o = options.has_value() ? options->const_data_ptr<scalar_t>() : nullptr;
+  scalar_t* y = result.mutable_data_ptr<scalar_t>();
+  for (int64_t k = 0; k < from.numel(); ++k) y[k] = x[k] * lambda + default_ + kOp + (o ? o[k] : 0);
+}
+
+template <typename scalar_t>
+void new_kernel(const at::Tensor& dtype, const at::Tensor& result, int64_t m, at::Tensor& out, at::Tensor& from) {
+  const scalar_t* a = dtype.const_data_ptr<scalar_t>();
+  const scalar_t* b = result.const_data_ptr<scalar_t>();
+  scalar_t* p = out.mutable_data_ptr<scalar_t>();
+  scalar_t* q = from.mutable_data_ptr<scalar_t>();
+  for (int64_t k = 0; k < dtype.numel(); ++k) {
+    p[k] = a[k] + b[k] * m;
+    q[k] = a[k] - b[k];
+  }
+}
+
+template <typename scalar_t>
+void int_kernel(const at::Tensor& self, const at::Tensor& out, int64_t from, int64_t lambda, at::Tensor& result) {
+  const scalar_t* x = self.const_data_ptr<scalar_t>();
+  const scalar_t* o = out.const_data_ptr<scalar_t>();
+  scalar_t* y = result.mutable_data_ptr<scalar_t>();
+  for (int64_t k = 0; k < self.numel(); ++k) y[k] = x[k] * from + lambda + o[k];
+}
+
+template <typename scalar_t>
+int64_t count_nonneg(const at::Tensor& self) {
+  const scalar_t* x = self.const_data_ptr<scalar_t>();
+  int64_t n = 0;
+  for (int64_t k = 0; k < self.numel(); ++k) n += x[k] >= 0;
+  return n;
+}
+
+template <typename scalar_t>
+at::Tensor positives(const at::Tensor& self) {
+  const scalar_t* x = self.const_data_ptr<scalar_t>();
+  int64_t n = 0;
+  for (int64_t k = 0; k < self.numel(); ++k) n += x[k] > 0;
+  at::Tensor out = at::empty({n}, self.options());
+  scalar_t* y = out.mutable_data_ptr<scalar_t>();
+  for (int64_t k = 0, j = 0; k < self.numel(); ++k) if (x[k] > 0) y[j++] = x[k];
+  return out;
+}
+
+template <typename scalar_t>
+std::tuple<std::vector<at::Tensor>, int64_t> split_signs(const at::Tensor& self) {
+  at::Tensor neg = self.clamp_max(0), pos = self.clamp_min(0);
+  return {{neg, pos}, 2};
+}
+
+template <typename scalar_t>
+void check_finite(const at::Tensor& self) {
+  TORCH_CHECK(self.isfinite().all().item<bool>(), "pynames::check_finite: not finite");
+}
+
+template <typename scalar_t>
+std::tuple<int64_t, double, bool> mix(const at::Tensor& self, std::optional<int64_t> i, std::optional<double> f,
+                                      std::optional<bool> b, const std::optional<at::Scalar>& s, c10::string_view name,
+                                      std::optional<c10::string_view> tag, std::optional<at::ScalarType> st,
+                                      at::ArrayRef<double> fs, at::IntArrayRef sz, at::TensorList ts,
+                                      std::optional<at::Generator> g) {
+  int64_t n = i.value_or(-1) + static_cast<int64_t>(name.size()) * 10 +
+              (tag.has_value() ? static_cast<int64_t>(tag->size()) * 100 : 0) +
+              (st.has_value() ? static_cast<int64_t>(*st) * 1000 : 0) + static_cast<int64_t>(ts.size()) * 10000 +
+              (g.has_value() ? 100000 : 0);
+  for (int64_t v : sz) n += v;
+  double x = f.value_or(0.5) + (s.has_value() ? s->toDouble() : 0.0);
+  for (double v : fs) x += v;
+  return {n, x, b.value_or(true) && self.numel() > 0};
+}
+
+}  // namespace pynames::kernels
+"""
+
+# Runs in a fresh interpreter beside the built library; prints one JSON line.
+NAMES_SCRIPT = r'''
+import inspect, json, torch, pynames
+from torch.library import opcheck
+ops, out = pynames.ops, {}
+x = torch.tensor([1.0, -2.0, 3.0])
+out["fast"] = [type(getattr(ops, n)).__name__ for n in ("delete", "new", "int_", "count_nonneg", "positives",
+                                                        "split_signs", "check_finite", "mix")]
+out["delete"] = [ops.delete(x, 2).tolist(), ops.delete(x, 2, x, default=0.0, kOp=1).tolist(),
+                 ops.delete(from_=x, lambda_=1, default=0.5).tolist(),
+                 torch.ops.pynames.delete(**{"from": x, "lambda": 3}).tolist()]
+r = ops.new(x, torch.ones(3), 10)
+out["new"] = [type(r).__name__, r.out.tolist(), r.from_.tolist(), r._fields == ("out", "from_")]
+out["int"] = [ops.int_(x, x).tolist(), ops.int_(x, x, from_=1, lambda_=0).tolist(),
+              torch.ops.pynames.int(x, x, **{"from": 0}).tolist(), list(inspect.signature(ops.WRAPPERS["int_"]).parameters)]
+out["count"] = [ops.count_nonneg(x), type(ops.count_nonneg(x)).__name__, ops.positives(x).tolist()]
+r = ops.split_signs(x)
+out["split"] = [type(r).__name__, [p.tolist() for p in r.parts], r.count_, type(r.parts).__name__,
+                ops.check_finite(x) is None, ops.WRAPPERS["check_finite"](x) is None]
+try:
+    ops.check_finite(x / 0)
+except RuntimeError as e:
+    out["split"].append(str(e).splitlines()[0])
+mixed = (x, 3, None, False, 2.5, "nm", None, torch.float64, [0.25, 1], [5, 6], [x, x])
+out["mix"] = [list(ops.mix(*mixed)), list(ops.WRAPPERS["mix"](*mixed)), type(ops.mix(*mixed)).__name__,
+              list(ops.mix(x, None, 1.0, None, None, "", "tag", None, [], [], [], torch.Generator()))]
+# torch (2.14) itself cannot check or compile an op with an argument named like a Python
+# keyword: torch.fx makes a Python signature of the schema (opcheck's test_schema, inductor)
+# and writes keyword arguments as `from=...`.  Everything else of opcheck passes.
+def passed(op, args, kwargs, tests):
+    return all(v == "SUCCESS" for v in opcheck(op, args, kwargs, test_utils=tests).values())
+out["opcheck"] = [
+    passed(torch.ops.pynames.delete.default, (x, 2), {"default": 0.5, "kOp": 3},
+           ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")),
+    passed(torch.ops.pynames.new.default, (x, torch.ones(3), 2), {},
+           ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")),
+    passed(torch.ops.pynames.int.default, (x, x), {"from": 4}, ("test_autograd_registration", "test_faketensor"))]
+compiled = torch.compile(lambda t: ops.new(t, t, 1).from_ + ops.new(t, t, 2).out, fullgraph=True, dynamic=True)
+eager = torch.compile(lambda t: ops.delete(t, 2, default=0.0) * 2, fullgraph=True, dynamic=True, backend="aot_eager")
+out["compiled"] = [compiled(x).tolist(), compiled(torch.ones(5)).tolist(), eager(x).tolist(), eager(torch.ones(5)).tolist()]
+torch._dynamo.config.capture_scalar_outputs = True
+out["compiled_symint"] = torch.compile(lambda t: t * ops.count_nonneg(t), fullgraph=True)(x).tolist()
+try:
+    torch.compile(lambda t: ops.positives(t) * 2, fullgraph=True)(x)
+    out["no_rule"] = None
+except Exception as e:
+    out["no_rule"] = ["pynames::positives: torch.compile and torch.export cannot trace this op: its return 'result' "
+                      "is made by the kernel, and no rule gives its shape: add a 'shape:' rule for 'result' (or "
+                      "'like:') to the declaration" in str(e)]
+out["no_rule"].append(torch.compile(lambda t: ops.positives(t) * 2)(x).tolist())  # a graph break: it runs eagerly
+out["tags"] = [torch.Tag.pt2_compliant_tag in getattr(torch.ops.pynames, n).default.tags
+               for n in ("delete", "new", "int", "count_nonneg", "positives")]
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow(150)
+@pytest.mark.xdist_group("pynames")
+def test_keyword_names_and_kernel_made_returns_in_python(tmp_path, mypy_cache):
+    """Ops named `delete`, `new` and `int`, with arguments and returns named `from`, `lambda`,
+    `dtype`, `result`, `out`, `options`, `default`, `kOp` and `m`, plus a SymInt return and a
+    tensor return without a shape rule, made by their kernels: generated, compiled and called
+    through the typed wrappers, the fast bindings, torch.ops, opcheck and torch.compile."""
+    lib = tmp_path / "pynames"
+    assert run_codegen("init", str(lib)).returncode == 0
+    (lib / "declarations" / "names.yaml").write_text(NAMES_DECLARATIONS)
+    (lib / "kernels" / "names.h").write_text(NAMES_KERNELS)
+    r = run_codegen("build", "--no-cuda", cwd=lib)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    stub = (lib / "generated" / "python" / "ops.pyi").read_text()
+    assert "def delete(from_: Tensor, lambda_: int, options: Optional[Tensor] = None, *, default: float = 1.0, " \
+           "kOp: int = 0) -> Tensor: ..." in stub
+    assert "def int_(self: Tensor, out: Tensor, *, from_: int = 2, lambda_: int = 3) -> Tensor: ..." in stub
+    assert "def count_nonneg(self: Tensor) -> Union[int, torch.SymInt]: ..." in stub
+    assert "def check_finite(self: Tensor) -> None: ..." in stub
+    assert "    def parts(self) -> List[Tensor]: ..." in stub
+    (tmp_path / "pynames_ops.pyi").write_text(stub)  # no name in the stub hides another (`int`, `torch`...)
+    m = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(mypy_cache), "pynames_ops.pyi"],
+                       cwd=tmp_path, capture_output=True, text=True, env=CLEAN_ENV)
+    assert m.returncode == 0, m.stdout + m.stderr
+    res = subprocess.run([sys.executable, "-c", NAMES_SCRIPT], cwd=lib, capture_output=True, text=True,
+                         env={**CLEAN_ENV, "PYTHONPATH": str(lib)})
+    assert res.returncode == 0, res.stderr[-4000:]
+    out = json.loads(res.stdout.splitlines()[-1])
+    assert out["fast"] == ["builtin_function_or_method"] * 8  # every op has a compiled binding
+    assert out["delete"] == [[3, -3, 7], [4, -5, 10], [1.5, -1.5, 3.5], [4, -5, 10]]
+    assert out["new"] == ["NewResult", [11, 8, 13], [0, -3, 2], True]
+    assert out["int"] == [[6, -3, 12], [2, -4, 6], [4, 1, 6], ["self", "out", "from_", "lambda_"]]
+    assert out["count"] == [2, "int", [1, 3]]
+    assert out["split"] == ["SplitSignsResult", [[0, -2, 0], [1, 0, 3]], 2, "list", True, True,
+                            "pynames::check_finite: not finite"]
+    assert out["mix"] == [[27034, 4.25, False], [27034, 4.25, False], "tuple", [100299, 1.0, True]]
+    assert out["opcheck"] == [True, True, True]
+    assert out["compiled"] == [[3, -6, 9], [3] * 5, [4, -8, 12], [4] * 5]
+    assert out["compiled_symint"] == [2, -4, 6]
+    assert out["no_rule"] == [True, [2, 6]]
+    assert out["tags"] == [False, True, False, False, False]

@@ -162,10 +162,6 @@ class PyArg:
     kwarg_only: bool
     tensor_like: bool  # may carry __torch_function__
 
-    @property
-    def keyword(self) -> str:
-        """How the op (`torch.ops`) takes it by keyword: `name=ident`, or `**{"name": ident}`."""
-        return f"{self.name}={self.ident}" if is_keyword_name(self.name) else f"**{{{self.name!r}: {self.ident}}}"
 
 
 @dataclass(frozen=True)
@@ -197,8 +193,14 @@ class PythonSignature:
         return ", ".join(f"{a.ident}={a.ident}" if a.kwarg_only else a.ident for a in self.args)
 
     def op_call(self) -> str:
-        """The call of the op: positionally, keyword-only arguments by their schema names."""
-        return ", ".join(a.keyword if a.kwarg_only else a.ident for a in self.args)
+        """The call of the op: positionally, keyword-only arguments by their schema names
+        (those that are no Python identifier in one `**{...}`)."""
+        out = [a.ident if not a.kwarg_only else f"{a.name}={a.ident}" for a in self.args
+               if not a.kwarg_only or is_keyword_name(a.name)]
+        spelled = [f"{a.name!r}: {a.ident}" for a in self.args if a.kwarg_only and not is_keyword_name(a.name)]
+        if spelled:
+            out.append("**{" + ", ".join(spelled) + "}")
+        return ", ".join(out)
 
     @property
     def relevant(self) -> tuple[str, ...]:

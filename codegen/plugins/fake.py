@@ -44,6 +44,11 @@ def fakeable(decl, scalars: bool = True) -> bool:
                for o, r in zip(decl.outputs(), decl.schema.returns))
 
 
+def python_names(decl) -> bool:
+    """Whether every argument of the op can be a Python parameter of its own name."""
+    return all(py.is_keyword_name(a.name) for a in decl.schema.arguments)
+
+
 def _tuple(items: list[str]) -> str:
     return "(" + "".join(f"{x}, " for x in items).rstrip(" ") + ")"
 
@@ -55,11 +60,14 @@ class FakeKernels(Plugin):
         """Every op with a generated fake kernel that computes all its returns is declared
         pt2_compliant_tag: its fake kernel comes from the same shape rule as its real
         outputs, and codegen.testing's opcheck suite (run by the library's tests) checks
-        the claim for every op and dtype.  Ops with a data-dependent scalar return are
-        left out: opcheck's fake tests do not take data-dependent scalars."""
+        the claim for every op and dtype.  Left out: ops with a data-dependent scalar
+        return (opcheck's fake tests do not take them), and ops with an argument named like
+        a Python keyword, which torch (2.14) cannot check or compile: torch.fx makes a Python
+        signature of the schema (opcheck's test_schema, inductor's lowering) and writes
+        keyword arguments as `from=...` in its generated code."""
         return replace(lib, declarations=tuple(
             replace(d, tags=d.tags + ("pt2_compliant_tag",))
-            if d.kernels and "pt2_compliant_tag" not in d.tags and fakeable(d, scalars=False) else d
+            if d.kernels and "pt2_compliant_tag" not in d.tags and fakeable(d, scalars=False) and python_names(d) else d
             for d in lib.declarations))
 
     def library_block(self, lib):

@@ -163,7 +163,10 @@ class PythonFast(Plugin):
         symbols = set(FILE_SCOPE)
         for d in lib.declarations:
             symbol = cpp_ident(functions[d.ident], symbols)
-            b = plan(d, len(bindings), lib.namespace, functions[d.ident], symbol)
+            try:
+                b = plan(d, len(bindings), lib.namespace, functions[d.ident], symbol)
+            except types.UnsupportedType:  # a type the C++ side reports; the op keeps its Python wrapper
+                b = None
             if b is not None:
                 symbols.add(symbol)
                 bindings.append(b)
