@@ -337,7 +337,7 @@ class Enum(FieldType):
 
 
 def _plural(noun: str) -> str:
-    return noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
 
 
 @dataclass(frozen=True)

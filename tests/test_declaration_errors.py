@@ -518,3 +518,48 @@ def test_the_readme_field_table_is_generated_from_the_field_records():
     assert set(CORE_FIELDS) < set(fields) and {"autocast", "vmap", "method", "cuda_header"} <= set(fields)
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     assert reference(fields) in readme, "README's field table is stale: paste `python -m codegen.fields` into it"
+
+
+def test_one_wrong_field_value_gives_one_error(project):
+    """Each field of valid ops, given a value of the wrong type: exactly one error, at that
+    value (no check that depends on the field reports it again, e.g. as a missing field)."""
+    import yaml
+    from codegen.config import load_config
+    from codegen.diagnostics import CodegenError
+    from codegen.pipeline import generate
+    for name in ("lin.h", "lin.cuh"):
+        (project / "kernels" / name).write_text("")
+    ops = [
+        {"func": "lin(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", "doc": "d", "dtypes": ["float32"],
+         "kernels": {"CPU": "lin_cpu", "CUDA": "lin_cuda"}, "header": "lin.h", "cuda_header": "lin.cuh",
+         "shape": {"input": ["N", "K"], "weight": ["M", "K"], "result": ["N", "M"]}, "contiguous": True,
+         "split_types": False, "tags": ["core"], "autocast": "fp32", "vmap": "m:f",
+         "derivatives": {"input": "grad.mm(weight)", "weight": "grad.t().mm(input)", "bias": "grad.sum(0)"}},
+        {"func": "k(int n) -> Tensor", "dtypes": ["int64"], "kernels": {"CPU": "lin_cpu"}, "header": "lin.h",
+         "dtype": {"result": "int64"}, "shape": {"result": ["n"]}},
+        {"func": "p(Tensor self, Tensor other) -> Tensor", "dtypes": "floating", "pointwise": "self + other",
+         "derivatives": {"self": "grad", "other": "grad"}},
+        {"func": "q(Tensor self) -> Tensor", "dtypes": ["float32"], "kernels": {"CPU": "lin_cpu"}, "header": "lin.h",
+         "like": "self", "pointwise": True},
+    ]
+
+    def errors(entries):
+        (project / "declarations" / "ops.yaml").write_text(yaml.safe_dump(entries))
+        try:
+            generate(load_config(project))
+        except CodegenError as e:
+            return e.diagnostics
+        return []
+
+    assert errors(ops) == []
+    tried = 0
+    for i, op in enumerate(ops):
+        for field in sorted(set(op) - {"func"}):
+            for wrong in ([[1]], 3.5):
+                entries = [dict(o) for o in ops]
+                entries[i][field] = wrong
+                found = errors(entries)
+                assert len(found) == 1, (field, wrong, [str(d) for d in found])
+                assert f"'{field}" in found[0].message or "dtype" in found[0].message, str(found[0])
+                tried += 1
+    assert tried > 40
