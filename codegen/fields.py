@@ -364,14 +364,14 @@ def torch_tags() -> tuple[str, ...]:
     tags.yaml that torch's Tag enum is generated from, shipped with the installed torch as
     torchgen/packaged/ATen/native/tags.yaml; from torch itself when it is already imported
     or that file is missing."""
-    torch = sys.modules.get("torch")
-    if torch is None:
+    if "torch" not in sys.modules:
         spec = importlib.util.find_spec("torchgen")
         for loc in (spec.submodule_search_locations or []) if spec else []:
             tags = Path(loc, "packaged", "ATen", "native", "tags.yaml")
             if tags.is_file():
                 return tuple(sorted(re.findall(r"^- tag: *(\w+)", tags.read_text(encoding="utf-8"), re.M)))
-        import torch
+    import torch
+
     return tuple(sorted(torch.Tag.__members__))
 
 
