@@ -68,8 +68,9 @@ class Checker:
     Each (node, type) pair is checked once, so a value shared through YAML aliases costs its
     size once and its errors are reported once."""
 
-    def __init__(self, diag: Diagnostics, path: str):
+    def __init__(self, diag: Diagnostics, path: str, aliases: bool = True):
         self.diag, self.path = diag, path
+        self.aliases = aliases  # whether the file has any (without, its text bounds every value)
         self._memo: dict[tuple[int, int], AnyValue] = {}
         self._extent: dict[int, tuple[int, int]] = {}  # node id -> (expanded size, capped; depth)
         self._keep: list[yaml.Node] = []  # memo keys are ids: keep their nodes alive
@@ -83,6 +84,8 @@ class Checker:
     def bounded(self, node: yaml.Node, what: str, at: yaml.Node | None = None) -> bool:
         """Whether a value's expansion is within MAX_NODES and MAX_DEPTH; else an error at
         `at` (the field's key: the value may be an alias of a node elsewhere)."""
+        if not self.aliases:
+            return True
         size, depth = self.extent(node)
         at = at or node
         if size > MAX_NODES:
@@ -106,7 +109,7 @@ class Checker:
 
     def silent(self) -> "Checker":
         """A checker for trying a value against a type without reporting anything."""
-        return Checker(Diagnostics(), self.path)
+        return Checker(Diagnostics(), self.path, self.aliases)
 
     def extent(self, root: yaml.Node) -> tuple[int, int]:
         """(size, depth) of a node's value with every alias expanded; the size capped just

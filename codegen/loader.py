@@ -85,9 +85,8 @@ _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # composed: libyaml's composer recurses (and crashes) on deep nesting, and its scanner takes
 # time quadratic in the depth of flow collections ([[[...]]]).
 MAX_FILE_DEPTH = 100
-_OPEN_TOKENS = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
-                yaml.BlockMappingStartToken)
-_CLOSE_TOKENS = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+_OPEN_EVENTS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE_EVENTS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
 
 class _Entry:
@@ -137,7 +136,7 @@ class DeclarationLoader:
             self.diag.error(Loc(path, line, col), f"file is not valid UTF-8 (byte 0x{data[e.start]:02x})")
             return []
         self.text = text
-        deep = _too_deep(text)
+        deep, aliases = _scan(text)
         if deep is not None:
             self.diag.error(Loc(path, deep.line + 1, deep.column + 1),
                             f"collections are nested more than {MAX_FILE_DEPTH} levels deep")
@@ -152,7 +151,7 @@ class DeclarationLoader:
         except yaml.YAMLError as e:
             self.diag.error(Loc(path, 1, 1), f"invalid YAML: {e}")
             return []
-        bad_tag, bad_key, repeated, cycle = _structure_problems(root)
+        bad_tag, bad_key, repeated, cycle = _structure_problems(root, aliases)
         if cycle is not None:
             self.diag.error(loc_of(cycle, path), "this collection contains itself through a YAML alias")
             return []
@@ -175,7 +174,7 @@ class DeclarationLoader:
         if not isinstance(root, yaml.SequenceNode):
             self.diag.error(loc_of(root, path), "a declaration file must be a list of entries, each starting with '- func:'")
             return []
-        checker = Checker(self.diag, path)
+        checker = Checker(self.diag, path, aliases)
         out = []
         for node in root.value:
             if not isinstance(node, yaml.MappingNode):
@@ -393,46 +392,51 @@ class DeclarationLoader:
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}
 
 
-def _too_deep(text: str):
-    """The mark of the first collection nested deeper than MAX_FILE_DEPTH, from the token
-    stream (each token is looked at once, and the scan stops there); None when there is
-    none or the text is not YAML (the composer reports that)."""
-    depth = 0
+def _scan(text: str):
+    """(the mark of the first collection nested deeper than MAX_FILE_DEPTH or None, whether
+    the text has aliases), from libyaml's event stream (its parser keeps a stack, where the
+    composer recurses): each event is looked at once, and the parse stops at a collection too
+    deep.  Text that is not YAML is left to the composer to report."""
+    depth, aliases = 0, False
     try:
-        for token in yaml.scan(text, Loader=_SAFE_LOADER):
-            if isinstance(token, _OPEN_TOKENS):
+        for event in yaml.parse(text, Loader=_SAFE_LOADER):
+            if isinstance(event, _OPEN_EVENTS):
                 depth += 1
                 if depth > MAX_FILE_DEPTH:
-                    return token.start_mark
-            elif isinstance(token, _CLOSE_TOKENS):
+                    return event.start_mark, aliases
+            elif isinstance(event, _CLOSE_EVENTS):
                 depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
+                aliases = True
     except yaml.YAMLError:
-        return None
-    return None
+        pass
+    return None, aliases
 
 
-def _structure_problems(root: yaml.Node | None):
+def _structure_problems(root: yaml.Node | None, aliases: bool = True):
     """(first explicit tag, first list or mapping used as a key, repeated keys, a collection
     that contains itself) of a file, in one walk that visits each node once, however many
     aliases name it.  Declarations are plain data: any tag (`!!python/...`, `!foo`, a merge
     key) is refused; keys are names everywhere, so every field parser may take them as
     strings; each key is given once (YAML would silently keep the last); and no alias names
-    a collection it is inside (`&a [*a]`), so that every later walk ends."""
+    a collection it is inside (`&a [*a]`), so that every later walk ends.  Without `aliases`
+    in the text, the file is a tree, walked without that bookkeeping."""
     bad_tag = bad_key = cycle = None
     repeated = []
     state: dict[int, bool] = {}  # node id -> finished (False: on the walk's current path)
     stack: list[tuple[yaml.Node, bool]] = [(root, False)] if root is not None else []
     while stack:
         n, leaving = stack.pop()
-        if leaving:
-            state[id(n)] = True
-            continue
-        if id(n) in state:
-            if not state[id(n)] and cycle is None:
-                cycle = n
-            continue
-        state[id(n)] = False
-        stack.append((n, True))
+        if aliases:
+            if leaving:
+                state[id(n)] = True
+                continue
+            if id(n) in state:
+                if not state[id(n)] and cycle is None:
+                    cycle = n
+                continue
+            state[id(n)] = False
+            stack.append((n, True))
         stack.extend((k, False) for k in reversed(children(n)))
         if bad_tag is None and n.tag not in _PLAIN_TAGS:
             bad_tag = n
