@@ -98,6 +98,8 @@ class Checker:
         return True
 
     def check(self, ftype: "FieldType", node: yaml.Node, where: str) -> AnyValue:
+        if not self.aliases:  # a tree: each node is reached once anyway
+            return ftype.check(node, self, where)
         key = (id(node), id(ftype))
         if key not in self._memo:
             self._keep.append(node)

@@ -244,8 +244,8 @@ class DeclarationLoader:
             invalid.add("like")
             like = ""
         rets = schema.return_names()
-        shapes, plan = parsed("shape", lambda n: self.parse_shapes(schema, n, path),
-                              ((), analyze(schema, {}, rets, Diagnostics())))
+        shapes, plan = parsed("shape", lambda n: self.parse_shapes(schema, n, path), None) \
+            or ((), analyze(schema, {}, rets, Diagnostics()))
         out_dtypes = parsed("dtype", lambda n: self.parse_output_dtypes(schema, n, path), ())
         derivs = parsed("derivatives", lambda n: derivatives.parse(n, schema, path, self.diag, dict(out_dtypes)), None)
         pointwise, expression = False, None
