@@ -271,8 +271,8 @@ def test_every_field_type_has_a_strategy():
     assert {"since", "see_also", "autocast", "vmap", "method", "cuda_header", "tags"} <= set(ALL_FIELDS)
 
 
-@pytest.mark.slow(12)
-@settings(max_examples=1000, **SETTINGS)
+@pytest.mark.slow(8)
+@settings(max_examples=700, **SETTINGS)
 @given(data=typed_entries())
 def test_typed_field_values_give_positioned_errors(fuzz_project, data):
     run_in_process(fuzz_project, data)
