@@ -356,7 +356,7 @@ NAMES_DECLARATIONS = """\
   dtypes: [float32]
   kernels: {CPU: check_finite}
   header: names.h
-- func: mix(Tensor self, int? i, float? f, bool? b, Scalar? s, str name, str? tag, ScalarType? st, float[] fs, SymInt[] sz, Tensor[] ts, Generator? g=None) -> (int, float, bool)
+- func: mix(Tensor self, int? i, float? f, bool? b, Scalar? s, str name, str? tag, ScalarType? st, float[] fs, SymInt[] sz, Tensor[] ts, Device? dev, Layout? lay, MemoryFormat mf=contiguous_format, Generator? g=None) -> (int, float, bool)
   dtypes: [float32]
   kernels: {CPU: mix}
   header: names.h
@@ -439,11 +439,13 @@ std::tuple<int64_t, double, bool> mix(const at::Tensor& self, std::optional<int6
                                       std::optional<bool> b, const std::optional<at::Scalar>& s, c10::string_view name,
                                       std::optional<c10::string_view> tag, std::optional<at::ScalarType> st,
                                       at::ArrayRef<double> fs, at::IntArrayRef sz, at::TensorList ts,
+                                      std::optional<at::Device> dev, std::optional<at::Layout> lay, at::MemoryFormat mf,
                                       std::optional<at::Generator> g) {
   int64_t n = i.value_or(-1) + static_cast<int64_t>(name.size()) * 10 +
               (tag.has_value() ? static_cast<int64_t>(tag->size()) * 100 : 0) +
               (st.has_value() ? static_cast<int64_t>(*st) * 1000 : 0) + static_cast<int64_t>(ts.size()) * 10000 +
-              (g.has_value() ? 100000 : 0);
+              (g.has_value() ? 100000 : 0) + (dev.has_value() && dev->is_cpu() ? 1000000 : 0) +
+              (mf == at::MemoryFormat::ChannelsLast ? 10000000 : 0) + (lay.has_value() ? 100000000 : 0);
   for (int64_t v : sz) n += v;
   double x = f.value_or(0.5) + (s.has_value() ? s->toDouble() : 0.0);
   for (double v : fs) x += v;
@@ -476,9 +478,11 @@ try:
     ops.check_finite(x / 0)
 except RuntimeError as e:
     out["split"].append(str(e).splitlines()[0])
-mixed = (x, 3, None, False, 2.5, "nm", None, torch.float64, [0.25, 1], [5, 6], [x, x])
+mixed = (x, 3, None, False, 2.5, "nm", None, torch.float64, [0.25, 1], [5, 6], [x, x], torch.device("cpu"), None)
 out["mix"] = [list(ops.mix(*mixed)), list(ops.WRAPPERS["mix"](*mixed)), type(ops.mix(*mixed)).__name__,
-              list(ops.mix(x, None, 1.0, None, None, "", "tag", None, [], [], [], torch.Generator()))]
+              list(ops.mix(*mixed[:-2], "cpu", None)),  # a str device: the wrapper takes the call
+              list(ops.mix(x, None, 1.0, None, None, "", "tag", None, [], [], [], None, torch.strided,
+                           torch.channels_last, torch.Generator()))]
 # torch (2.14) itself cannot check or compile an op with an argument named like a Python
 # keyword: torch.fx makes a Python signature of the schema (opcheck's test_schema, inductor)
 # and writes keyword arguments as `from=...`.  Everything else of opcheck passes.
@@ -544,7 +548,8 @@ def test_keyword_names_and_kernel_made_returns_in_python(tmp_path, mypy_cache):
     assert out["count"] == [2, "int", [1, 3]]
     assert out["split"] == ["SplitSignsResult", [[0, -2, 0], [1, 0, 3]], 2, "list", True, True,
                             "pynames::check_finite: not finite"]
-    assert out["mix"] == [[27034, 4.25, False], [27034, 4.25, False], "tuple", [100299, 1.0, True]]
+    assert out["mix"] == [[1027034, 4.25, False], [1027034, 4.25, False], "tuple", [1027034, 4.25, False],
+                          [110100299, 1.0, True]]
     assert out["opcheck"] == [True, True, True]
     assert out["compiled"] == [[3, -6, 9], [3] * 5, [4, -8, 12], [4] * 5]
     assert out["compiled_symint"] == [2, -4, 6]

@@ -59,6 +59,10 @@ def _default(a: Argument) -> str | None:
         return _number(d.value)
     if d.kind == "str" and name == "str":
         return cpp_string(str(d.value))
+    if d.kind == "enum" and name in ("ScalarType", "Layout", "MemoryFormat"):  # c10's codes (schema.py)
+        return f"static_cast<at::{name}>({int(d.value)})"  # type: ignore[call-overload]
+    if d.kind == "enum" and name == "int":  # `int reduction=Mean`
+        return str(d.value)
     return None
 
 

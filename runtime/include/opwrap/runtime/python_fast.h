@@ -9,8 +9,11 @@
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
+#include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/Layout.h>
+#include <torch/csrc/MemoryFormat.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstdint>
@@ -164,6 +167,30 @@ inline bool take_dtype(PyObject* obj, at::ScalarType& out) {
   return true;
 }
 
+inline bool take_layout(PyObject* obj, at::Layout& out) {
+  if (!THPLayout_Check(obj)) return false;
+  out = reinterpret_cast<THPLayout*>(obj)->layout;
+  return true;
+}
+
+inline bool take_memory_format(PyObject* obj, at::MemoryFormat& out) {
+  if (!THPMemoryFormat_Check(obj)) return false;
+  out = reinterpret_cast<THPMemoryFormat*>(obj)->memory_format;
+  return true;
+}
+
+// A torch.device (a str or an int is for the Python wrapper, which parses it as torch does).
+// at::Device has no default value, so only the optional form is unpacked here.
+inline bool take_optional_device(PyObject* obj, std::optional<at::Device>& out) {
+  if (obj == Py_None) {
+    out = std::nullopt;
+    return true;
+  }
+  if (!THPDevice_Check(obj)) return false;
+  out = reinterpret_cast<THPDevice*>(obj)->device;
+  return true;
+}
+
 inline bool take_generator(PyObject* obj, at::Generator& out) {
   if (THPGeneratorClass == nullptr || Py_TYPE(obj) != reinterpret_cast<PyTypeObject*>(THPGeneratorClass)) return false;
   out = reinterpret_cast<THPGenerator*>(obj)->cdata;
@@ -191,6 +218,10 @@ inline bool take_optional_string(PyObject* obj, std::optional<c10::string_view>&
   return take_optional(obj, out, take_string);
 }
 inline bool take_optional_dtype(PyObject* obj, std::optional<at::ScalarType>& out) { return take_optional(obj, out, take_dtype); }
+inline bool take_optional_layout(PyObject* obj, std::optional<at::Layout>& out) { return take_optional(obj, out, take_layout); }
+inline bool take_optional_memory_format(PyObject* obj, std::optional<at::MemoryFormat>& out) {
+  return take_optional(obj, out, take_memory_format);
+}
 inline bool take_optional_generator(PyObject* obj, std::optional<at::Generator>& out) {
   return take_optional(obj, out, take_generator);
 }
