@@ -19,12 +19,13 @@ from .shapes import Shape, ShapePlan
 class OutputSpec:
     """One return, and who makes it (`made_by`):
 
-    - ``"alias"``: an alias of the input `aliases` (in place, or an out= argument);
+    - ``"alias"``: the written input `aliases` itself (in place, or an out= argument);
     - ``"wrapper"``: a new tensor the generated wrapper allocates with `shape` (None: the
       shape of `like`) and the dtype rule `dtype`, and passes to the kernel as `at::Tensor&`;
     - ``"kernel"``: a value the kernel itself makes and returns: every non-Tensor return
-      (`int`, `float`, `Tensor[]`, ...) and a Tensor return with neither a shape rule nor
-      `like` (as torchgen's kernels return their results).  No fake kernel can know such a
+      (`int`, `float`, `Tensor[]`, ...), a view of an input (`Tensor(a)` with `aliases` set),
+      and a Tensor return with neither a shape rule nor `like` (as torchgen's kernels return
+      their results).  No fake kernel can know such a
       tensor's shape."""
 
     name: str
@@ -110,7 +111,7 @@ class Declaration:
         for ret, name in zip(self.schema.returns, self.return_names):
             aliased = self.schema.aliased_argument(ret)
             shape = self.shape_of(name)
-            if aliased is not None:
+            if aliased is not None and ret.is_write:
                 made_by = "alias"
             elif ret.type == BaseType("Tensor") and (shape is not None or self.like):
                 made_by = "wrapper"
