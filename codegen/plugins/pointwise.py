@@ -120,8 +120,8 @@ class PointwiseKernels(Plugin):
             diag.error(decl.field_loc("dtypes"), f"pointwise expressions support real floating and integer dtypes, "
                        f"not {', '.join(odd)}")
         for a in decl.schema.arguments:
-            if a.name in CPP_KEYWORDS or (a.name in ("Tv", "opmath_t", "scalar_t", "iter", "op", "Vec", "kOp")
-                                          and not is_tensor(a.type)):
+            if a.name in CPP_KEYWORDS or a.name in ("Tv", "opmath_t", "scalar_t", "iter", "op", "Vec", "kOp",
+                                                    "opwrap_out"):
                 diag.error(decl.func_loc, f"argument name '{a.name}' is reserved in generated pointwise kernels",
                            "the expression names arguments as C++ does: rename it, or write the kernel by hand")
 
