@@ -435,7 +435,6 @@ def _normalize(message: str, words: set[str] = frozenset()) -> str:
         if w:
             text = re.sub(rf"(?<![\w.]){re.escape(w)}(?![\w])", "<op>", text)
     text = re.sub(r"'[^']*'", "'_'", text)  # names and hints quoted by codegen
-    text = re.sub(r"‘[^’]{1,40}’", lambda m: "‘_’" if re.fullmatch(r"‘[\w.]*’", m.group(0)) else m.group(0), text)
     text = re.sub(r"(?<=[:\s(])\d+(?=[:\s)])", "N", text)
     return text[:240]
 
