@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .model import Declaration, Library
 
 _PYPROJECT = '''[build-system]
 requires = ["setuptools>=77", "torch>=2.6", "opwrap"]
@@ -156,11 +161,12 @@ class Stub:
     returns: str  # RET
 
 
-def kernel_stubs(lib) -> tuple[list[Stub], list[tuple[object, str]]]:
+def kernel_stubs(lib: "Library") -> tuple[list[Stub], list[tuple["Declaration", str]]]:
     """The CPU kernel skeletons of every declaration with a hand-written CPU kernel, and the
     declarations whose signature cannot be decided (with why).  `lib` is a loaded Library;
     it need not have passed validation (a missing header is a validation error)."""
-    stubs, failed = [], []
+    stubs: list[Stub] = []
+    failed: list[tuple["Declaration", str]] = []
     for d in lib.declarations:
         if not d.kernel("CPU"):  # none, or generated (pointwise expressions)
             continue
@@ -181,7 +187,7 @@ def _describe(e: Exception) -> str:
     return f"{type(e).__name__}: {e}{where}"
 
 
-def _kernel_signature(decl, namespace: str) -> tuple[str, str]:
+def _kernel_signature(decl: "Declaration", namespace: str) -> tuple[str, str]:
     """(the kernel template's declaration, its return type) for the CPU wrapper's call."""
     from .api.kernel import kernel_return_type, kernel_signature
     return kernel_signature(decl, "CPU"), kernel_return_type(decl)
@@ -209,7 +215,7 @@ def stub_header(namespace: str, stubs: list[Stub]) -> str:
     return _STUB_HEADER.format(ns=namespace, includes="\n".join(includes) + "\n", kernels="".join(kernels))
 
 
-def write_stubs(lib) -> tuple[list[Path], list[str], list[tuple[object, str]]]:
+def write_stubs(lib: "Library") -> tuple[list[Path], list[str], list[tuple["Declaration", str]]]:
     """Write a skeleton header for every kernel header that does not exist; never overwrite.
     Returns (headers written, headers that exist and were left alone, (declaration, why)
     for declarations whose signature could not be decided)."""
@@ -235,17 +241,20 @@ def write_stubs(lib) -> tuple[list[Path], list[str], list[tuple[object, str]]]:
     return written, existing, failed
 
 
-def load_declarations(config):
+def load_declarations(config: "Config") -> "Library":
     """The project's declarations, loaded as the pipeline loads them (plugins' fields
     included) but not validated: stubs are written for ops that do not validate yet.
     Raises CodegenError for declarations that cannot be loaded at all."""
     from .diagnostics import CodegenError, Diagnostics
-    from .loader import CORE_FIELDS, DeclarationLoader
+    from .loader import DeclarationLoader
+    from .pipeline import plugin_fields
     from .plugins import load_plugins
     diag = Diagnostics()
     plugins = load_plugins(config, diag)
-    fields = {name: doc for p in plugins for name, doc in p.fields.items() if name not in CORE_FIELDS}
-    lib = DeclarationLoader(config, diag, fields).load() if not diag else None
+    fields = plugin_fields(plugins, config, diag) if not diag else {}
+    if diag:
+        raise CodegenError(diag.sorted())
+    lib = DeclarationLoader(config, diag, fields).load()
     if diag:
         raise CodegenError(diag.sorted())
     return lib

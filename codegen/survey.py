@@ -41,6 +41,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 NAMESPACE = "survey"
 OUTCOMES = ("not declared", "refused", "crashed", "no stub", "not compiled", "compiled")
@@ -182,7 +183,8 @@ def make_project(root: Path, unity: int = 1000) -> None:
 
 def write_declarations(root: Path, ops: list[Op]) -> list[int]:
     """One entry per op; returns the line each entry starts on (1-based, in op order)."""
-    lines, starts = [], []
+    lines: list[str] = []
+    starts: list[int] = []
     for op in ops:
         starts.append(len(lines) + 1)
         lines += [f"- func: {json.dumps(op.schema)}", "  dtypes: [float32]", f"  kernels: {{CPU: {op.kernel}}}"]
@@ -195,7 +197,7 @@ def generate(root: Path, ops: list[Op], survey: Survey, log=print):
     with declaration errors (each with its first error) or that crash the generator, until
     the rest generate.  Returns (ops, files)."""
     from .config import load_config
-    from .diagnostics import CodegenError
+    from .diagnostics import CodegenError, Diagnostic
     from .pipeline import generate as pipeline_generate
     from .scaffold import load_declarations, write_stubs
     config = load_config(root)
@@ -209,7 +211,7 @@ def generate(root: Path, ops: list[Op], survey: Survey, log=print):
             no_stub.update((d.op_name, why) for d, why in failed)
             result = pipeline_generate(config)
         except CodegenError as e:
-            first: dict[str, object] = {}
+            first: dict[str, Diagnostic] = {}
             for d in e.diagnostics:  # sorted by position: the first of each op is its first error
                 if d.loc.path != DECLARATIONS:
                     log(f"survey: an error not in a declaration: {d}")
@@ -242,7 +244,7 @@ def _find_crashes(root: Path, ops: list[Op], survey: Survey, log) -> set[str]:
     from .pipeline import generate as pipeline_generate
     config = load_config(root)
 
-    def crash(group: list[Op]) -> str | None:
+    def crash(group: list[Op]) -> tuple[str, str] | None:
         write_declarations(root, group)
         try:
             pipeline_generate(config)
@@ -428,7 +430,7 @@ def _op_words(ops: list[Op], name: str) -> set[str]:
     return {op.name, op.ident, op.kernel, f"{NAMESPACE}::{op.name}"}
 
 
-def _normalize(message: str, words: set[str] = frozenset()) -> str:
+def _normalize(message: str, words: Iterable[str] = ()) -> str:
     """A reason with what is particular to one op taken out, so that equal causes group."""
     text = message.strip()
     for w in sorted(words, key=len, reverse=True):
@@ -451,8 +453,12 @@ def run(work: Path, names: list[str] | None = None, compile: bool = True, unit_s
     entries = read_schemas(path)
     if names is not None:
         wanted = set(names)
-        entries = [(i, f) for i, f in entries if isinstance(f, str) and f.split("(", 1)[0] in wanted]
-        missing = wanted - {f.split("(", 1)[0] for _, f in entries}
+        found: dict[str, tuple[int, object]] = {}
+        for i, f in entries:
+            if isinstance(f, str) and f.split("(", 1)[0] in wanted:
+                found.setdefault(f.split("(", 1)[0], (i, f))
+        entries = sorted(found.values(), key=lambda e: e[0])
+        missing = wanted - set(found)
         if missing:
             raise ValueError(f"not in {path.name}: {', '.join(sorted(missing))}")
     ops = make_ops(entries, survey)
