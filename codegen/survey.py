@@ -279,13 +279,16 @@ def _exception_reason(e: BaseException) -> tuple[str, str]:
 
 # ---------------------------------------------------------------------------- units
 
+CPU_CAPABILITIES = {"AVX2", "AVX512"}  # unit groups compiled for one CPU capability (codegen.build.sources)
+
+
 def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[str]] | None = None,
                    merge: bool = False):
     """The generated files with every unity group cut into units of `size` sources (the
     plugins' own caps, such as autograd's 4, lifted): fewer, larger translation units.
     With `previous` (unit -> members, from an earlier layout), each unit keeps its members
     that are still generated, so a unit that lost no member is not compiled again.
-    `merge`: the groups compiled with the same flags (not the CPU-capability ones such as
+    `merge`: the groups compiled for every CPU (not the capability ones such as
     `pointwise.AVX2`) and the registration source go into one group: the fewest units.
     Returns (files, the layout)."""
     from . import units
@@ -294,7 +297,7 @@ def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[st
     for path, text in files.items():
         if path.startswith(f"{units.UNITS_DIR}/"):
             group = Path(path).name.rsplit(".", 2)[0]
-            if merge and "." not in group:
+            if merge and not set(group.split(".")) & CPU_CAPABILITIES:
                 group = "all"
             groups.setdefault(group, []).extend(re.findall(r'^#include "(.+)"$', text, re.M))
         else:
