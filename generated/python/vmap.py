@@ -7,40 +7,53 @@ import torch
 from . import _runtime
 
 # opwrap::addmv_: no rule
-_runtime.register_vmap('opwrap::addmv_', _runtime.no_rule('opwrap::addmv_'))
+if _runtime.registered('opwrap::addmv_'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::addmv_', _runtime.no_rule('opwrap::addmv_'))
 
 # opwrap::bucketize_count: no rule
-_runtime.register_vmap('opwrap::bucketize_count', _runtime.no_rule('opwrap::bucketize_count'))
+if _runtime.registered('opwrap::bucketize_count'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::bucketize_count', _runtime.no_rule('opwrap::bucketize_count'))
 
 # opwrap::gelu_tanh: pointwise, broadcasting
-_runtime.register_vmap('opwrap::gelu_tanh', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh.default, 1, broadcasts=True))
+if _runtime.registered('opwrap::gelu_tanh'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::gelu_tanh', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh.default, 1, broadcasts=True))
 
 # opwrap::bias_gelu: pointwise, broadcasting
-_runtime.register_vmap('opwrap::bias_gelu', _runtime.pointwise_rule(torch.ops.opwrap.bias_gelu.default, 1, broadcasts=True))
+if _runtime.registered('opwrap::bias_gelu'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::bias_gelu', _runtime.pointwise_rule(torch.ops.opwrap.bias_gelu.default, 1, broadcasts=True))
 
 # opwrap::gelu_tanh_backward: pointwise, broadcasting
-_runtime.register_vmap('opwrap::gelu_tanh_backward', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh_backward.default, 1, broadcasts=True))
+if _runtime.registered('opwrap::gelu_tanh_backward'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::gelu_tanh_backward', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh_backward.default, 1, broadcasts=True))
 
 # opwrap::gelu_tanh_double_backward: pointwise, broadcasting
-_runtime.register_vmap('opwrap::gelu_tanh_double_backward', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh_double_backward.default, 1, broadcasts=True))
+if _runtime.registered('opwrap::gelu_tanh_double_backward'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::gelu_tanh_double_backward', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh_double_backward.default, 1, broadcasts=True))
 
 # opwrap::linear: rule opwrap.batching:linear
-_runtime.register_vmap('opwrap::linear', _runtime.load_rule('opwrap.batching', 'linear'))
+if _runtime.registered('opwrap::linear'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::linear', _runtime.load_rule('opwrap.batching', 'linear'))
 
 # opwrap::mul_constant: pointwise, broadcasting
-_runtime.register_vmap('opwrap::mul_constant', _runtime.pointwise_rule(torch.ops.opwrap.mul_constant.default, 1, broadcasts=True))
+if _runtime.registered('opwrap::mul_constant'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::mul_constant', _runtime.pointwise_rule(torch.ops.opwrap.mul_constant.default, 1, broadcasts=True))
 
 # opwrap::myadd: pointwise, broadcasting
-_runtime.register_vmap('opwrap::myadd', _runtime.pointwise_rule(torch.ops.opwrap.myadd.default, 1, broadcasts=True))
+if _runtime.registered('opwrap::myadd'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::myadd', _runtime.pointwise_rule(torch.ops.opwrap.myadd.default, 1, broadcasts=True))
 
 # opwrap::mymatmul: no rule
-_runtime.register_vmap('opwrap::mymatmul', _runtime.no_rule('opwrap::mymatmul'))
+if _runtime.registered('opwrap::mymatmul'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::mymatmul', _runtime.no_rule('opwrap::mymatmul'))
 
 # opwrap::nonzero_flat: no rule
-_runtime.register_vmap('opwrap::nonzero_flat', _runtime.no_rule('opwrap::nonzero_flat'))
+if _runtime.registered('opwrap::nonzero_flat'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::nonzero_flat', _runtime.no_rule('opwrap::nonzero_flat'))
 
 # opwrap::rms_norm: no rule
-_runtime.register_vmap('opwrap::rms_norm', _runtime.no_rule('opwrap::rms_norm'))
+if _runtime.registered('opwrap::rms_norm'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::rms_norm', _runtime.no_rule('opwrap::rms_norm'))
 
 # opwrap::sincos: pointwise
-_runtime.register_vmap('opwrap::sincos', _runtime.pointwise_rule(torch.ops.opwrap.sincos.default, 2, broadcasts=False))
+if _runtime.registered('opwrap::sincos'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::sincos', _runtime.pointwise_rule(torch.ops.opwrap.sincos.default, 2, broadcasts=False))
