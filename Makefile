@@ -17,15 +17,16 @@ venv: $(STAMP)
 # cannot follow): a tree of links, one per file, in build/__editable__.opwrap-*.  The stamp
 # lists the modules linked; when one is added or removed, the tree is gone (`make clean`), or
 # pip installed opwrap since (a plain `pip install -e .`), the install runs again.
-# --no-compile: pip does not byte-compile torch's thousands of modules up front (about 15 s
-# of a fresh venv here); Python compiles and caches each module the first time it is imported.
+# pip byte-compiles every module as it installs (about 15 s of a fresh venv here).  Keep it:
+# with PYTHONDONTWRITEBYTECODE=1 in the environment (as on this project's machines) Python
+# never caches what pip did not compile, and every `import torch` compiles torch again (+4 s).
 EDITABLE_FILES := $(sort $(wildcard codegen/*.py codegen/*/*.py runtime/opwrap/*.py generated/python/*.py generated/python/*.pyi))
 EDITABLE_STALE := $(if $(wildcard build/__editable__.opwrap-*/opwrap/__init__.py),$(filter-out $(EDITABLE_FILES),$(file <$(STAMP)))$(filter-out $(file <$(STAMP)),$(EDITABLE_FILES)),missing)
 $(STAMP): pyproject.toml setup.py $(wildcard $(VENV)/lib/python*/site-packages/__editable__.opwrap-*.pth) $(if $(EDITABLE_STALE),$(VENV)/.relink)
 	@$(PHASE) venv sh -c '\
 	  { [ -x $(PY) ] || $(PYTHON) -m venv $(VENV); } && \
 	  $(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel && \
-	  OPWRAP_NO_EXTENSION=1 $(PY) -m pip install -q --no-compile --no-build-isolation -e ".[dev]" --config-settings editable_mode=strict'
+	  OPWRAP_NO_EXTENSION=1 $(PY) -m pip install -q --no-build-isolation -e ".[dev]" --config-settings editable_mode=strict'
 	@printf '%s\n' $(EDITABLE_FILES) > $(STAMP)
 
 $(VENV)/.relink:  # never made: a prerequisite that is always newer
