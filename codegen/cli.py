@@ -6,6 +6,7 @@ Exit status: 0 success; 1 the drift check found differences, or a build failed;
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -236,8 +237,8 @@ def init(directory, namespace):
         raise BadInput(f"{e}: error: already exists; codegen init does not overwrite files") from None
     for p in written:
         click.echo(f"created {p}", err=True)
-    click.echo(f"next: cd {target} && codegen build && python -c 'import {ns}; "
-               f"print(torch.ops.{ns}.scale(torch.ones(3), 2.0))'", err=True)
+    click.echo(f"next: cd {shlex.quote(str(target))} && codegen build && python -c 'import torch, {ns}; "
+               f"print({ns}.ops.scale(torch.ones(3), 2.0))'", err=True)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,10 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     else:
         first, first_name = "", ""
 
-    for a in singles:
+    # The dispatch tensor first (it declares the dtype the others are checked against), then
+    # the others in schema order: an optional tensor may come before it (`Tensor? ggI, Tensor gO`).
+    ordered = sorted(singles, key=lambda a: not (required and a is required[0]))
+    for a in ordered:
         name = ident[a.name]
         if a.is_optional:
             checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
