@@ -32,14 +32,19 @@ from .config import Config
 from .cuda_env import import_cpp_extension
 
 # -Wno-psabi: GCC notes that passing at::vec::Vectorized by value changed ABI in GCC 4.6 (noise).
-CXX_FLAGS = ["-O3", "-fvisibility-inlines-hidden", "-Wno-psabi"]  # torch adds its own -std (c++17 or c++20)
+CXX_FLAGS = ["-fvisibility-inlines-hidden", "-Wno-psabi"]  # torch adds its own -std (c++17 or c++20)
+# `codegen build --optimize N` (-O N for the host compiler and nvcc), 3 unless asked.  -O0
+# compiles a library's units in about half the time of -O3 (measured in the closing note of
+# issue 15): for kernels being written and for throwaway test libraries; what ships is -O3.
+DEFAULT_OPTIMIZE = 3
+OPTIMIZE_LEVELS = (0, 1, 2, 3)
 # at::parallel_for in a kernel header is an inline `#pragma omp parallel` when torch is built
 # with OpenMP: without -fopenmp it silently runs on one thread.  The link flag resolves to the
 # libgomp.so.1 that torch itself loads (same soname), so there is one OpenMP runtime.
 OPENMP_FLAGS = ["-fopenmp"] if sys.platform.startswith("linux") else []
 # torch adds -std, the arch flags from TORCH_CUDA_ARCH_LIST and its half/bfloat16 defines;
 # aten's gpu_kernel (generated pointwise kernels) takes extended __host__ __device__ lambdas.
-NVCC_FLAGS = ["-O3", "--extended-lambda"]
+NVCC_FLAGS = ["--extended-lambda"]
 # `codegen build --sanitize`: AddressSanitizer and UndefinedBehaviorSanitizer over the CPU
 # kernels.  Every report is fatal (-fno-sanitize-recover), so a test run under it passes only
 # with zero reports.  -O1 keeps stack traces exact and compiles faster than -O3; -g1 (line
@@ -174,17 +179,21 @@ def ccache_wrapper(build_dir: Path) -> str | None:
 
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
-          need_gpu: bool = True) -> Path:
+          need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja.
     `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS).
-    `need_gpu=False` (wheels) builds CUDA whenever torch and the toolkit can, GPU or not."""
+    `need_gpu=False` (wheels) builds CUDA whenever torch and the toolkit can, GPU or not.
+    `optimize` is the -O level of the host compiler and nvcc (the sanitizer build keeps -O1)."""
+    if optimize not in OPTIMIZE_LEVELS:
+        raise ValueError(f"optimize must be one of {', '.join(map(str, OPTIMIZE_LEVELS))}, not {optimize!r}")
     if sanitize:
         if cuda:
             raise ValueError("--sanitize builds the CPU kernels only; it cannot be combined with --cuda")
         cuda = False
     env = resolve_cuda(config, cuda, log, need_gpu)  # before cpp_extension is imported: it reads CUDA_HOME once
     cpp_extension = import_cpp_extension(cuda_built=env is not None)  # no CUDA_HOME warning without CUDA
-    cflags, ldflags = (SANITIZER_CXX_FLAGS, SANITIZER_LD_FLAGS) if sanitize else (CXX_FLAGS, [])
+    opt = f"-O{optimize}"
+    cflags, ldflags = (SANITIZER_CXX_FLAGS, SANITIZER_LD_FLAGS) if sanitize else ([opt, *CXX_FLAGS], [])
 
     build_dir = config.path("build")
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -227,7 +236,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
             sources=[str(s) for s in srcs],
             extra_cflags=cflags + openmp_flags(),
             extra_ldflags=ldflags + openmp_flags(),
-            extra_cuda_cflags=NVCC_FLAGS + cuda_include_flags(env),
+            extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env)],
             extra_include_paths=[str(d) for d in include_dirs(config)],
             build_directory=str(build_dir),
             verbose=verbose,
@@ -237,7 +246,9 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if fast_done is not None:
             fast_done.result()
     out = build_dir / f"{config.library}.so"
-    write_if_changed(manifest_path(out), json.dumps({"cuda": env is not None, "sanitize": sanitize, "selection": selection}, indent=2) + "\n")
+    manifest = {"cuda": env is not None, "sanitize": sanitize, "optimize": None if sanitize else optimize,
+                "selection": selection}
+    write_if_changed(manifest_path(out), json.dumps(manifest, indent=2) + "\n")
     log(f"codegen build: {out} ({len(srcs)} sources, {time.perf_counter() - t0:.1f}s)")
     for kind, (count, secs) in compile_times(fast_log, fast_start).items():
         log(f"codegen build: compiled the fast Python bindings, {secs:.1f}s")

@@ -124,8 +124,10 @@ def check(project):
 @click.option("--sanitize", is_flag=True,
               help="Build the CPU kernels with AddressSanitizer and UndefinedBehaviorSanitizer, into "
               "<build>/sanitize unless --build-dir is given, and print how to load that build.")
+@click.option("--optimize", "-O", "optimize", type=click.IntRange(0, 3), default=3, show_default=True, metavar="N",
+              help="The compilers' -O level. -O0 compiles in about half the time: for kernels being written.")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
-def build(project, regenerate, ccache, cuda, build_dir, sanitize, verbose, ops, dtypes):
+def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verbose, ops, dtypes):
     import dataclasses
 
     from . import build as build_mod
@@ -154,7 +156,7 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, verbose, ops, 
         # One build of a build directory at a time; the generated tree must not change under it.
         with locked(config.path("generated"), _log, shared=True), locked(config.path("build"), _log):
             out = build_mod.build(config, verbose=verbose, use_ccache=ccache, cuda=cuda, log=_log, sanitize=sanitize,
-                                  selection=selection.as_dict() if selection else None)
+                                  selection=selection.as_dict() if selection else None, optimize=optimize)
     except (RuntimeError, ValueError, OSError) as e:
         click.echo(f"codegen build: failed: {e}", err=True)
         sys.exit(EXIT_DRIFT)

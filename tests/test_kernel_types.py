@@ -308,7 +308,7 @@ def test_wrapper_names_and_the_missing_header_note(tylib):
 @pytest.mark.slow(300)
 @pytest.mark.xdist_group("kernel-types")
 def test_every_type_and_name_compiles_and_runs(tylib):
-    r = run_codegen("build", "--no-cuda", cwd=tylib)
+    r = run_codegen("build", "--no-cuda", "-O0", cwd=tylib)
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tylib, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(tylib)})
