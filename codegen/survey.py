@@ -289,7 +289,8 @@ def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[st
     With `previous` (unit -> members, from an earlier layout), each unit keeps its members
     that are still generated, so a unit that lost no member is not compiled again.
     `merge`: the groups compiled for every CPU (not the capability ones such as
-    `pointwise.AVX2`) and the registration source go into one group: the fewest units.
+    `pointwise.AVX2`, among them the CPU group with the registration) go into one group: the
+    fewest units.
     Returns (files, the layout)."""
     from . import units
     groups: dict[str, list[str]] = {}
@@ -302,8 +303,6 @@ def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[st
             groups.setdefault(group, []).extend(re.findall(r'^#include "(.+)"$', text, re.M))
         else:
             out[path] = text
-    if merge and "registration.cpp" in out:
-        groups.setdefault("all", []).append("registration.cpp")
     if previous is None:
         layout = {path: members for path, (_, members) in units.layout(groups, size).items()}
     else:
