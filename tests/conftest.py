@@ -118,8 +118,8 @@ class SharedLibrary:
     """A library built once per run for several tests (see `mylib`): its project directory,
     what making it printed (`record`), and `locked()` for a test that changes the project."""
 
-    def __init__(self, root: Path, record: dict):
-        self.root, self.path, self.record = root, root / "mylib", record
+    def __init__(self, root: Path, record: dict, name: str = "mylib"):
+        self.root, self.path, self.record = root, root / name, record
 
     def locked(self):
         return locked(self.root)
@@ -195,6 +195,40 @@ def _make_mylib(lib: Path) -> dict:
     r = run_codegen("generate", cwd=lib)
     record["generate"] = [r.returncode, r.stderr]
     return record
+
+
+def _make_pynames(lib: Path) -> dict:
+    """`codegen init` (its op `scale`), the ops of test_python_api.py's NAMES_DECLARATIONS
+    (keyword names, returns the kernels make) with their kernels, and test_stubs.py's OPS
+    without kernel headers; `codegen stubs` writes those, then `codegen build`.  Returns the
+    exit statuses and outputs; asserts nothing itself."""
+    from test_python_api import NAMES_DECLARATIONS, NAMES_KERNELS
+    from test_stubs import OPS
+    record = {}
+    r = run_codegen("init", str(lib))
+    record["init"] = [r.returncode, r.stderr]
+    if r.returncode != 0:
+        return record
+    (lib / "declarations" / "names.yaml").write_text(NAMES_DECLARATIONS)
+    (lib / "kernels" / "names.h").write_text(NAMES_KERNELS)
+    (lib / "declarations" / "blend.yaml").write_text(OPS)
+    for step, args in (("stubs", ["stubs"]), ("build", ["build", "--no-cuda", "-O0"])):
+        r = run_codegen(*args, cwd=lib)
+        record[step] = [r.returncode, r.stdout + r.stderr]
+    return record
+
+
+@pytest.fixture(scope="session")
+def pynames(tmp_path_factory):
+    """The `pynames` library (see _make_pynames), made and built once per run for the tests
+    of test_python_api.py and test_stubs.py that call its ops (xdist_group "pynames"): one
+    library's compile instead of two."""
+    root = shared_dir(tmp_path_factory, "shared-pynames")
+    record = root / "record.json"
+    with locked(root):
+        if not record.exists():
+            record.write_text(json.dumps(_make_pynames(root / "pynames")))
+    return SharedLibrary(root, json.loads(record.read_text()), "pynames")
 
 
 @pytest.fixture(scope="session")

@@ -515,17 +515,16 @@ print(json.dumps(out))
 
 @pytest.mark.slow(150)
 @pytest.mark.xdist_group("pynames")
-def test_keyword_names_and_kernel_made_returns_in_python(tmp_path, mypy_cache):
+def test_keyword_names_and_kernel_made_returns_in_python(tmp_path, mypy_cache, pynames):
     """Ops named `delete`, `new` and `int`, with arguments and returns named `from`, `lambda`,
     `dtype`, `result`, `out`, `options`, `default`, `kOp` and `m`, plus a SymInt return and a
     tensor return without a shape rule, made by their kernels: generated, compiled and called
     through the typed wrappers, the fast bindings, torch.ops, opcheck and torch.compile."""
-    lib = tmp_path / "pynames"
-    assert run_codegen("init", str(lib)).returncode == 0
-    (lib / "declarations" / "names.yaml").write_text(NAMES_DECLARATIONS)
-    (lib / "kernels" / "names.h").write_text(NAMES_KERNELS)
-    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    # conftest.py's `pynames` fixture made the library: `codegen init`, the ops above (and
+    # test_stubs.py's, whose kernels `codegen stubs` wrote), `codegen build`.
+    lib, made = pynames.path, pynames.record
+    assert made["init"][0] == 0, made["init"][1]
+    assert made["build"][0] == 0, made["build"][1][-6000:]
     stub = (lib / "generated" / "python" / "ops.pyi").read_text()
     assert "def delete(from_: Tensor, lambda_: int, options: Optional[Tensor] = None, *, default: float = 1.0, " \
            "kOp: int = 0) -> Tensor: ..." in stub
