@@ -4,6 +4,7 @@ outside this repository (with cwrap-style split_types)."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -100,6 +101,13 @@ def test_init_makes_a_separate_library_that_builds_and_loads(mylib):
         "mylib::tile_last: a shape expression overflows int64: 4 * 4611686018427387904",
         "derivative for mylib::tile_last is not implemented",
     ]
+    # The step `codegen init` prints works as printed (its build here as the fixture's, a no-op).
+    step = next(line for line in made["init"][1].splitlines() if line.startswith("next: ")).removeprefix("next: ")
+    assert step.count("codegen build") == 1
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    out = subprocess.run(step.replace("codegen build", "codegen build --no-cuda -O0"), shell=True, capture_output=True,
+                         text=True, env=env)
+    assert out.returncode == 0 and out.stdout.splitlines()[-1] == "tensor([2., 2., 2.])", out.stdout + out.stderr
     # A selective build: only `scale`, only float32.  The other ops are not registered, float64
     # is refused naming the op and dtype, and the library is smaller.
     sel = lib / "build-select"
