@@ -20,6 +20,15 @@ def test_shards_are_few_sorted_and_balanced():
     assert sum(units.shards(paths, 5), []) == paths and [len(s) for s in units.shards(paths, 5)] == [4, 4, 5]
 
 
+def test_large_groups_get_larger_units_not_more():
+    # unity (8) or a plugin's cap (autograd's 4) while a group fits in MAX_UNITS (4) units
+    assert units.unit_size(16, 8) == 8 and units.unit_size(12, 8, 4) == 4 and units.unit_size(3, 8) == 8
+    # beyond that, MAX_UNITS units: 50 pointwise sources in 4 units of 12-13, not 7 of 7-8
+    assert units.unit_size(50, 8) == 13 and units.unit_size(50, 8, 4) == 13
+    assert [len(s) for s in units.shards([f"{i}.cpp" for i in range(50)], units.unit_size(50, 8))] == [12, 13, 12, 13]
+    assert units.unit_size(500, 1) == 1  # unity = 1 compiles every source alone, always
+
+
 def test_every_source_is_compiled_once():
     gen = ROOT / "generated"
     included = [m for u in (gen / "units").iterdir() for m in INCLUDE.findall(u.read_text())]
