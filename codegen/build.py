@@ -161,6 +161,24 @@ def cuda_include_flags(env) -> list[str]:
     return [f"-I{d}" for d in env.include_dirs] if env is not None else []
 
 
+def ninja_beside_python() -> str | None:
+    """The `ninja` installed beside the running Python (the ninja package this project
+    depends on), or None."""
+    exe = Path(sys.executable).parent / ("ninja.exe" if os.name == "nt" else "ninja")
+    return str(exe) if exe.is_file() else None
+
+
+def use_ninja_beside_python() -> None:
+    """cpp_extension runs the `ninja` first on PATH.  Put the one beside this Python first,
+    so that every way of running a build (make, an activated venv, `python -m codegen.cli`)
+    runs one ninja: versions write .ninja_log in different formats (1.11: v5, 1.13: v7),
+    and each discards the other's and recompiles everything."""
+    ninja = ninja_beside_python()
+    path = os.environ.get("PATH", "")
+    if ninja and path.split(os.pathsep)[0] != str(Path(ninja).parent):
+        os.environ["PATH"] = os.pathsep.join([str(Path(ninja).parent), path]) if path else str(Path(ninja).parent)
+
+
 def ccache_wrapper(build_dir: Path) -> str | None:
     """A `c++` symlink to ccache (its masquerade mode), for cpp_extension's CXX, if ccache is
     installed.  ccache then finds the real `c++` further down PATH."""
@@ -206,6 +224,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if obj in stems:
             raise ValueError(f"sources {stems[obj]} and {src} would compile to the same object {obj}")
         stems[obj] = src
+    use_ninja_beside_python()
     if use_ccache is not False and "CXX" not in os.environ:
         wrapper = ccache_wrapper(build_dir)
         if wrapper:

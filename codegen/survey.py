@@ -415,7 +415,8 @@ def compile_library(root: Path, jobs: int, log=print, optimize: int = 0) -> tupl
     output = r.stdout + r.stderr
     if r.returncode == 0:
         return True, output
-    ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
+    from .build import ninja_beside_python
+    ninja = ninja_beside_python() or shutil.which("ninja") or "ninja"  # the ninja codegen build ran
     for build_dir in (root / "build", root / "build" / "python"):
         if (build_dir / "build.ninja").exists():
             r2 = subprocess.run([*nice, ninja, "-k", "0", "-j", str(jobs)], cwd=build_dir, env=env,
