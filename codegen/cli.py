@@ -125,7 +125,7 @@ def check(project):
               help="Build the CPU kernels with AddressSanitizer and UndefinedBehaviorSanitizer, into "
               "<build>/sanitize unless --build-dir is given, and print how to load that build.")
 @click.option("--optimize", "-O", "optimize", type=click.IntRange(0, 3), default=3, show_default=True, metavar="N",
-              help="The compilers' -O level. -O0 compiles in about half the time: for kernels being written.")
+              help="The compilers' -O level. -O0 compiles in about two thirds of the time: for kernels being written.")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
 def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verbose, ops, dtypes):
     import dataclasses

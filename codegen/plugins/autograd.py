@@ -378,8 +378,9 @@ class Autograd(Plugin):
             p = None if decl.derivatives is None else plan(decl, ns, ops)
             includes = sorted(p.includes, key=lambda h: (h.startswith('"'), h)) if p else []
             text = ctx.render(template, namespace=ns, decl=decl, p=p, includes=includes)
-            # Ops with formulas share units of AUTOGRAD_UNIT_SIZE (custom_function.h is most of
-            # their compile time, and an edited formula recompiles one unit); the others only
+            # Ops with formulas share units of AUTOGRAD_UNIT_SIZE, larger past units.MAX_UNITS
+            # units (custom_function.h is most of their compile time, and an edited formula
+            # recompiles one unit); the others only
             # register torch's not-implemented fallback, a light source that shares the CPU
             # wrappers' units (their headers are its headers: one translation unit less, about
             # 4 s of compiler time a library at -O0).
