@@ -17,13 +17,14 @@ from . import derivatives
 from .classes import load_class
 from .config import Config
 from .diagnostics import Diagnostics, Loc, did_you_mean
+from .dtype_rules import DTypeVar, RuleError, is_list_of_tensors, parse_rule, template_parameter
 from .dtypes import DTYPES, GROUPS
 from . import pointwise as pointwise_expr
 from .fields import (INVALID, Any, Bool, Checker, CppExpr, Enum, Field, Identifier, Int, ListOf, MappingOf, OneOf,
                      RelativePath, Schema, String, TorchTag, as_field, children, scalar_value)
 from .yaml_nodes import loc_of, scalar_text_loc, text_loc
 from .model import Declaration, Library
-from .schema import BaseType, FunctionSchema
+from .schema import BaseType, FunctionSchema, is_tensor, unwrap_optional
 from .shapes import analyze, parse_shape
 
 _DISPATCH_KEYS = ("CPU", "CUDA")
@@ -39,10 +40,17 @@ CORE_FIELDS: dict[str, Field] = {
     "func": Field(Schema(), "the schema, in PyTorch's schema language (required). Types come from here only. No "
                   "namespace: it is `[tool.codegen] namespace`.", required=True),
     "doc": Field(String(), "documentation of the op."),
-    "dtypes": Field(OneOf(_DTYPE, ListOf(_DTYPE, nonempty=True)),
+    "dtypes": Field(OneOf(_DTYPE, ListOf(_DTYPE, nonempty=True),
+                          MappingOf(Identifier(noun="a Tensor argument or return name",
+                                               nouns="Tensor argument and return names"),
+                                    OneOf(_DTYPE, ListOf(_DTYPE, nonempty=True),
+                                          Identifier(noun="a Tensor argument name"),
+                                          noun="dtypes or a Tensor argument name",
+                                          nouns="dtypes or Tensor argument names"))),
                     "the dtypes the kernel is instantiated for: a list of `" + " ".join(DTYPES) + "`, or a group "
-                    + ", ".join(f"`{g}`" for g in GROUPS) + ". A tensor of any other dtype is a `RuntimeError` "
-                    "naming the op and argument."),
+                    + ", ".join(f"`{g}`" for g in GROUPS) + ", shared by every tensor; or per tensor argument and "
+                    "return, `{weight: floating, indices: [int32, int64], offsets: indices}` (below). A tensor of any "
+                    "other dtype is a `RuntimeError` naming the op and argument."),
     "kernels": Field(MappingOf(Enum(*_DISPATCH_KEYS, what="dispatch key"),
                                Identifier(noun="a C++ function template name", nouns="C++ function template names")),
                      "dispatch key to kernel function template, e.g. `{CPU: myadd_cpu, CUDA: myadd_cuda}`."),
@@ -55,9 +63,17 @@ CORE_FIELDS: dict[str, Field] = {
                    "the one shape rule (below): input contracts and output shapes."),
     "like": Field(Identifier(noun="a Tensor argument name"), "returns take the shape and dtype of this tensor input."),
     "dtype": Field(MappingOf(Identifier(noun="a return name", nouns="return names"),
-                             Identifier(noun="a dtype or Tensor argument name", nouns="dtype or Tensor argument names")),
-                   "return name to a dtype name or a tensor input whose dtype it takes (default: the first tensor "
-                   "input's dtype)."),
+                             String(nonempty=True, noun="a dtype rule", nouns="dtype rules")),
+                   "return (or out= argument) name to its dtype rule: a dtype name, a Tensor argument, a `ScalarType` "
+                   "argument, `<ScalarType? argument> or <Tensor argument>`, `<ScalarType? argument> or default`, or "
+                   "`promote(a, b, ...)` (default: the dtype of the first Tensor argument)."),
+    "index": Field(MappingOf(Identifier(noun="an integer Tensor argument name",
+                                        nouns="integer Tensor argument names"),
+                             OneOf(_DIMENSION, ListOf(_DIMENSION), noun="a bound or [low, high]",
+                                   nouns="bounds or [low, high] pairs")),
+                   "integer tensor argument to the range its values must lie in: `high` (from 0) or `[low, high]` "
+                   "(low included, high excluded), shape-rule expressions such as `weight.size(0)`; checked by the "
+                   "CPU wrapper before the kernel runs, and used by `codegen.testing` to make valid samples."),
     "contiguous": Field(Bool(), "pass contiguous inputs to the kernel (default `true`); a non-contiguous in-place "
                         "argument is computed in a contiguous copy and written back."),
     "split_types": Field(Bool(), "one translation unit per dtype, compiled in parallel (cwrap's split_types). "
@@ -124,6 +140,7 @@ class DeclarationLoader:
         for f in files:
             decls.extend(self.load_file(f, _rel(f, root)))
         self.check_duplicates(decls)
+        decls = inherit_out_variants(decls, self.diag)
         return Library(self.config, tuple(decls), tuple(_rel(f, root) for f in files), tuple(self.classes))
 
     def load_file(self, file: Path, path: str) -> list[Declaration]:
@@ -236,7 +253,7 @@ class DeclarationLoader:
             return result
 
         doc = values.get("doc", "")
-        dtypes = parsed("dtypes", lambda n: self.parse_dtypes(n, path), ())
+        dtypes, dvars, owners = parsed("dtypes", lambda n: self.parse_dtype_field(schema, n, path), ((), (), ()))
         kernels = values.get("kernels", ())
         like = values.get("like", "")
         if like and (schema.argument(like) is None or like not in {a.name for a in _tensor_args(schema)}):
@@ -246,7 +263,10 @@ class DeclarationLoader:
         rets = schema.return_names()
         shapes, plan = parsed("shape", lambda n: self.parse_shapes(schema, n, path), None) \
             or ((), analyze(schema, {}, rets, Diagnostics()))
-        out_dtypes = parsed("dtype", lambda n: self.parse_output_dtypes(schema, n, path), ())
+        out_dtypes, rules = parsed("dtype", lambda n: self.parse_output_dtypes(schema, n, path), ((), ()))
+        if dvars and "dtype" not in invalid:
+            self.check_typed_returns(schema, dvars, owners, dict(rules), nodes["dtypes"], path)
+        bounds = parsed("index", lambda n: self.parse_index(schema, n, path), ())
         derivs = parsed("derivatives", lambda n: derivatives.parse(n, schema, path, self.diag, dict(out_dtypes)), None)
         pointwise, expression = False, None
         if "pointwise" in nodes:
@@ -263,7 +283,8 @@ class DeclarationLoader:
         return Declaration(
             schema=schema, path=path, loc=entry_loc, func_loc=loc_of(nodes["func"], path), doc=doc.strip(),
             dtypes=dtypes, kernels=kernels, header=values.get("header") or f"{schema.base_name.rstrip('_')}.h",
-            shapes=shapes, shape_plan=plan, output_dtypes=out_dtypes, like=like,
+            shapes=shapes, shape_plan=plan, output_dtypes=out_dtypes, dtype_rules=rules, dtype_vars=dvars,
+            dtype_owners=owners, index_bounds=bounds, like=like,
             contiguous=values.get("contiguous", True), split_types=values.get("split_types", self.config.split_types),
             tags=values.get("tags", ()), extra=extra, field_locs=tuple(sorted(locs.items())), derivatives=derivs,
             pointwise=pointwise, expression=expression, invalid_fields=tuple(sorted(invalid)),
@@ -311,6 +332,104 @@ class DeclarationLoader:
         return pointwise_expr.parse(node.value, schema, lambda line, col: text_loc(node, path, line, col, self.text),
                                     self.diag)
 
+    def parse_dtype_field(self, schema: FunctionSchema, node: yaml.Node, path: str):
+        """`dtypes:`: (the primary dtypes, the variables, (name, variable) pairs); the last two
+        empty for a list shared by every tensor."""
+        if not isinstance(node, yaml.MappingNode):
+            return self.parse_dtypes(node, path), (), ()
+        tensors = [a for a in schema.arguments if is_tensor(unwrap_optional(a.type)) or is_list_of_tensors(a)]
+        tensor_names = [a.name for a in tensors]
+        rets = schema.return_names()
+        typed_rets = [n for n, r in zip(rets, schema.returns)
+                      if r.type == BaseType("Tensor") and schema.aliased_argument(r) is None]
+        lists: dict[str, tuple] = {}  # name -> dtypes
+        refs: dict[str, tuple[str, yaml.Node]] = {}  # name -> (the name it shares with, node)
+        for k, v in node.value:
+            name = k.value
+            if name not in tensor_names and name not in typed_rets:
+                hint = did_you_mean(str(name), tensor_names + typed_rets)
+                what = "a return that aliases an argument (it has that argument's dtype)" if name in rets else \
+                    f"neither a Tensor argument nor a new Tensor return of {schema.name}"
+                self.diag.error(loc_of(k, path), f"'{name}' is {what}", hint)
+                continue
+            arg = schema.argument(name)
+            if isinstance(v, yaml.ScalarNode) and v.value not in DTYPES and v.value not in GROUPS:
+                refs[name] = (v.value, v)
+                continue
+            if arg is not None and arg.is_optional:
+                self.diag.error(loc_of(k, path), f"'{name}' is optional, so it cannot decide dtypes the kernel is "
+                                "instantiated for", f"share a required tensor's dtypes: '{name}: <argument>'")
+                continue
+            lists[name] = self.parse_dtypes(v, path)
+        owners: dict[str, str] = {}
+        required = [a.name for a in tensors if not a.is_optional and not is_list_of_tensors(a)]
+        primary_owner = next(iter(required), None) or next(iter(tensor_names), None) or next(iter(lists), None)
+        if primary_owner is None:
+            self.diag.error(loc_of(node, path), f"{schema.name} has no Tensor to give dtypes to")
+            return (), (), ()
+        if primary_owner not in lists:
+            self.diag.error(loc_of(node, path), f"'dtypes' must list the dtypes of '{primary_owner}' (the first "
+                            "Tensor argument), which every tensor it does not name shares",
+                            f"add '{primary_owner}: [...]'")
+            return (), (), ()
+        order = [a.name for a in schema.arguments] + list(rets)
+        owned = sorted(lists, key=lambda n: (n != primary_owner, order.index(n)))
+        variables = tuple(DTypeVar(template_parameter(n, n == primary_owner), n, lists[n]) for n in owned)
+        var_of = {v.owner: v.name for v in variables}
+        for name, (target, v) in refs.items():
+            if target not in tensor_names:
+                self.diag.error(loc_of(v, path), f"'{target}' is neither a dtype, a dtype group nor a Tensor argument "
+                                f"of {schema.name}", did_you_mean(str(target), list(DTYPES) + list(GROUPS) + tensor_names))
+                continue
+            if target in refs:
+                self.diag.error(loc_of(v, path), f"'{target}' shares another argument's dtypes itself; name that one")
+                continue
+            var_of[name] = var_of.get(target, var_of[primary_owner])
+        owners_t = tuple((n, var_of[n]) for n in order if n in var_of)
+        return variables[0].dtypes, variables, owners_t
+
+    def check_typed_returns(self, schema, dvars, owners, rules, node, path):
+        """A return with dtypes of its own takes its dtype from its rule at run time: it needs
+        one that is not simply a tensor's dtype."""
+        keys = {k.value: k for k, _ in node.value}
+        for v in dvars:
+            if v.owner in schema.return_names():
+                rule = rules.get(v.owner)
+                if rule is None or rule.kind == "tensor":
+                    self.diag.error(loc_of(keys[v.owner], path),
+                                    f"return '{v.owner}' has dtypes of its own, so 'dtype:' must say where its dtype "
+                                    "comes from (a ScalarType argument, 'promote(a, b)', ...)"
+                                    if rule is None else
+                                    f"return '{v.owner}' has the dtype of '{rule.names[0]}'; leave it out of 'dtypes'")
+
+    def parse_index(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
+        from .model import IndexBound
+        from .shapes import Num, parse_shape
+        out = []
+        for k, v in node.value:
+            name = k.value
+            a = schema.argument(name)
+            if a is None or not is_tensor(unwrap_optional(a.type)):
+                self.diag.error(loc_of(k, path), f"'{name}' is not a Tensor argument of {schema.name}",
+                                did_you_mean(str(name), [t.name for t in _tensor_args(schema)]))
+                continue
+            items = v.value if isinstance(v, yaml.SequenceNode) else [v]
+            if len(items) not in (1, 2):
+                self.diag.error(loc_of(v, path), "an index range is 'high' or '[low, high]'")
+                continue
+            shape = parse_shape(schema, name, [_scalar(i) for i in items], loc_of(v, path),
+                                [_item_loc(i, path) for i in items], False, self.diag)
+            if shape is None:
+                continue
+            exprs = [d.expr for d in shape.dims]
+            if any(d.star for d in shape.dims):
+                self.diag.error(loc_of(v, path), "an index bound is a number or an expression, not a run")
+                continue
+            low, high = (Num(0), exprs[0]) if len(exprs) == 1 else (exprs[0], exprs[1])
+            text = items[0].value if len(items) == 1 else f"[{items[0].value}, {items[1].value}]"
+            out.append(IndexBound(name, low, high, str(text)))
+        return tuple(out)
+
     def parse_dtypes(self, node: yaml.Node, path: str):
         """The dtypes (already checked to be dtype or group names): groups expanded, each dtype once."""
         items = [node] if isinstance(node, yaml.ScalarNode) else node.value
@@ -326,18 +445,24 @@ class DeclarationLoader:
         return tuple(out)
 
     def parse_shapes(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
+        """`shape:`.  An out= argument's shape is an output's: the shape it is resized to."""
         rets = schema.return_names()
         arg_names = {a.name for a in _tensor_args(schema)}
+        out_of = {}  # out= argument -> the return aliasing it
+        for r, n in zip(schema.returns, rets):
+            a = schema.aliased_argument(r)
+            if a is not None and a.kwarg_only and a.is_write:
+                out_of[a.name] = n
         shapes = {}
         for k, v in node.value:
             target = k.value
             kloc = loc_of(k, path)
-            is_output = target in rets
+            is_output = target in rets or target in out_of
             if target not in arg_names and not is_output:
                 self.diag.error(kloc, f"'{target}' is neither a Tensor argument nor a return of {schema.name}",
                                 did_you_mean(str(target), list(arg_names) + list(rets)))
                 continue
-            if is_output and target in arg_names:
+            if is_output and target in arg_names and target not in out_of:
                 self.diag.error(kloc, f"'{target}' names both an argument and a return")
                 continue
             if isinstance(v, yaml.SequenceNode):
@@ -349,23 +474,35 @@ class DeclarationLoader:
             if s is not None:
                 shapes[target] = s
         ordered = tuple(shapes[n] for n in [a.name for a in schema.arguments] + list(rets) if n in shapes)
-        return ordered, analyze(schema, shapes, rets, self.diag)
+        keyed = {out_of.get(n, n): shape for n, shape in shapes.items()}  # out= shapes as their returns'
+        return ordered, analyze(schema, keyed, rets, self.diag)
 
     def parse_output_dtypes(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
+        """`dtype:`: ((return, rule text), (return, DTypeRule)).  An out= argument's rule is
+        its return's."""
         rets = schema.return_names()
-        out = []
+        by_out = {}
+        for r, n in zip(schema.returns, rets):
+            a = schema.aliased_argument(r)
+            if a is not None and a.kwarg_only and a.is_write:
+                by_out[a.name] = n
+        texts, rules = [], []
         tensor_args = {a.name for a in _tensor_args(schema)}
         for k, v in node.value:
-            if k.value not in rets:
-                self.diag.error(loc_of(k, path), f"'{k.value}' is not a return of {schema.name}", did_you_mean(str(k.value), rets))
+            name = by_out.get(k.value, k.value)
+            if name not in rets:
+                self.diag.error(loc_of(k, path), f"'{k.value}' is not a return of {schema.name}",
+                                did_you_mean(str(k.value), rets))
                 continue
-            val = v.value
-            if val not in DTYPES and val not in tensor_args:
-                self.diag.error(loc_of(v, path), f"dtype of '{k.value}' must be a dtype name or a Tensor argument, not '{val}'",
-                                did_you_mean(str(val), list(DTYPES) + sorted(tensor_args)))
+            try:
+                rule = parse_rule(v.value, schema, name)
+            except RuleError as e:
+                hint = e.hint or did_you_mean(str(v.value), list(DTYPES) + sorted(tensor_args))
+                self.diag.error(_item_loc(v, path).shifted(e.column), str(e), hint)
                 continue
-            out.append((k.value, val))
-        return tuple(out)
+            texts.append((name, rule.text))
+            rules.append((name, rule))
+        return tuple(texts), tuple(rules)
 
     # ------------------------------------------------------------------ across entries
     def check_duplicates(self, decls: list[Declaration]) -> None:
@@ -387,6 +524,52 @@ class DeclarationLoader:
                 self.diag.error(d.func_loc, f"op '{d.op_name}' and '{other.op_name}' map to the same C++ name '{d.ident}'")
             seen[d.op_name] = d
             idents[d.ident] = d
+
+
+# Fields an out= overload takes from its functional op when it declares no kernel of its own.
+_INHERITED = ("dtypes", "dtype_vars", "dtype_owners", "kernels", "header", "like", "contiguous", "split_types",
+              "pointwise", "expression", "index_bounds")
+
+
+def inherit_out_variants(decls: list[Declaration], diag: Diagnostics) -> list[Declaration]:
+    """An out= overload (`name.out(..., *, Tensor(a!) out) -> Tensor(a!)`) with neither
+    `kernels` nor `pointwise` shares its functional op's kernel: the op `name` with the
+    same arguments but the outs, declared in the library.  It takes that op's dtypes,
+    kernels, input contracts and dtype rules; each out= argument takes the shape rule of the
+    functional return at its position, and is resized to it.  The kernel is called exactly as
+    the functional op calls it: the outs are the functional op's allocated outputs."""
+    from dataclasses import replace
+
+    functional = {d.name: d for d in decls if not d.overload}
+    out = []
+    for d in decls:
+        f = functional.get(d.name)
+        if not d.out_arguments or d.kernels or d.pointwise or f is None or f is d:
+            out.append(d)
+            continue
+        outs = d.out_arguments
+        ins = [a for a in d.schema.arguments if a not in outs]
+        same = [(a.name, str(a.type)) for a in ins] == [(a.name, str(a.type)) for a in f.schema.arguments]
+        f_outs = [(o, r) for o, r in zip(f.outputs(), f.schema.returns) if o.made_by == "wrapper"]
+        if not same or len(f_outs) != len(outs) or len(f.outputs()) != len(outs):
+            diag.error(d.func_loc, f"'{d.op_name}' declares no kernel, and it does not match its functional op "
+                       f"'{f.op_name}' (the same arguments plus one out= argument per return, each allocated by "
+                       "the wrapper)", f"declare 'kernels:' for it, or make the schemas agree: {f.schema}")
+            out.append(d)
+            continue
+        renamed = {o.name: a.name for (o, _), a in zip(f_outs, outs)}
+        rets = dict(zip(f.return_names, d.return_names))
+        shapes = tuple(replace(s, target=renamed.get(s.target, s.target)) for s in f.shapes
+                       if s.target not in renamed) + tuple(
+            replace(s, target=renamed[s.target]) for s in f.shapes if s.target in renamed)
+        plan = f.shape_plan
+        values = {name: getattr(f, name) for name in _INHERITED}
+        values["dtype_owners"] = tuple((rets.get(n, n), v) for n, v in f.dtype_owners)
+        out.append(replace(d, **values, shapes=shapes, shape_plan=plan,
+                           output_dtypes=tuple((rets[n], t) for n, t in f.output_dtypes),
+                           dtype_rules=tuple((rets[n], r) for n, r in f.dtype_rules),
+                           extra=tuple(sorted({**dict(f.extra), **dict(d.extra)}.items()))))
+    return out
 
 
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map")}

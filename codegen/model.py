@@ -9,10 +9,22 @@ from .classes import ClassDecl
 from .config import Config
 from .derivatives import Derivatives
 from .diagnostics import Loc
-from .dtypes import DType
+from .dtype_rules import DTypeRule, DTypeVar, is_list_of_tensors
+from .dtypes import DTYPES, DType
 from .schema import BaseType, FunctionSchema, is_tensor, unwrap_optional
 from .pointwise import Expression
-from .shapes import Shape, ShapePlan
+from .shapes import Expr, Shape, ShapePlan
+
+
+@dataclass(frozen=True)
+class IndexBound:
+    """`index: {indices: weight.size(0)}`: every value of the integer tensor `argument`
+    lies in [low, high); checked by the wrapper before the kernel runs."""
+
+    argument: str
+    low: Expr
+    high: Expr
+    text: str  # as declared, for messages
 
 
 @dataclass(frozen=True)
@@ -30,9 +42,10 @@ class OutputSpec:
 
     name: str
     aliases: str | None  # the input it aliases
-    dtype: str  # a dtype name or the input whose dtype it takes
+    dtype: str  # the dtype rule's text: a dtype name, an input whose dtype it takes, ...
     shape: Shape | None
     made_by: str = "wrapper"
+    dtype_rule: DTypeRule | None = None  # None: the dtype the op dispatches on
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,14 @@ class Declaration:
     header: str = ""  # kernel header, relative to the kernels directory
     shapes: tuple[Shape, ...] = ()
     shape_plan: ShapePlan | None = None
-    output_dtypes: tuple[tuple[str, str], ...] = ()  # (return name, dtype name or argument name)
+    output_dtypes: tuple[tuple[str, str], ...] = ()  # (return name, the dtype rule's text)
+    dtype_rules: tuple[tuple[str, DTypeRule], ...] = ()  # (return name, its parsed `dtype:` rule)
+    # Per-argument dtypes (codegen/dtype_rules.py): the variables, the primary first; and
+    # which variable each tensor argument or return named in a `dtypes:` mapping uses.
+    # Empty: one variable over `dtypes`, shared by every tensor.
+    dtype_vars: tuple[DTypeVar, ...] = ()
+    dtype_owners: tuple[tuple[str, str], ...] = ()  # (argument or return name, variable name)
+    index_bounds: tuple[IndexBound, ...] = ()
     like: str = ""  # returns take shape and dtype of this input
     contiguous: bool = True
     split_types: bool = False
@@ -111,26 +131,81 @@ class Declaration:
         for ret, name in zip(self.schema.returns, self.return_names):
             aliased = self.schema.aliased_argument(ret)
             shape = self.shape_of(name)
+            if aliased is not None and aliased in self.out_arguments:
+                shape = self.shape_of(aliased.name)  # the shape an out= argument is resized to
             if aliased is not None and ret.is_write:
                 made_by = "alias"
             elif ret.type == BaseType("Tensor") and (shape is not None or self.like):
                 made_by = "wrapper"
             else:
                 made_by = "kernel"
-            out.append(OutputSpec(name, aliased.name if aliased else None, self.output_dtype(name), shape, made_by))
+            out.append(OutputSpec(name, aliased.name if aliased else None, self.output_dtype(name), shape, made_by,
+                                  self.output_dtype_rule(name)))
         return tuple(out)
+
+    def output_dtype_rule(self, ret_name: str) -> DTypeRule | None:
+        """The parsed dtype rule of a return; None: the dtype the op dispatches on."""
+        rule = dict(self.dtype_rules).get(ret_name)
+        if rule is not None:
+            return rule
+        if self.like:
+            return DTypeRule("tensor", (self.like,))
+        required = [a for a in self.tensor_inputs if not a.is_optional]
+        if required:
+            return DTypeRule("tensor", (required[0].name,))
+        if not self.tensor_inputs and not any(is_list_of_tensors(a) for a in self.schema.arguments):
+            return DTypeRule("dtype", (self.dtypes[0].name if self.dtypes else "float32",))
+        return None
+
+    # ---------------------------------------------------------------- dtypes
+    @property
+    def variables(self) -> tuple[DTypeVar, ...]:
+        """The dtype variables, the primary (`scalar_t`) first."""
+        if self.dtype_vars:
+            return self.dtype_vars
+        owner = next((a.name for a in self.schema.arguments
+                      if is_tensor(unwrap_optional(a.type)) or is_list_of_tensors(a)), "")
+        return (DTypeVar("scalar_t", owner, self.dtypes),)
+
+    def dtype_var(self, name: str) -> DTypeVar | None:
+        """The variable of a tensor argument or return: the one a `dtypes:` mapping gives it,
+        else (a return) the one of the tensor its dtype rule names, else (an argument) the
+        primary.  None for a return whose dtype has no variable (a dtype name, a ScalarType
+        argument or a promotion that the mapping does not type)."""
+        owners = dict(self.dtype_owners)
+        by_name = {v.name: v for v in self.variables}
+        if name in owners:
+            return by_name[owners[name]]
+        if name in self.return_names:
+            if self.schema.aliased_argument(self.schema.returns[self.return_names.index(name)]) is not None:
+                a = self.schema.aliased_argument(self.schema.returns[self.return_names.index(name)])
+                return self.dtype_var(a.name)
+            rule = self.output_dtype_rule(name)
+            if rule is None:
+                return self.variables[0]
+            if rule.kind == "tensor":
+                return self.dtype_var(rule.names[0])
+            return None
+        return self.variables[0]
+
+    @property
+    def out_arguments(self):
+        """torchgen's out= arguments: keyword-only tensors written in place.  The wrapper
+        resizes each to the shape rule of the return that aliases it."""
+        return tuple(a for a in self.schema.arguments
+                     if a.kwarg_only and a.is_write and is_tensor(unwrap_optional(a.type)))
+
+    @property
+    def is_out_variant(self) -> bool:
+        return bool(self.out_arguments)
 
     def output_dtype(self, ret_name: str) -> str:
         """The dtype rule of a return: a dtype name, or the name of an input whose dtype it takes."""
         rule = dict(self.output_dtypes).get(ret_name)
         if rule:
             return rule
-        if self.like:
-            return self.like
-        inputs = self.tensor_inputs
-        if inputs:
-            return inputs[0].name
-        return self.dtypes[0].name if self.dtypes else "float32"
+        rule = self.output_dtype_rule(ret_name)
+        return rule.text if rule is not None else ""
 
 
 @dataclass(frozen=True)

@@ -203,7 +203,7 @@ def stub_header(namespace: str, stubs: list[Stub]) -> str:
         seen.add(s.signature)
         ret = "" if s.returns == "void" else "\n  return {};"
         comment = f"{s.op}: {s.schema}".replace("\n", " ").rstrip("\\")  # a trailing \\ would continue the comment
-        signature = s.signature.replace("template <typename scalar_t> ", "template <typename scalar_t>\n", 1)
+        signature = s.signature.replace("> ", ">\n", 1)  # the template header on its own line
         kernels.append(_STUB_KERNEL.format(op=comment, signature=signature,
                                            message=cpp_string(f"{s.op}: kernel not written"), ret=ret))
     text = " ".join(s.signature for s in stubs)

@@ -292,7 +292,7 @@ K = "  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
     # output shapes and dtypes
     ("- func: f(Tensor self) -> Tensor\n" + K + "  like: other\n", "declarations/ops.yaml:5:9: error: 'like: other' must name a Tensor argument of f"),
     ("- func: f(Tensor self) -> Tensor\n" + K + "  like: self\n  dtype: {result: float99}\n",
-     "declarations/ops.yaml:6:19: error: dtype of 'result' must be a dtype name or a Tensor argument, not 'float99'"),
+     "declarations/ops.yaml:6:19: error: dtype of 'result' must be a dtype name, a Tensor argument or a ScalarType argument, not 'float99'"),
     ("- func: f(Tensor self) -> (Tensor a, Tensor b)\n" + K + "  shape: {self: [N], a: [N], b: [N], c: [N]}\n",
      "declarations/ops.yaml:5:38: error: 'c' is neither a Tensor argument nor a return of f"),
     ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: {self: [N], result: [N], result: [N]}\n",

@@ -15,11 +15,13 @@ wrapper allocates; its return type is the tuple of the returns it makes itself
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
-from ..dtypes import DTYPES
 from ..schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, is_tensor, unwrap_optional
-from ..shapes import cpp_input_checks, cpp_output_shape, variables
+from ..dtype_rules import DTypeVar, render_cpp as render_rule
+from ..dtypes import DType
+from ..shapes import cpp_input_checks, cpp_output_shape, render_cpp, variables
 from . import types
 from .names import Scope, cpp_ident, cpp_string
 
@@ -57,13 +59,27 @@ class Symbols:
 
     wrapper: str  # the function `m.impl` registers: `<ident>_cpu`
     kernel: str  # the kernel template, qualified: `::ns::kernels::name`
-    split: tuple[tuple[str, str], ...]  # (dtype name, the per-dtype instantiation's function)
+    split: tuple[tuple[str, str], ...]  # (dtype names joined by '_', the instantiation's function)
+
+    def instantiation(self, combo) -> str:
+        """The kernel template instantiated for one combination of the dtype variables."""
+        return f"{self.kernel}<{', '.join(d.cpp for d in combo)}>"
+
+
+def combo_key(combo) -> str:
+    return "_".join(d.name for d in combo)
 
 
 def symbols(decl, namespace: str, device: str) -> Symbols:
     suffix = device.lower()
+    combos = itertools.product(*(v.dtypes for v in decl.variables))
     return Symbols(f"{decl.ident}_{suffix}", f"::{namespace}::kernels::{decl.kernel(device)}",
-                   tuple((dt.name, f"{decl.ident}_{suffix}_{dt.name}") for dt in decl.dtypes))
+                   tuple((combo_key(c), f"{decl.ident}_{suffix}_{combo_key(c)}") for c in combos))
+
+
+def template_header(decl) -> str:
+    """`template <typename scalar_t, ...>`: one type parameter per dtype variable."""
+    return "template <" + ", ".join(f"typename {v.name}" for v in decl.variables) + ">"
 
 
 def _made_by_kernel(r, o) -> bool:
@@ -92,8 +108,8 @@ def _kernel_parameters(decl) -> list[str]:
 
 def kernel_signature(decl, device: str = "CPU") -> str:
     """The exact declaration a kernel header must have for `decl` on `device`:
-    `template <typename scalar_t> RET name(PARAMS)`."""
-    return (f"template <typename scalar_t> {kernel_return_type(decl)} {decl.kernel(device)}"
+    `template <typename scalar_t> RET name(PARAMS)` (one type parameter per dtype variable)."""
+    return (f"{template_header(decl)} {kernel_return_type(decl)} {decl.kernel(device)}"
             f"({', '.join(_kernel_parameters(decl))})")
 
 
@@ -112,9 +128,34 @@ class KernelCall:
     kernel_result: str  # the local holding what the kernel returned ("": it returns void)
     epilogue: tuple[str, ...]  # statements after the kernel (write-back, checks of what it returned)
     result: str  # the return statement, or ""
-    dispatch_expr: str  # the ScalarType dispatched on
-    dispatch_arg: str  # the argument named in the unsupported-dtype error, as a C++ string literal
+    # Per dtype variable (the primary first): the C++ ScalarType dispatched on, the argument
+    # named in its unsupported-dtype error (a C++ string literal), and the variable.
+    dispatch: tuple[tuple[str, str, DTypeVar], ...]
     needs_empty: bool
+    includes: tuple[str, ...] = ()  # headers the wrapper needs beyond the template's own
+
+    def combinations(self) -> list[tuple[DType, ...]]:
+        """Every combination of the variables' dtypes the kernel is instantiated for."""
+        return list(itertools.product(*(v.dtypes for _, _, v in self.dispatch)))
+
+    def switch(self, function_for) -> list[str]:
+        """The dtype dispatch: nested `switch`es over the variables, each case calling
+        `function_for(combination)` (a kernel instantiation) with the kernel's arguments; an
+        undeclared dtype is the op's error naming the argument and the declared dtypes."""
+        def level(i: int, combo: tuple, indent: str) -> list[str]:
+            if i == len(self.dispatch):
+                return [indent + self.call(function_for(combo))]
+            expr, arg, var = self.dispatch[i]
+            lines = [f"{indent}switch ({expr}) {{"]
+            for dt in var.dtypes:
+                lines.append(f"{indent}  case at::ScalarType::{dt.scalar_type}:")
+                lines.extend(level(i + 1, combo + (dt,), indent + "    "))
+                lines.append(f"{indent}    break;")
+            names = cpp_string(", ".join(d.name for d in var.dtypes))
+            lines += [f"{indent}  default:", f"{indent}    opwrap::rt::unsupported_dtype(kOp, {arg}, {expr}, {names});",
+                      f"{indent}}}"]
+            return lines
+        return level(0, (), "")
 
     def call(self, function: str) -> str:
         """The statement calling `function` (a kernel instantiation) with the kernel's arguments."""
@@ -136,10 +177,14 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     ident = {a.name: scope.name(a.name) for a in s.arguments}
     checks: list[str] = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};"]
     singles = [a for a in s.arguments if is_single_tensor(a)]
+    lists = [a for a in s.arguments if is_tensor_list(a)]
     required = [a for a in singles if not a.is_optional]
-    dtype_names = ", ".join(d.name for d in decl.dtypes)
-    dtype_list = "{" + ", ".join(f"at::ScalarType::{d.scalar_type}" for d in decl.dtypes) + "}"
+    primary = decl.variables[0]
     dtype = scope.fresh("dtype")
+    includes: set[str] = set()
+    # Each dtype variable's value at run time: a C++ local, and the name its errors give.
+    var_value: dict[str, str] = {primary.name: dtype}
+    var_source: dict[str, str] = {}
 
     # The tensor the op dispatches on: the first required one, else the first one given.
     if required:
@@ -149,33 +194,61 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         given = ", ".join(ident[a.name] for a in tensor_arguments(s))
         checks.append(f"const at::Tensor {first} = opwrap::rt::first_given(kOp, {given});")
         checks.extend(device_checks(first_name, first, "", "", device))
-        checks.append(f"opwrap::rt::check_dtype_in(kOp, {cpp_string(first_name)}, {first}, {dtype_list}, "
-                      f"{cpp_string(dtype_names)});")
+        checks.append(f"opwrap::rt::check_dtype_in(kOp, {cpp_string(first_name)}, {first}, {_dtype_list(primary)}, "
+                      f"{cpp_string(_dtype_names(primary))});")
         checks.append(f"const at::ScalarType {dtype} = {first}.scalar_type();")
+        var_source[primary.name] = first_name
     else:
         first, first_name = "", ""
 
-    # The dispatch tensor first (it declares the dtype the others are checked against), then
-    # the others in schema order: an optional tensor may come before it (`Tensor? ggI, Tensor gO`).
-    ordered = sorted(singles, key=lambda a: not (required and a is required[0]))
+    def check_dtype(a: Argument, value: str) -> list[str]:
+        """`value` (one tensor of argument `a`) has the dtype of its variable: the first
+        tensor of a variable declares it (its value is checked against the variable's
+        list), the others are checked against that."""
+        var = decl.dtype_var(a.name)
+        known = var_value.get(var.name)
+        if known is not None and (var.name != primary.name or a.name != first_name):
+            if var.name in var_source:
+                return [f"opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, {value}, {known}, "
+                        f"{cpp_string(var_source[var.name])});"]
+        local = known or scope.fresh(f"{a.name}_dtype")
+        var_value[var.name], var_source[var.name] = local, a.name
+        return [f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, {value}, {_dtype_list(var)}, "
+                f"{cpp_string(_dtype_names(var))});",
+                f"const at::ScalarType {local} = {value}.scalar_type();"]
+
+    # The dispatch tensor first (it declares the primary dtype), then the others in schema
+    # order: an optional tensor may come before it (`Tensor? ggI, Tensor gO`).  Variables
+    # owned by a required tensor are read from it; one read from an optional tensor or a
+    # list is checked where given.
+    outs = {a.name for a in decl.out_arguments}
+    ordered = sorted(required, key=lambda a: a is not required[0])
     for a in ordered:
         name = ident[a.name]
-        if a.is_optional:
-            checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
-            checks.extend("  " + c for c in device_checks(a.name, f"*{name}", first, first_name, device))
-            if first:
-                checks.append(f"  opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, *{name}, {dtype}, "
-                              f"{cpp_string(first_name)});")
-            checks.append("}")
-            continue
         checks.extend(device_checks(a.name, name, first, first_name, device))
-        if a is required[0]:
-            checks.append(f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, {name}, {dtype_list}, "
-                          f"{cpp_string(dtype_names)});")
-            checks.append(f"const at::ScalarType {dtype} = {name}.scalar_type();")
-        else:
-            checks.append(f"opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, {name}, {dtype}, "
-                          f"{cpp_string(first_name)});")
+        if a.name not in outs:  # an out= argument's dtype is the output's (below)
+            checks.extend(check_dtype(a, name))
+    for a in lists:
+        name = ident[a.name]
+        var = decl.dtype_var(a.name)
+        known = var_value.get(var.name) if var.name in var_source else None
+        if known is None:  # the list declares its variable: the dtype of its first given tensor
+            known = var_value[var.name] = scope.fresh(f"{a.name}_dtype")
+            var_source[var.name] = f"{a.name}[0]"
+            checks.append(f"const at::ScalarType {known} = opwrap::rt::list_dtype({name}, "
+                          f"at::ScalarType::{var.dtypes[0].scalar_type});")
+        checks.append(f"opwrap::rt::check_list(kOp, {cpp_string(a.name)}, {name}, {DEVICE_TYPES[device]}, "
+                      f"{first or 'at::Tensor()'}, {cpp_string(first_name)}, {_dtype_list(var)}, "
+                      f"{cpp_string(_dtype_names(var))}, {known}, {cpp_string(var_source[var.name])});")
+    for a in singles:
+        if not a.is_optional:
+            continue
+        name = ident[a.name]
+        checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
+        checks.extend("  " + c for c in device_checks(a.name, f"*{name}", first, first_name, device))
+        if first:
+            checks.extend("  " + c for c in check_dtype(a, f"*{name}"))
+        checks.append("}")
     if first:
         checks.extend(device_guard(first, device))
 
@@ -196,7 +269,6 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
             if s.argument(v) is None:
                 names[v] = scope.fresh(v)
         checks.extend(cpp_input_checks(decl.shape_plan, "kOp", s, names))
-    checks.extend(overlap_checks(decl, ident))
 
     # Outputs: allocated from the one shape rule and the dtype rule, or made by the kernel.
     made = _kernel_outputs(decl)
@@ -210,8 +282,31 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         if i in made_at:
             results.append("")  # filled below, once the kernel's result has a name
             continue
+        owned = dict(decl.dtype_owners).get(o.name)
+        out_dtype = _output_dtype(o, ident, dtype)
+        if owned:  # the return declares a dtype variable: its rule's value, checked against its list
+            var = next(v for v in decl.variables if v.name == owned)
+            local = var_value[owned] = scope.fresh(f"{o.name}_dtype")
+            var_source[owned] = o.name
+            checks.append(f"const at::ScalarType {local} = {out_dtype};")
+            checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
+                          f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_dtype_list(var)}, "
+                          f"{cpp_string(_dtype_names(var))});")
+            out_dtype = local
         if o.made_by == "alias":
-            results.append(ident[o.aliases])
+            arg = ident[o.aliases]
+            if o.aliases in outs:  # out=: resized to the shape rule, as at::native::resize_output does
+                checks.append(f"opwrap::rt::check_out_dtype(kOp, {cpp_string(o.aliases)}, {arg}, {out_dtype});")
+                if o.shape is not None or decl.like:
+                    shape_var = scope.fresh(f"{o.aliases}_shape")
+                    shape_expr = cpp_output_shape(o.shape, names) if o.shape is not None \
+                        else f"{ident[decl.like]}.sizes().vec()"
+                    checks.append(f"const std::vector<int64_t> {shape_var} = {shape_expr};")
+                    checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.aliases)}, {shape_var}, "
+                                  f"{cpp_string(o.shape.text if o.shape is not None else 'like ' + decl.like)});")
+                    checks.append(f"opwrap::rt::resize_output(kOp, {cpp_string(o.aliases)}, {arg}, {shape_var});")
+                    includes.add("opwrap/runtime/out.h")
+            results.append(arg)
             continue
         out = scope.fresh(o.name)
         shape_var = scope.fresh(f"{o.name}_shape")
@@ -220,7 +315,7 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         checks.append(f"const std::vector<int64_t> {shape_var} = {shape_expr};")
         checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.name)}, {shape_var}, {cpp_string(rule_text)});")
         checks.append(f"at::Tensor {out} = opwrap::rt::empty(kOp, {cpp_string(o.name)}, {shape_var}, "
-                      f"{options_base}.dtype({_dtype_expr(o.dtype, ident)}));")
+                      f"{options_base}.dtype({out_dtype}));")
         allocated_dtype = allocated_dtype or f"{out}.scalar_type()"
         outputs.append(out)
         results.append(out)
@@ -228,18 +323,25 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         if allocated_dtype:
             checks.append(f"const at::ScalarType {dtype} = {allocated_dtype};")
         else:  # nothing to take a dtype from: the first declared dtype
-            rule = all_outputs[0].dtype if all_outputs else ""
-            dt = DTYPES[rule] if rule in DTYPES else decl.dtypes[0]
+            rule = all_outputs[0].dtype_rule if all_outputs else None
+            dt = rule.fixed if rule is not None and rule.fixed else decl.dtypes[0]
             checks.append(f"const at::ScalarType {dtype} = at::ScalarType::{dt.scalar_type};")
+    checks.extend(overlap_checks(decl, ident))
+    if decl.index_bounds and device == "CPU":
+        checks.extend(_index_checks(decl, names, device))
+        includes.add("opwrap/runtime/index.h")
+    if any(o.dtype_rule is not None and o.dtype_rule.kind == "promote" for o in all_outputs):
+        includes.add("opwrap/runtime/dtype_rules.h")
 
     # Inputs as the kernel sees them.
     kernel_args, kernel_params, plain, epilogue = [], [], [], []
     for a in s.arguments:
         name = ident[a.name]
-        if is_single_tensor(a) and decl.contiguous and not (a.is_write and a.is_optional):
+        if is_single_tensor(a) and decl.contiguous:
             c = scope.fresh(f"{name}_c")
-            if a.is_write:
-                checks.append(f"at::Tensor {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
+            if a.is_write:  # computed in a contiguous copy (when it is not contiguous) and written back
+                local_type = "std::optional<at::Tensor>" if a.is_optional else "at::Tensor"
+                checks.append(f"{local_type} {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
                 epilogue.append(f"opwrap::rt::write_back({name}, {c});")
             elif a.is_optional:
                 checks.append(f"const std::optional<at::Tensor> {c} = opwrap::rt::contiguous(kOp, "
@@ -263,16 +365,15 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     if made:
         kernel_result = scope.fresh("kernel_result")
         checks.append(f"std::optional<{kernel_returns}> {kernel_result};")
-        explicit = dict(decl.output_dtypes)
         for k, (i, r, o) in enumerate(made):
             value = f"*{kernel_result}" if len(made) == 1 else f"std::get<{k}>(*{kernel_result})"
             if unwrap_optional(r.type) == BaseType("Tensor") or r.type == ListType(BaseType("Tensor")):
                 if not isinstance(r.type, OptionalType):
                     epilogue.append(f"opwrap::rt::check_result(kOp, {cpp_string(o.name)}, {value}, {device_type});")
-                rule = explicit.get(o.name) or decl.like
-                if rule and r.type == BaseType("Tensor"):
+                explicit = o.name in dict(decl.dtype_rules) or decl.like
+                if explicit and o.dtype_rule is not None and r.type == BaseType("Tensor"):
                     epilogue.append(f"opwrap::rt::check_result_dtype(kOp, {cpp_string(o.name)}, {value}, "
-                                    f"{_dtype_expr(rule, ident)});")
+                                    f"{_output_dtype(o, ident, dtype)});")
             results[i] = types.from_kernel(r, f"std::move({value})")
 
     if not results:
@@ -283,17 +384,47 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         result = "return {" + ", ".join(results) + "};"
     params = ", ".join(f"{types.dispatcher_type(a)} {ident[a.name]}" for a in s.arguments)
     from .cpp import returns_type
+    if not first:
+        var_source.setdefault(primary.name, decl.return_names[0] if decl.return_names else decl.name)
+    dispatch = tuple((var_value[v.name], cpp_string(var_source.get(v.name, v.owner)), v) for v in decl.variables)
     return KernelCall(symbols(decl, namespace, device), params, returns_type(s), tuple(checks),
                       ", ".join(kernel_params), kernel_returns, ", ".join(kernel_args), ", ".join(plain),
-                      kernel_result, tuple(epilogue), result, dtype,
-                      cpp_string(first_name or (decl.return_names[0] if decl.return_names else decl.name)), bool(outputs))
+                      kernel_result, tuple(epilogue), result, dispatch, bool(outputs), tuple(sorted(includes)))
 
 
-def _dtype_expr(rule: str, ident: dict[str, str]) -> str:
-    """The C++ ScalarType of a dtype rule: a dtype name, or the dtype of a tensor argument."""
-    if rule in DTYPES:
-        return f"at::ScalarType::{DTYPES[rule].scalar_type}"
-    return f"{ident.get(rule, rule)}.scalar_type()"
+def _output_dtype(o, ident: dict[str, str], dispatched: str) -> str:
+    """The C++ ScalarType of a return's dtype rule (`dispatched`: the op's dispatch dtype,
+    for a return without a rule)."""
+    return render_rule(o.dtype_rule, ident) if o.dtype_rule is not None else dispatched
+
+
+def _dtype_list(var) -> str:
+    return "{" + ", ".join(f"at::ScalarType::{d.scalar_type}" for d in var.dtypes) + "}"
+
+
+def _dtype_names(var) -> str:
+    return ", ".join(d.name for d in var.dtypes)
+
+
+def _index_checks(decl, names: dict[str, str], device: str) -> list[str]:
+    """`index:`: the values of each integer tensor lie in [low, high).  Checked on the CPU
+    only: on CUDA it would synchronize the stream, and kernels check with
+    CUDA_KERNEL_ASSERT, as aten's do."""
+    if device != "CPU":
+        return []
+    out = []
+    for b in decl.index_bounds:
+        a = decl.schema.argument(b.argument)
+        value = names.get(a.name, a.name)
+        low, high = render_cpp(b.low, names), render_cpp(b.high, names)
+        if a.is_optional:
+            out.append(f"if ({value}.has_value() && {value}->defined()) "
+                       f"opwrap::rt::check_index(kOp, {cpp_string(a.name)}, *{value}, {low}, {high}, "
+                       f"{cpp_string(b.text)});")
+        else:
+            out.append(f"opwrap::rt::check_index(kOp, {cpp_string(a.name)}, {value}, {low}, {high}, "
+                       f"{cpp_string(b.text)});")
+    return out
 
 
 def device_checks(name: str, value: str, first: str, first_name: str, device: str) -> list[str]:
@@ -318,18 +449,26 @@ def overlap_checks(decl, ident: dict[str, str] | None = None) -> list[str]:
     ident = ident or {}
     out = []
     singles = [a for a in decl.schema.arguments if is_single_tensor(a)]
-    for w in (a for a in singles if a.is_write and not a.is_optional):
+    for w in (a for a in singles if a.is_write):
         wn = ident.get(w.name, w.name)
-        out.append(f"opwrap::rt::check_writable(kOp, {cpp_string(w.name)}, {wn});")
+        checks = [f"opwrap::rt::check_writable(kOp, {cpp_string(w.name)}, {'*' if w.is_optional else ''}{wn});"]
         for a in singles:
             if a is w:
                 continue
             an = ident.get(a.name, a.name)
+            target = f"{'*' if w.is_optional else ''}{wn}"
             if a.is_optional:
-                out.append(f"if ({an}.has_value() && {an}->defined()) "
-                           f"opwrap::rt::check_no_overlap(kOp, {cpp_string(w.name)}, {wn}, {cpp_string(a.name)}, *{an});")
+                checks.append(f"if ({an}.has_value() && {an}->defined()) opwrap::rt::check_no_overlap(kOp, "
+                              f"{cpp_string(w.name)}, {target}, {cpp_string(a.name)}, *{an});")
             else:
-                out.append(f"opwrap::rt::check_no_overlap(kOp, {cpp_string(w.name)}, {wn}, {cpp_string(a.name)}, {an});")
+                checks.append(f"opwrap::rt::check_no_overlap(kOp, {cpp_string(w.name)}, {target}, "
+                              f"{cpp_string(a.name)}, {an});")
+        if w.is_optional:
+            out.append(f"if ({wn}.has_value() && {wn}->defined()) {{")
+            out.extend("  " + c for c in checks)
+            out.append("}")
+        else:
+            out.extend(checks)
     return out
 
 
@@ -366,11 +505,15 @@ def check_supported(decl, lib, diag, plugin: str) -> bool:
         ok = False
     if not tensor_arguments(s) and not decl.failed("dtype") and not decl.failed("like"):
         for o in decl.outputs():
-            if o.made_by == "wrapper" and o.dtype not in DTYPES:
+            fixed = o.dtype_rule.fixed if o.dtype_rule is not None else None
+            if o.made_by != "wrapper" or (o.dtype_rule is not None and o.dtype_rule.kind == "arg"):
+                continue
+            if fixed is None:
                 diag.error(decl.loc, f"an op with no Tensor input needs 'dtype: {{{o.name}: <dtype>}}'")
                 ok = False
-            elif o.made_by == "wrapper" and decl.dtypes and DTYPES[o.dtype] not in decl.dtypes and not decl.failed("dtypes"):
-                diag.error(decl.field_loc("dtype"), f"output dtype '{o.dtype}' is not among the declared dtypes")
+            elif o.name not in dict(decl.dtype_owners) and decl.dtypes and fixed not in decl.dtypes \
+                    and not decl.failed("dtypes"):
+                diag.error(decl.field_loc("dtype"), f"output dtype '{fixed.name}' is not among the declared dtypes")
     name = s.base_name
     dunder = name.startswith("__") and name.endswith("__")
     if name.endswith("_") and not dunder and not s.is_inplace:

@@ -4,7 +4,7 @@ exactly the declared dtypes into the hand-written kernel template."""
 
 from __future__ import annotations
 
-from ..api.kernel import KernelCall, check_supported, dispatch_key, kernel_signature, plan_call
+from ..api.kernel import KernelCall, check_supported, combo_key, dispatch_key, kernel_signature, plan_call
 from .base import Output, Plugin
 
 __all__ = ["CpuKernels", "KernelCall", "plan_call", "check_supported"]
@@ -35,19 +35,20 @@ class CpuKernels(Plugin):
             call = plan_call(d, ns, "CPU")
             sym = call.symbols
             split = d.split_types
-            functions = dict(sym.split) if split else {dt.name: f"{sym.kernel}<{dt.cpp}>" for dt in d.dtypes}
-            cases = [(dt.scalar_type, call.call(functions[dt.name])) for dt in d.dtypes]
-            common = dict(namespace=ns, decl=d, call=call, header=d.header, key=dispatch_key(d, "CPU"), cases=cases,
-                          split=split, dtype_names=", ".join(dt.name for dt in d.dtypes),
+            split_fn = dict(sym.split)
+            dispatch = call.switch(lambda c: split_fn[combo_key(c)] if split else sym.instantiation(c))
+            common = dict(namespace=ns, decl=d, call=call, header=d.header, key=dispatch_key(d, "CPU"),
+                          dispatch=dispatch, split=split,
                           declarations=[f"{call.kernel_returns} {fn}({call.kernel_params});" for _, fn in sym.split])
             template = "cpu/op.cpp.j2"
             yield Output(f"cpu/{d.ident}.cpp", ctx.render(template, **common), (d.path, ctx.template_source(template)),
                          unit="cpu")
-            if split:
+            if split:  # one unit per dtype of the primary variable, with every combination it has
                 t2 = "cpu/op_dtype.cpp.j2"
                 for dt in d.dtypes:
-                    fn = functions[dt.name]
+                    combos = [c for c in call.combinations() if c[0] == dt]
+                    functions = [(split_fn[combo_key(c)], ", ".join(x.name for x in c),
+                                  call.forward(sym.instantiation(c))) for c in combos]
                     yield Output(f"cpu/{d.ident}_{dt.name}.cpp",
-                                 ctx.render(t2, **common, dtype=dt, fn=fn,
-                                            body=call.forward(f"{sym.kernel}<{dt.cpp}>")),
+                                 ctx.render(t2, **common, functions=functions),
                                  (d.path, ctx.template_source(t2)))

@@ -44,8 +44,7 @@ class CudaKernels(Plugin):
             if not kernel or not tensor_arguments(d.schema):
                 continue
             call = plan_call(d, ns, "CUDA")
-            cases = [(dt.scalar_type, call.call(f"{call.symbols.kernel}<{dt.cpp}>")) for dt in d.dtypes]
             template = "cuda/op.cu.j2"
             text = ctx.render(template, namespace=ns, decl=d, call=call, header=cuda_header(d),
-                              cases=cases, dtype_names=", ".join(dt.name for dt in d.dtypes))
+                              dispatch=call.switch(call.symbols.instantiation))
             yield Output(f"cuda/{d.ident}.cu", text, (d.path, ctx.template_source(template)), unit="cuda")

@@ -300,4 +300,72 @@ inline void check_result_dtype(const char* op, const char* name, const at::Tenso
               ", but the declaration says ", expected);
 }
 
+// out= arguments and outputs whose dtype comes from a rule (codegen/dtype_rules.py).
+inline void check_out_dtype(const char* op, const char* arg, const at::Tensor& out, at::ScalarType expected) {
+  TORCH_CHECK(out.scalar_type() == expected, op, ": out= argument '", arg, "' has dtype ", out.scalar_type(),
+              ", but the result has dtype ", expected);
+}
+
+inline void check_output_dtype_in(const char* op, const char* name, at::ScalarType dtype, const char* rule,
+                                  std::initializer_list<at::ScalarType> allowed, const char* names) {
+  for (auto s : allowed) {
+    if (dtype == s) return;
+  }
+  TORCH_CHECK(false, op, ": output '", name, "' would have dtype ", dtype, " (dtype: ", rule,
+              "), but expected one of: ", names);
+}
+
+// Tensor lists: every element defined, on the device (and, off the CPU, the device of the
+// tensor the op dispatches on), with the dtype of the list's dtype variable.
+inline at::ScalarType list_dtype(at::TensorList ts, at::ScalarType fallback) {
+  return ts.empty() ? fallback : ts[0].scalar_type();
+}
+
+inline at::ScalarType list_dtype(const c10::List<std::optional<at::Tensor>>& ts, at::ScalarType fallback) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::optional<at::Tensor> t = ts.get(i);
+    if (t.has_value() && t->defined()) return t->scalar_type();
+  }
+  return fallback;
+}
+
+inline void check_list_element(const char* op, const char* arg, size_t i, const at::Tensor& t, c10::DeviceType device,
+                               const at::Tensor& first, const char* first_name,
+                               std::initializer_list<at::ScalarType> allowed, const char* names,
+                               at::ScalarType expected, const char* reference) {
+  const std::string element = std::string(arg) + "[" + std::to_string(i) + "]";
+  check_tensor(op, element.c_str(), t, device);
+  if (device != c10::DeviceType::CPU && first.defined()) check_same_device(op, element.c_str(), t, first, first_name);
+  check_dtype_in(op, element.c_str(), t, allowed, names);
+  TORCH_CHECK(t.scalar_type() == expected, op, ": argument '", element, "' has dtype ", t.scalar_type(),
+              ", but expected ", expected, " (the dtype of '", reference, "')");
+}
+
+inline void check_list(const char* op, const char* arg, at::TensorList ts, c10::DeviceType device,
+                       const at::Tensor& first, const char* first_name, std::initializer_list<at::ScalarType> allowed,
+                       const char* names, at::ScalarType expected, const char* reference) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    check_list_element(op, arg, i, ts[i], device, first, first_name, allowed, names, expected, reference);
+  }
+}
+
+inline void check_list(const char* op, const char* arg, const c10::List<std::optional<at::Tensor>>& ts,
+                       c10::DeviceType device, const at::Tensor& first, const char* first_name,
+                       std::initializer_list<at::ScalarType> allowed, const char* names, at::ScalarType expected,
+                       const char* reference) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::optional<at::Tensor> t = ts.get(i);
+    if (t.has_value() && t->defined()) {
+      check_list_element(op, arg, i, *t, device, first, first_name, allowed, names, expected, reference);
+    }
+  }
+}
+
+// An optional argument written in place (`Tensor(b!)?`), computed in a contiguous copy.
+inline void write_back(const std::optional<at::Tensor>& target, const std::optional<at::Tensor>& written) {
+  if (target.has_value() && target->defined() && written.has_value() && !target->is_same(*written)) {
+    target->copy_(*written);
+  }
+}
+
 }  // namespace opwrap::rt

@@ -1,0 +1,202 @@
+"""The dtype rules: which dtypes each tensor argument may have, and where each return's
+dtype comes from.  One model, rendered to C++ (the kernel wrapper's checks, dispatch and
+output allocation) and to Python (the fake kernel), so both follow one rule.
+
+**Dtype variables.**  `dtypes:` is either a list (or group) that every tensor shares, or a
+mapping from tensor arguments and returns to their own lists:
+
+    dtypes: {weight: floating, indices: [int32, int64], offsets: indices}
+
+Each list is a *dtype variable*: the kernel is a template with one type parameter per
+variable (`scalar_t` for the first tensor argument's, `<owner>_t` for the others, in schema
+order) and is instantiated for every combination.  A value naming another tensor argument
+shares that argument's variable (`offsets: indices`).  Tensor arguments the mapping leaves
+out share the first tensor argument's variable.  A return given its own list is typed too:
+its dtype comes from its `dtype:` rule at run time (a `ScalarType` argument, say) and the
+kernel is instantiated over it, so `to_dtype(Tensor self, ScalarType dtype)` gets
+`template <typename scalar_t, typename result_t>`.
+
+**Return dtype rules** (`dtype: {<return>: <rule>}`):
+
+    float32                 a dtype name
+    self                    the dtype of a tensor argument
+    dtype                   a `ScalarType` argument
+    dtype or self           a `ScalarType?` argument, else a tensor argument's dtype
+    dtype or default        a `ScalarType?` argument, else torch.get_default_dtype()
+    promote(a, b)           the promotion of tensor arguments, as torch.result_type does it
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from .dtypes import DTYPES, DType
+from .schema import BaseType, FunctionSchema, ListType, OptionalType, is_tensor, unwrap_optional
+
+
+@dataclass(frozen=True)
+class DTypeVar:
+    """One dtype variable: the C++ template parameter `name`, the argument or return whose
+    dtypes it lists (`owner`; "" for an op with no tensor at all), and those dtypes."""
+
+    name: str
+    owner: str
+    dtypes: tuple[DType, ...]
+
+
+@dataclass(frozen=True)
+class DTypeRule:
+    """Where a return's dtype comes from.
+
+    kind: "dtype" (names = (dtype name,)), "tensor" (names = (tensor argument,)),
+    "arg" (names = (ScalarType argument,); `fallback`: for a `ScalarType?` argument, the
+    tensor argument or "default" used when it is None), "promote" (names = tensor arguments)."""
+
+    kind: str
+    names: tuple[str, ...]
+    fallback: str = ""
+
+    @property
+    def text(self) -> str:
+        if self.kind == "promote":
+            return f"promote({', '.join(self.names)})"
+        if self.fallback:
+            return f"{self.names[0]} or {self.fallback}"
+        return self.names[0]
+
+    @property
+    def fixed(self) -> DType | None:
+        """The dtype, when the rule names one."""
+        return DTYPES[self.names[0]] if self.kind == "dtype" else None
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        """The tensor arguments the rule reads."""
+        if self.kind in ("tensor", "promote"):
+            return self.names
+        if self.kind == "arg" and self.fallback not in ("", "default"):
+            return (self.fallback,)
+        return ()
+
+
+class RuleError(Exception):
+    """A dtype rule that does not parse or does not fit the schema; `column` is where in
+    the rule's text (0-based)."""
+
+    def __init__(self, message: str, column: int = 0, hint: str = ""):
+        super().__init__(message)
+        self.column = column
+        self.hint = hint
+
+
+def _is_single_tensor(a) -> bool:
+    return is_tensor(unwrap_optional(a.type))
+
+
+def _is_scalar_type(a) -> bool:
+    return unwrap_optional(a.type) == BaseType("ScalarType")
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def parse_rule(text: str, schema: FunctionSchema, return_name: str) -> DTypeRule:
+    """The rule `text` for return `return_name`, checked against `schema`."""
+    text = text.strip()
+    tensors = [a.name for a in schema.arguments if _is_single_tensor(a) and not a.is_optional]
+    m = re.fullmatch(rf"promote\s*\((.*)\)", text)
+    if m:
+        names = [n.strip() for n in m.group(1).split(",")]
+        if len(names) < 2:
+            raise RuleError("promote(...) needs two or more tensor arguments", text.find("(") + 1)
+        at = m.start(1)
+        for n in names:
+            col = text.find(n, at)
+            if n not in tensors:
+                raise RuleError(f"'{n}' is not a required Tensor argument of {schema.name}", max(col, 0),
+                                "promote(...) takes required Tensor arguments")
+            at = col + len(n)
+        if len(set(names)) != len(names):
+            raise RuleError("promote(...) names an argument twice", m.start(1))
+        return DTypeRule("promote", tuple(names))
+    m = re.fullmatch(rf"({_NAME})\s+or\s+({_NAME})", text)
+    if m:
+        arg, fallback = m.group(1), m.group(2)
+        a = schema.argument(arg)
+        if a is None or not _is_scalar_type(a) or not isinstance(a.type, OptionalType):
+            raise RuleError(f"'{arg}' is not a ScalarType? argument of {schema.name}", 0,
+                            "'<dtype argument> or <fallback>' takes a 'ScalarType?' argument")
+        if fallback != "default" and fallback not in tensors:
+            raise RuleError(f"the fallback '{fallback}' is neither 'default' nor a required Tensor argument",
+                            m.start(2), "'default' is torch.get_default_dtype()")
+        return DTypeRule("arg", (arg,), fallback)
+    if not re.fullmatch(_NAME, text):
+        raise RuleError(f"dtype of '{return_name}' must be a dtype name, a Tensor argument, a ScalarType argument, "
+                        f"'<ScalarType? argument> or <Tensor argument | default>' or 'promote(a, b, ...)', "
+                        f"not '{text}'")
+    if text in DTYPES:
+        return DTypeRule("dtype", (text,))
+    a = schema.argument(text)
+    if a is not None and _is_scalar_type(a):
+        if isinstance(a.type, OptionalType):
+            raise RuleError(f"'{text}' is optional: say what the dtype is when it is None",
+                            hint=f"write '{text} or <Tensor argument>' or '{text} or default'")
+        return DTypeRule("arg", (text,))
+    if text in tensors:
+        return DTypeRule("tensor", (text,))
+    if a is not None and _is_single_tensor(a):
+        raise RuleError(f"'{text}' is an optional Tensor argument; a dtype rule needs a tensor that is always given")
+    raise RuleError(f"dtype of '{return_name}' must be a dtype name, a Tensor argument or a ScalarType argument, "
+                    f"not '{text}'")
+
+
+# ---------------------------------------------------------------------------- rendering
+def render_cpp(rule: DTypeRule, names: Mapping[str, str]) -> str:
+    """The C++ `at::ScalarType` of `rule`; `names` maps argument names to C++ expressions."""
+    n = lambda x: names.get(x, x)  # noqa: E731
+    if rule.kind == "dtype":
+        return f"at::ScalarType::{DTYPES[rule.names[0]].scalar_type}"
+    if rule.kind == "tensor":
+        return f"{n(rule.names[0])}.scalar_type()"
+    if rule.kind == "promote":
+        return f"opwrap::rt::result_type({{{', '.join(n(x) for x in rule.names)}}})"
+    arg = n(rule.names[0])
+    if not rule.fallback:
+        return arg
+    if rule.fallback == "default":
+        return f"{arg}.value_or(c10::get_default_dtype_as_scalartype())"
+    return f"{arg}.value_or({n(rule.fallback)}.scalar_type())"
+
+
+def render_python(rule: DTypeRule, names: Mapping[str, str] | None = None) -> str:
+    """A Python expression of the `torch.dtype` of `rule` (the fake kernel's)."""
+    names = names or {}
+    n = lambda x: names.get(x, x)  # noqa: E731
+    if rule.kind == "dtype":
+        return DTYPES[rule.names[0]].python
+    if rule.kind == "tensor":
+        return f"{n(rule.names[0])}.dtype"
+    if rule.kind == "promote":
+        if len(rule.names) == 2:
+            return f"torch.result_type({n(rule.names[0])}, {n(rule.names[1])})"
+        return ("torch._prims_common.elementwise_dtypes(" + ", ".join(n(x) for x in rule.names)
+                + ", type_promotion_kind=torch._prims_common.ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]")
+    arg = n(rule.names[0])
+    if not rule.fallback:
+        return arg
+    other = "torch.get_default_dtype()" if rule.fallback == "default" else f"{n(rule.fallback)}.dtype"
+    return f"({arg} if {arg} is not None else {other})"
+
+
+def template_parameter(owner: str, first: bool) -> str:
+    return "scalar_t" if first else f"{owner}_t"
+
+
+def is_list_of_tensors(a) -> bool:
+    t = unwrap_optional(a.type)
+    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
+
+
+__all__ = ["DTypeVar", "DTypeRule", "RuleError", "parse_rule", "render_cpp", "render_python", "template_parameter"]
