@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .config import load_config
+from .dtypes import DTYPES
 from .model import Declaration
 from .schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
 from .shapes import BinOp, ListItem, ListLen, Neg, Num, TensorNumel, TensorRank, TensorSize, Var
@@ -38,14 +39,41 @@ class SampleInput:
     kwargs: dict = field(default_factory=dict)
     name: str = ""
 
-    def clone(self) -> "SampleInput":
+    def clone(self, device=None) -> "SampleInput":
+        """A copy whose tensors keep their sizes, strides and storage offsets (gapped,
+        transposed and expanded tensors stay so, and tensors that share memory still share
+        it), on `device` (default: where they are); generators keep their state."""
         import torch
+
+        storages: dict = {}  # the copy of each storage, so that tensors sharing one still do
 
         def c(v):
             if isinstance(v, torch.Tensor):
-                return v.detach().clone().requires_grad_(v.requires_grad)
+                return _copy_keeping_layout(v, storages, device)
+            if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+                return type(v)(c(x) for x in v)
+            if isinstance(v, torch.Generator):
+                g = torch.Generator(device=v.device if device is None else device)
+                g.set_state(v.get_state())
+                return g
             return v
         return SampleInput(tuple(c(a) for a in self.args), {k: c(v) for k, v in self.kwargs.items()}, self.name)
+
+
+def _copy_keeping_layout(t, storages: dict, device=None):
+    """A copy of `t` with its layout: its storage copied (once per storage) and `t`'s view
+    of it made again."""
+    import torch
+
+    target = t.device if device is None else torch.device(device)
+    if t.layout != torch.strided or t.is_conj() or t.is_neg() or t.device.type == "meta":
+        return t.detach().to(target, copy=True).requires_grad_(t.requires_grad)
+    storage = t.untyped_storage()
+    key = (t.device, storage.data_ptr(), storage.nbytes())
+    if key not in storages:
+        storages[key] = storage.clone() if target == t.device else storage.to(device=target)
+    copy = torch.empty(0, dtype=t.dtype, device=target).set_(storages[key], t.storage_offset(), t.size(), t.stride())
+    return copy.requires_grad_(t.requires_grad)
 
 
 def differentiable_inputs(decl: Declaration) -> set[str]:
@@ -167,8 +195,9 @@ def _pointwise_input(first: bool, variant: str, dtype, rng: random.Random, env: 
 
 def _input_shape(decl: Declaration, name: str, env: dict, shapes: dict, rng: random.Random) -> list[int]:
     shape = decl.shape_of(name)
-    if shape is None:
-        return [rng.randint(1, 4) for _ in range(rng.randint(1, 3))]
+    if shape is None:  # no contract: any shape
+        low = env.get(_MIN_FREE_SIZE, 1)
+        return [rng.randint(low, 4) for _ in range(rng.randint(1, 3))]
     if shape.whole is not None:
         w = shape.whole
         return list(shapes[w.source]) if w.is_tensor else list(env[w.source])
@@ -234,34 +263,187 @@ def as_tuple(x) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def check_reference(decl: Declaration, op, sample: SampleInput, reference: Callable) -> None:
+def check_reference(decl: Declaration, op, sample: SampleInput, reference: Callable, *,
+                    layout: str | None = None) -> None:
     """The op's results equal the reference's, computed in float64 for floating inputs and
-    cast back, within the default tolerance of the result's dtype.  In-place ops are
-    compared through the argument they write."""
+    cast to the result's declared dtype, within the default tolerance of that dtype.
+
+    - The op gets a copy of the sample that keeps every tensor's strides, and a spy on the
+      op (`LayoutSpy`) asserts that the tensors reaching it have the sample's sizes and
+      strides; `layout` says what the sample is for: "non-contiguous" (every tensor of more
+      than one element arrives non-contiguous) or "expanded" (every input of more than one
+      element arrives with a stride 0).
+    - Each result's dtype is the declaration's dtype rule evaluated on the sample
+      (`expected_dtypes`) and the op's fake kernel's (FakeTensorMode).
+    - In-place and out= ops are compared through the argument they write, which must be
+      the result; an out= argument of the wrong size must be resized with aten's warning."""
+    import warnings
+
     import torch
 
     ours = sample.clone()
-    result = call(op, ours)
-    upcast = SampleInput(*_map_tensors(sample.clone(), lambda t: t.detach().double() if t.is_floating_point() else t.detach()))
+    with warnings.catch_warnings(record=True) as caught, LayoutSpy(decl) as spy:
+        warnings.simplefilter("always")
+        result = call(op, ours)
+    _check_layout(decl, sample, spy, layout)
+    if sample.name == "out_wrong_size":
+        assert any("resized" in str(w.message) for w in caught), \
+            f"{decl.op_name}: an out= argument of the wrong size was resized without aten's warning"
+    upcast = SampleInput(*_map_tensors(sample.clone(), lambda t: (t.double() if t.is_floating_point() else t).detach().contiguous()))
     expected = as_tuple(reference(*upcast.args, **upcast.kwargs))
     actual = as_tuple(result)
     assert len(actual) == len(expected), f"{decl.op_name}: {len(actual)} results, reference gave {len(expected)}"
-    for ret, got, want in zip(decl.schema.returns, actual, expected):
+    dtypes = expected_dtypes(decl, sample)
+    fake = fake_dtypes(decl, op, sample)
+    for ret, got, want, dtype, fake_dtype in zip(decl.schema.returns, actual, expected, dtypes, fake):
         aliased = decl.schema.aliased_argument(ret)
         if aliased is not None:
-            written = _argument(decl, ours, aliased.name)
+            written = bind(decl, ours)[aliased.name]
             assert got is written or got.data_ptr() == written.data_ptr(), \
                 f"{decl.op_name}: the result must be the '{aliased.name}' argument itself"
+        if not isinstance(got, torch.Tensor):
+            assert got == want, f"{decl.op_name}: {got!r} differs from its reference {want!r}"
+            continue
+        if dtype is not None:
+            assert got.dtype == dtype, f"{decl.op_name}: result dtype {got.dtype}, but its dtype rule gives {dtype}"
+        if fake_dtype is not None:
+            assert got.dtype == fake_dtype, f"{decl.op_name}: result dtype {got.dtype}, its fake kernel's {fake_dtype}"
         want = torch.as_tensor(want).to(got.dtype)
         torch.testing.assert_close(got.detach(), want, equal_nan=True,
                                    msg=lambda m: f"{decl.op_name} ({got.dtype}) differs from its reference: {m}")
 
 
-def _argument(decl, sample: SampleInput, name: str):
-    names = [a.name for a in decl.schema.arguments if not a.kwarg_only]
-    if name in sample.kwargs:
-        return sample.kwargs[name]
-    return sample.args[names.index(name)]
+def bind(decl: Declaration, sample: SampleInput) -> dict[str, Any]:
+    """The sample's values by argument name (positional ones in schema order, the rest by
+    keyword), as the op receives them."""
+    positional = [a.name for a in decl.schema.arguments if not a.kwarg_only]
+    return {**dict(zip(positional, sample.args)), **sample.kwargs}
+
+
+def _is_decl_op(decl: Declaration, func) -> bool:
+    schema = getattr(func, "_schema", None)
+    return (schema is not None and schema.name.split("::")[-1] == decl.name
+            and schema.overload_name == decl.overload)
+
+
+def _layout_of(v):
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        return (tuple(v.shape), v.stride(), v.storage_offset())
+    if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+        return [_layout_of(x) for x in v]
+    return None
+
+
+def LayoutSpy(decl: Declaration):
+    """A TorchDispatchMode recording, for each call of `decl`'s op below autograd (where
+    its kernel wrapper runs), the layout (sizes, strides, storage offset) of each tensor
+    argument by name: `spy.calls` is a list of {name: layout}."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Spy(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.calls: list[dict[str, Any]] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if _is_decl_op(decl, func):
+                values = bind(decl, SampleInput(tuple(args), dict(kwargs)))
+                self.calls.append({k: lay for k, v in values.items() if (lay := _layout_of(v)) is not None})
+            return func(*args, **kwargs)
+
+    return Spy()
+
+
+def _check_layout(decl: Declaration, sample: SampleInput, spy, layout: str | None) -> None:
+    assert len(spy.calls) == 1, f"{decl.op_name}: the op was called {len(spy.calls)} times, not once"
+    received = spy.calls[0]
+    written = {a.name for a in decl.schema.arguments if a.is_write}
+    for name, value in bind(decl, sample).items():
+        want = _layout_of(value)
+        if want is None:
+            continue
+        got = received.get(name)
+        assert got == want, (f"{decl.op_name}: '{name}' reached the op with (sizes, strides, offset) {got}, "
+                             f"but the sample's is {want}")
+        for size, stride, _ in (got if isinstance(got, list) else [got]):
+            if math.prod(size) <= 1:
+                continue
+            if layout == "non-contiguous":
+                assert not _is_contiguous(size, stride), \
+                    f"{decl.op_name}: '{name}' reached the op contiguous in a non-contiguous case: {stride}"
+            elif layout == "expanded" and name not in written:
+                assert any(st == 0 and n > 1 for n, st in zip(size, stride)), \
+                    f"{decl.op_name}: '{name}' reached the op not expanded in an expanded case: {stride}"
+
+
+def _is_contiguous(size, stride) -> bool:
+    expected = 1
+    for n, st in reversed(list(zip(size, stride))):
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def expected_dtypes(decl: Declaration, sample: SampleInput) -> list:
+    """The dtype of each return by the declaration's dtype rule, evaluated on the sample's
+    values (None where the rule is not a static one: the dtype the op dispatches on)."""
+    import torch
+
+    values = bind(decl, sample)
+    rule_of = getattr(decl, "output_dtype_rule", None)
+    out = []
+    for name in decl.return_names:
+        if rule_of is None:  # a model before dtype rules: a dtype name or a tensor argument
+            text = decl.output_dtype(name)
+            given = values.get(text)
+            out.append(getattr(torch, text) if text in DTYPES else given.dtype if isinstance(given, torch.Tensor) else None)
+            continue
+        rule = rule_of(name)
+        out.append(None if rule is None else _rule_dtype(decl, rule, values, torch))
+    return out
+
+
+def _rule_dtype(decl: Declaration, rule, values: dict, torch):
+    if rule.kind == "dtype":
+        return getattr(torch, rule.names[0])
+    if rule.kind == "tensor":
+        return values[rule.names[0]].dtype
+    if rule.kind == "promote":
+        from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+        return elementwise_dtypes(*(values[n] for n in rule.names),
+                                  type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]
+    if rule.kind == "arg":
+        a = decl.schema.argument(rule.names[0])
+        given = values.get(a.name, None)
+        if given is None and a.default is not None and a.default.value is not None:
+            return None  # a default dtype written in the schema: the fake kernel says it
+        if given is not None:
+            return given
+        if rule.fallback == "default":
+            return torch.get_default_dtype()
+        return values[rule.fallback].dtype if rule.fallback else None
+    raise ValueError(f"unknown dtype rule kind {rule.kind!r}")
+
+
+def fake_dtypes(decl: Declaration, op, sample: SampleInput) -> list:
+    """The dtype of each Tensor return of the op's fake kernel on fake copies of the sample
+    (None for other returns)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())  # a shape env: data-dependent sizes become symbols
+    fake = lambda v: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    copy = sample.clone()
+    args = tuple(type(a)(fake(x) for x in a) if isinstance(a, (list, tuple)) else fake(a) for a in copy.args)
+    kwargs = {k: type(v)(fake(x) for x in v) if isinstance(v, (list, tuple)) else fake(v) for k, v in copy.kwargs.items()}
+    with mode:
+        result = as_tuple(op(*args, **kwargs))
+    return [r.dtype if isinstance(r, torch.Tensor) else None for r in result]
 
 
 def _map_tensors(sample: SampleInput, fn):
@@ -352,6 +534,7 @@ class Misuse:
     case: str
     sample: SampleInput
     names: tuple[str, ...] | None
+    layout: str | None = None  # "non-contiguous" or "expanded": how the inputs must reach the op
 
 
 # Dtypes tried where an op's declared dtypes leave one out, in this order.
@@ -381,8 +564,8 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
         v = _arguments(decl, dtype, random.Random(f"{decl.op_name}:{dtype}:misuse"), given, False, variant, env)
         return prepare(dict(v)) if prepare is not None else v
 
-    def add(case: str, v: dict[str, Any], names) -> None:
-        cases.append(Misuse(case, _to_sample(decl, v, case), names))
+    def add(case: str, v: dict[str, Any], names, layout: str | None = None) -> None:
+        cases.append(Misuse(case, _to_sample(decl, v, case), names, layout))
 
     # dtypes: one the op does not declare; for a pointwise op every input (they promote)
     declared = {torch_dtype(d) for d in decl.dtypes}
@@ -440,15 +623,16 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
         for n in names:
             add(f"{n} = 0", values({n: [0] if _is_run(decl, n) else 0}, given=True), None)
     # layouts: non-contiguous copies of every input (optional ones given), and inputs
-    # expanded from one element
+    # expanded from one element; every dimension 2 or more, so that each tensor has a layout
     if tensors:
-        v = values(given=True)
-        add("non-contiguous", {k: _noncontiguous(x) if isinstance(x, torch.Tensor) else x for k, x in v.items()}, None)
+        v = values(_sizes_from_two(decl, rng), given=True)
+        add("non-contiguous", {k: _noncontiguous(x) if isinstance(x, torch.Tensor) else x for k, x in v.items()}, None,
+            "non-contiguous")
         written = {a.name for a in decl.schema.arguments if a.is_write}
-        v = values(given=True)
+        v = values(_sizes_from_two(decl, rng), given=True)
         if all(x.numel() for x in v.values() if isinstance(x, torch.Tensor)):
             add("expanded inputs", {k: x.flatten()[:1].expand(x.shape) if isinstance(x, torch.Tensor) and k not in written
-                                    else x for k, x in v.items()}, None)
+                                    else x for k, x in v.items()}, None, "expanded")
     # in place: the written argument expanded, or sharing memory with an input
     for w in (a for a in tensors if a.is_write):
         v = values()
@@ -484,6 +668,24 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
     return cases
 
 
+_MIN_FREE_SIZE = "__min_free_size"  # env key: the least size of an input without a shape rule
+
+
+def _sizes_from_two(decl: Declaration, rng: random.Random) -> dict[str, Any]:
+    """Every dimension variable of the tensor arguments' shape rules bound to 2-4 (runs to
+    one or two such sizes), and inputs without a shape rule of such sizes."""
+    env: dict[str, Any] = {_MIN_FREE_SIZE: 2}
+    for a in decl.schema.arguments:
+        shape = decl.shape_of(a.name)
+        if shape is None or shape.whole is not None:
+            continue
+        for d in shape.dims:
+            if isinstance(d.expr, Var) and d.expr.name not in env:
+                env[d.expr.name] = ([rng.randint(2, 4) for _ in range(rng.randint(1, 2))] if d.star
+                                    else rng.randint(2, 4))
+    return env
+
+
 def _is_run(decl: Declaration, name: str) -> bool:
     return any(d.star and d.expr.name == name for a in decl.tensor_inputs
                for d in (decl.shape_of(a.name).dims if decl.shape_of(a.name) and decl.shape_of(a.name).whole is None else ()))
@@ -501,7 +703,7 @@ def check_misuse(decl: Declaration, op, misuse: Misuse, reference: Callable, nam
     """The documented outcome of `misuse`: a RuntimeError naming the op and one of
     `misuse.names`, or, for a valid call, the reference's result."""
     if misuse.names is None:
-        check_reference(decl, op, misuse.sample, reference)
+        check_reference(decl, op, misuse.sample, reference, layout=misuse.layout)
         return
     try:
         result = call(op, misuse.sample)

@@ -69,6 +69,55 @@ def pytest_configure(config):
         os.close(fd)
         os.environ[_GROUPS] = table
         config.add_cleanup(lambda: os.unlink(table))
+    _hypothesis_seed(config)
+
+
+# ------------------------------------------------------------------ hypothesis (tests/test_fuzz.py)
+# Profiles: "ci" (the default, what `make test` and CI run) explores new inputs on every run,
+# from a seed drawn here and printed with every failure ("replay: ... --hypothesis-seed=N"),
+# each test within the max_examples its @settings give; nothing is read from or written to
+# an example database, so a run depends on its seed alone.  "replay" is the old
+# deterministic run (derandomize: the same inputs every time).  Choose one with
+# `pytest --hypothesis-profile=replay`; replay a CI failure with `--hypothesis-seed=N`.
+try:
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # hypothesis is a dev dependency
+    _hypothesis_settings = None
+else:
+    _hypothesis_settings.register_profile("ci", derandomize=False, database=None, print_blob=True)
+    _hypothesis_settings.register_profile("replay", derandomize=True, database=None, print_blob=True)
+    _hypothesis_settings.load_profile("ci")
+
+_SEED = "OPWRAP_HYPOTHESIS_SEED"  # the run's seed, drawn by the controller, inherited by xdist workers
+
+
+def _hypothesis_seed(config) -> None:
+    """Unless --hypothesis-seed gave one, draw the run's seed (the controller of an xdist run
+    draws it, its workers inherit it) and make hypothesis use it, as --hypothesis-seed does."""
+    if _hypothesis_settings is None:
+        return
+    from hypothesis import core
+    if config.getoption("hypothesis_seed", None) is not None:
+        return  # hypothesis' own plugin set it
+    if not os.environ.get(_SEED):
+        import random
+        os.environ[_SEED] = str(random.SystemRandom().randrange(2**32))
+    core.global_force_seed = int(os.environ[_SEED])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed hypothesis test says how to replay its inputs."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _hypothesis_settings is not None and getattr(getattr(item, "obj", None), "is_hypothesis_test",
+                                                                       False):
+        from hypothesis import core
+        profile = _hypothesis_settings.get_current_profile_name()
+        seed = core.global_force_seed
+        how = ("its inputs do not depend on a seed (derandomize)" if _hypothesis_settings.default.derandomize
+               else f"replay: pytest --hypothesis-profile={profile} --hypothesis-seed={seed} '{item.nodeid}'")
+        report.sections.append(("hypothesis", f"profile {profile!r}, seed {seed}; {how}"))
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)

@@ -58,3 +58,17 @@ def test_gradients(decl, dtype):
 def test_every_op_is_tagged_pt2_compliant():
     for d in DECLS:
         assert torch.Tag.pt2_compliant_tag in op_of(d).tags, d.op_name
+
+
+def test_a_wrong_result_dtype_fails_the_reference_check():
+    """check_reference holds each result to its declared dtype: sincos giving float64 for
+    float32 inputs, or a rule-following op whose fake kernel disagrees, fails, although the
+    values match the reference."""
+    decl = next(d for d in DECLS if d.op_name == "sincos")
+    (sample,) = samples(decl, next(dt for dt in decl.dtypes if dt.name == "float32"))[:1]
+    testing.check_reference(decl, op_of(decl), sample, REFERENCES["sincos"])
+    as_float64 = lambda *a, **k: tuple(r.double() for r in op_of(decl)(*a, **k))  # noqa: E731
+    with pytest.raises(AssertionError, match=r"result dtype torch.float64, but its dtype rule gives torch.float32"):
+        testing.check_reference(decl, as_float64, sample, REFERENCES["sincos"])
+    counts = next(d for d in DECLS if d.op_name == "bucketize_count")  # indices: int64 by the rule `dtype:`
+    assert testing.expected_dtypes(counts, samples(counts, counts.dtypes[0])[0]) == [torch.int64, torch.int64]

@@ -23,8 +23,9 @@ from codegen.pipeline import generate
 from codegen.schema import FunctionSchema, SchemaError
 from conftest import run_codegen
 
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-                derandomize=True)
+# Whether inputs are new on each run (the "ci" profile, seeded, the seed printed with a
+# failure) or the same every time ("replay") is the profile's: tests/conftest.py.
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 FILE = "declarations/ops.yaml"
 
 # A declaration using most fields, so that mutating it reaches every parser: the schema,
@@ -100,6 +101,17 @@ def run_in_process(root, data: bytes):
     for path in result.files:
         assert not path.startswith(("/", "..")) and "/../" not in path, path
     return []
+
+
+def test_the_ci_profile_explores_from_the_runs_seed():
+    """Under the default "ci" profile, inputs come from the run's seed (tests/conftest.py
+    draws one unless --hypothesis-seed gives it), not from the test's name as derandomize
+    does: each run explores new ones, and a failure prints the seed."""
+    from hypothesis import core, settings as current
+    if current.get_current_profile_name() != "ci":
+        pytest.skip(f"profile {current.get_current_profile_name()!r}")
+    assert not current.default.derandomize and current.default.print_blob
+    assert isinstance(core.global_force_seed, int)
 
 
 def test_the_rich_declaration_is_valid(fuzz_project):
