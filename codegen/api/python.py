@@ -38,8 +38,8 @@ OPS_MODULE_NAMES = frozenset({
 # Names a wrapper's body uses besides its parameters (its own name and result class are added).
 WRAPPER_LOCALS = frozenset({"handle_torch_function", "has_torch_function", "_ops", "_runtime", "torch"})
 # Names a fake kernel's body uses besides its parameters: the module `torch`, the helpers,
-# and the locals it binds for outputs (`_out0`...) and keyword-only arguments (`_kwargs`).
-FAKE_LOCALS = frozenset({"torch", "_runtime", "_kwargs"})
+# and the locals it binds for outputs (`_out0`..., `_result`) and keyword-only arguments (`_kwargs`).
+FAKE_LOCALS = frozenset({"torch", "_runtime", "_kwargs", "_result"})
 
 
 # ----------------------------------------------------------------------------------- types
@@ -143,6 +143,31 @@ def op_expression(packet: str, name: str, overload: str) -> str:
     return f"{expr}.{overload}" if is_keyword_name(overload) else f"getattr({expr}, {overload!r})"
 
 
+def functional_of(decl, decls):
+    """The functional op of an out= overload (torchgen's grouping): the op of the same name
+    that writes nothing, whose arguments are the overload's without the out= ones and which
+    returns one value per out= argument (the one without an overload name first).  None for
+    an op that is not an out= overload, or has no such functional op."""
+    outs = decl.out_arguments
+    if not outs:
+        return None
+    inputs = [str(a) for a in decl.schema.arguments if a not in outs]
+    found = [f for f in decls if f.name == decl.name and not f.schema.is_mutable
+             and [str(a) for a in f.schema.arguments] == inputs and len(f.schema.returns) == len(outs)]
+    return min(found, key=lambda f: f.overload != "", default=None)
+
+
+def out_overloads(decls) -> dict:
+    """Each functional op's out= overload, by the functional op's `ident` (the one named
+    `out` first, where several are declared)."""
+    found: dict = {}
+    for d in sorted(decls, key=lambda d: d.overload != "out"):
+        f = functional_of(d, decls)
+        if f is not None and f.ident not in found:
+            found[f.ident] = d
+    return found
+
+
 def result_class_name(function: str) -> str:
     return "".join(p.capitalize() for p in function.split("_") if p) + "Result"
 
@@ -165,6 +190,28 @@ class PyArg:
 
 
 @dataclass(frozen=True)
+class OutParam:
+    """The `out=` keyword of a functional op's wrapper, as torch's functions take it: one
+    tensor, or a tuple of them for several outputs (`torch.max(x, 1, out=(values, indices))`).
+    Given, the wrapper calls the op's out= overload `op` with it."""
+
+    op: str  # the out= overload's attribute path, `name.out`
+    names: tuple[str, ...]  # the out= overload's out= arguments, in order
+
+    @property
+    def annotation(self) -> str:
+        if len(self.names) == 1:
+            return "Optional[Tensor]"
+        return "Optional[Tuple[" + ", ".join("Tensor" for _ in self.names) + "]]"
+
+    def call_arguments(self) -> list[str]:
+        values = ["out"] if len(self.names) == 1 else [f"out[{i}]" for i in range(len(self.names))]
+        plain = [f"{n}={v}" for n, v in zip(self.names, values) if is_keyword_name(n)]
+        spelled = [f"{n!r}: {v}" for n, v in zip(self.names, values) if not is_keyword_name(n)]
+        return plain + (["**{" + ", ".join(spelled) + "}"] if spelled else [])
+
+
+@dataclass(frozen=True)
 class PythonSignature:
     """The typed wrapper `<package>.ops.<name>` of one op."""
 
@@ -174,9 +221,10 @@ class PythonSignature:
     returns: str
     result_class: str  # "" unless the returns are named
     fields: tuple[tuple[str, str], ...]  # (property, annotation) of the result class
+    out: OutParam | None = None  # the `out=` keyword, for a functional op with an out= overload
 
     def parameters(self, annotated: bool = True) -> str:
-        """`name: Annotation = default`, with `*` before keyword-only ones."""
+        """`name: Annotation = default`, with `*` before keyword-only ones (`out=` last)."""
         out, kw = [], False
         for a in self.args:
             if a.kwarg_only and not kw:
@@ -186,11 +234,19 @@ class PythonSignature:
             if a.default is not None:
                 text += f" = {a.default}" if annotated else f"={a.default}"
             out.append(text)
+        if self.out is not None:
+            out += ([] if kw else ["*"]) + [f"out: {self.out.annotation} = None" if annotated else "out=None"]
         return ", ".join(out)
 
     def wrapper_call(self) -> str:
         """The wrapper's own parameters passed on as it takes them (handle_torch_function)."""
-        return ", ".join(f"{a.ident}={a.ident}" if a.kwarg_only else a.ident for a in self.args)
+        return ", ".join([f"{a.ident}={a.ident}" if a.kwarg_only else a.ident for a in self.args]
+                         + (["out=out"] if self.out is not None else []))
+
+    def out_call(self) -> str:
+        """The call of the out= overload: the op's arguments, then the out= ones."""
+        assert self.out is not None
+        return ", ".join(([self.op_call()] if self.args else []) + self.out.call_arguments())
 
     def op_call(self) -> str:
         """The call of the op: positionally, keyword-only arguments by their schema names
@@ -204,15 +260,22 @@ class PythonSignature:
 
     @property
     def relevant(self) -> tuple[str, ...]:
-        return tuple(a.ident for a in self.args if a.tensor_like)
+        out = () if self.out is None else ("out",) if len(self.out.names) == 1 else ("*(out or ())",)
+        return tuple(a.ident for a in self.args if a.tensor_like) + out
 
 
-def python_signature(decl, function: str) -> PythonSignature:
-    """The typed wrapper of `decl`, named `function` (from `function_names`)."""
+def python_signature(decl, function: str, out_overload=None) -> PythonSignature:
+    """The typed wrapper of `decl`, named `function` (from `function_names`); with
+    `out_overload` (its out= overload, from `out_overloads`) it takes `out=` too, unless an
+    argument of its own is named `out`."""
     s = decl.schema
     named = has_named_returns(s)
     result_class = result_class_name(function) if named else ""
-    idents = identifiers([a.name for a in s.arguments], WRAPPER_LOCALS | {function, result_class} - {""})
+    out = None
+    if out_overload is not None and not any(a.name == "out" for a in s.arguments):
+        out = OutParam(f"{out_overload.name}.{out_overload.overload}", tuple(a.name for a in out_overload.out_arguments))
+    taken = {"out"} if out is not None else set()
+    idents = identifiers([a.name for a in s.arguments], WRAPPER_LOCALS | taken | {function, result_class} - {""})
     args = tuple(PyArg(a.name, idents[a.name], annotation(a.type), python_default(a) if a.default is not None else None,
                        a.kwarg_only, _tensor_like(a.type)) for a in s.arguments)
     rets = s.returns
@@ -227,7 +290,7 @@ def python_signature(decl, function: str) -> PythonSignature:
         returns = result_class
     else:
         returns = "Tuple[" + ", ".join(return_annotation_of(r.type) for r in rets) + "]"
-    return PythonSignature(function, f"{decl.name}.{decl.overload or 'default'}", args, returns, result_class, fields)
+    return PythonSignature(function, f"{decl.name}.{decl.overload or 'default'}", args, returns, result_class, fields, out)
 
 
 def _tensor_like(t: Type) -> bool:

@@ -6,7 +6,11 @@ arguments (and TorchFunctionModes) exactly as `torch.*` functions do, passing it
 `func`, then calls the op through its `OpOverload`.
 
 Types and names come from codegen/api/python.py: an argument named like a Python keyword
-(`from`) is the parameter `from_`, and is passed to the op by its schema name."""
+(`from`) is the parameter `from_`, and is passed to the op by its schema name.
+
+An out= overload (`name.out(..., *, Tensor(a!) out) -> Tensor(a!)`) has its own function,
+`ops.name_out`, and the functional op's function takes `out=` as torch's functions do (a
+tuple for several outputs) and then calls the overload."""
 
 from __future__ import annotations
 
@@ -27,10 +31,14 @@ class PythonOps(Plugin):
     def emit(self, lib, ctx):
         ns = lib.namespace
         names = py.function_names(lib.declarations)
+        out_overloads = py.out_overloads(lib.declarations)
         functions = []
         for d in lib.declarations:
-            sig = py.python_signature(d, names[d.ident])
+            sig = py.python_signature(d, names[d.ident], out_overloads.get(d.ident))
+            o = out_overloads.get(d.ident) if sig.out is not None else None
             functions.append(dict(
+                out_op=py.op_expression("_ops", o.name, o.overload) if o is not None else "",
+                out_call=sig.out_call() if o is not None else "",
                 name=sig.name, op=py.op_expression("_ops", d.name, d.overload), params=sig.parameters(),
                 returns=sig.returns, doc="\n".join(("    " + line) if line else "" for line in py.doc_lines(d, ns)),
                 relevant=", ".join(sig.relevant) + ("," if len(sig.relevant) == 1 else ""),
