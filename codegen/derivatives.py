@@ -5,10 +5,16 @@ in one key, ``input, weight: f(grad_input_mask)``) whose value is a C++ expressi
 ``non_differentiable``.  Formulas may name:
 
 * the op's arguments (saved in forward; a Tensor used only as ``x.sym_sizes()``,
-  ``x.sizes()``, ``x.dim()`` or ``x.scalar_type()`` is saved as that value, not the tensor);
+  ``x.sizes()``, ``x.dim()`` or ``x.scalar_type()`` is saved as that value, not the tensor;
+  a ``Tensor[]`` used only as ``to_args_sizes(xs)``, ``to_args_sizes_symint(xs)`` or
+  ``to_args_scalartypes(xs)``, as in torchgen, is saved as those lists);
 * its results by name (``result``, ``result0``..., or the schema's return names);
 * ``grad`` (the one differentiable output's gradient), ``grads[i]``, ``grad_<return>``;
 * ``grad_input_mask`` (a ``std::array<bool, N>``) in a key naming N inputs.
+
+The formula of a ``Tensor[]`` argument yields the list of its elements' gradients (a
+``std::vector<at::Tensor>``, as torchgen's ``tensors: ...``); a ``Tensor?[]`` argument
+(which ``torch::autograd::Function`` cannot differentiate) must be ``non_differentiable``.
 
 Besides formulas, the mapping takes torchgen's ``output_differentiability: [bool...]``
 and two flags that mirror ``torch.autograd.Function``'s ctx methods:
@@ -29,7 +35,12 @@ import yaml
 
 from .diagnostics import Diagnostics, Loc, did_you_mean
 from .dtypes import DTYPES
-from .schema import FunctionSchema, ListType, is_tensor, unwrap_optional
+from .schema import FunctionSchema, ListType, OptionalType, is_tensor, unwrap_optional
+
+
+def is_tensor_list(t) -> bool:
+    """`Tensor[]`, `Tensor(a!)[]` or `Tensor?[]`."""
+    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
 from .yaml_nodes import construct as _construct, loc_of, scalar_text_loc
 
 NON_DIFFERENTIABLE = "non_differentiable"
@@ -40,6 +51,16 @@ METADATA = {
     "sizes": ("sizes", "std::vector<int64_t>", "toIntVector()"),
     "dim": ("dim", "int64_t", "toInt()"),
     "scalar_type": ("scalar_type", "at::ScalarType", "toScalarType()"),
+}
+# The same for a Tensor[] argument, written as torchgen writes them (`to_args_sizes(tensors)`):
+# function -> (saved suffix, C++ type, how the forward saves it, how the backward reads it).
+LIST_METADATA = {
+    "to_args_sizes": ("args_sizes", "std::vector<std::vector<int64_t>>", "opwrap::rt::save_list_sizes",
+                      "opwrap::rt::load_list_sizes"),
+    "to_args_sizes_symint": ("args_sym_sizes", "std::vector<std::vector<c10::SymInt>>",
+                             "opwrap::rt::save_list_sym_sizes", "opwrap::rt::load_list_sym_sizes"),
+    "to_args_scalartypes": ("args_scalartypes", "std::vector<at::ScalarType>", "opwrap::rt::save_list_scalar_types",
+                            "opwrap::rt::load_list_scalar_types"),
 }
 _KEYWORDS = frozenset("""
     alignas alignof and auto bool break case catch char const constexpr const_cast continue decltype default delete do
@@ -54,7 +75,9 @@ _TOKEN = re.compile(r'''(?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(?P<num>\d[
 @dataclass(frozen=True)
 class Use:
     """One free identifier in a formula: its offset, and the metadata accessor it is
-    immediately followed by (``x.sym_sizes()`` -> ``sym_sizes``), if any."""
+    immediately followed by (``x.sym_sizes()`` -> ``sym_sizes``), or the list metadata
+    function it is the only argument of (``to_args_sizes(xs)`` -> ``to_args_sizes``; the
+    use then starts at the function's name), if any."""
 
     name: str
     start: int
@@ -112,6 +135,10 @@ def scan(text: str, names: frozenset[str] | set[str] = frozenset()) -> list[Use]
         if nxt == "." and i + 4 < len(toks) and toks[i + 2][1] in METADATA and toks[i + 3][1] == "(" and toks[i + 4][1] == ")":
             accessor = toks[i + 2][1]
             end = toks[i + 4][3]
+        elif (prev == "(" and nxt == ")" and i >= 2 and toks[i - 2][1] in LIST_METADATA
+              and (i < 3 or toks[i - 3][1] not in (".", "->", "::"))):
+            accessor = toks[i - 2][1]
+            start, end = toks[i - 2][2], toks[i + 1][3]
         uses.append(Use(value, start, end, accessor))
     return uses
 
@@ -127,7 +154,9 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
         diag.error(loc_of(node, path), "'derivatives' must map input names to C++ formulas, e.g. {self: grad * 2}")
         return None
     rets = schema.return_names()
-    tensors = [a.name for a in schema.arguments if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType)]
+    tensors = [a.name for a in schema.arguments if is_tensor(unwrap_optional(a.type)) or is_tensor_list(a.type)]
+    optional_lists = {a.name for a in schema.arguments
+                      if isinstance(a.type, ListType) and isinstance(a.type.elem, OptionalType)}
     all_args = [a.name for a in schema.arguments]
     schema_names = set(all_args) | set(rets)
     formulas: list[Formula] = []
@@ -157,6 +186,11 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
         if not isinstance(v, yaml.ScalarNode) or v.tag != "tag:yaml.org,2002:str" or not v.value.strip():
             diag.error(loc_of(v, path), f"the formula for '{key}' must be a C++ expression string or '{NON_DIFFERENTIABLE}'")
             continue
+        if ok and v.value.strip() != NON_DIFFERENTIABLE and optional_lists & set(names):
+            n = sorted(optional_lists & set(names))[0]
+            diag.error(kloc, f"'{n}' is a Tensor?[]: torch::autograd::Function cannot differentiate its elements, so "
+                       "it has no derivative formula", f"declare '{n}: {NON_DIFFERENTIABLE}'")
+            ok = False
         if ok:
             text = v.value.strip()
             uses = () if text == NON_DIFFERENTIABLE else tuple(scan(text, schema_names))
@@ -199,6 +233,7 @@ def check_names(d: Derivatives, schema: FunctionSchema, diag: Diagnostics) -> No
     diff_outputs = [i for i, ok in enumerate(d.output_differentiability) if ok]
     arg_names = {a.name for a in schema.arguments}
     written = {a.name for a in schema.arguments if a.is_write}
+    lists = {a.name for a in schema.arguments if is_tensor_list(a.type)}
     grads = grad_names(schema)
     for f in d.formulas:
         if not f.differentiable:
@@ -210,7 +245,14 @@ def check_names(d: Derivatives, schema: FunctionSchema, diag: Diagnostics) -> No
             known.add("grad_input_mask")
         for u in f.uses:
             loc = f.loc.shifted(u.start)
-            if u.name in written and u.name not in rets:
+            if u.accessor in LIST_METADATA and u.name not in lists:
+                diag.error(loc, f"{u.accessor}() takes a Tensor[] argument; '{u.name}' is not one",
+                           f"a Tensor's metadata is {u.name}.sym_sizes(), .sizes(), .dim() or .scalar_type()"
+                           if u.name in arg_names else "")
+            elif u.accessor in METADATA and u.name in lists:
+                diag.error(loc, f"'{u.name}' is a Tensor[]: its elements' sizes are to_args_sizes({u.name}) "
+                           f"(to_args_sizes_symint, to_args_scalartypes), as in torchgen")
+            elif u.name in written and u.name not in rets:
                 diag.error(loc, f"'{u.name}' is modified in place by {schema.name}; its value before the call "
                            "is not available to a derivative formula")
             elif u.name in grads and grads[u.name] not in diff_outputs:
@@ -229,4 +271,4 @@ def check_names(d: Derivatives, schema: FunctionSchema, diag: Diagnostics) -> No
             diag.error(f.loc, "empty formula")
 
 
-__all__ = ["Derivatives", "Formula", "Use", "parse", "scan", "NON_DIFFERENTIABLE", "METADATA"]
+__all__ = ["Derivatives", "Formula", "Use", "parse", "scan", "NON_DIFFERENTIABLE", "METADATA", "LIST_METADATA"]

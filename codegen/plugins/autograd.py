@@ -29,7 +29,7 @@ from ..api import cpp
 from ..api.aten_ops import header_of
 from ..api.kernel import tensor_arguments
 from ..api.names import Scope, cpp_ident, cpp_string
-from ..derivatives import METADATA, grad_names
+from ..derivatives import LIST_METADATA, METADATA, NON_DIFFERENTIABLE, grad_names, is_tensor_list
 from ..render import LINE_RESTORE
 from ..schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
 from .base import Output, Plugin
@@ -81,7 +81,7 @@ def _saveable_type(t) -> str | None:
 # Locals the Function and the Autograd kernel declare (templates/autograd/function.j2 and
 # the statements below); schema names never take them.
 _LOCALS = ("ctx", "grads", "grad", "op", "guard", "saved", "grad_inputs", "next_edge", "needs", "grad_input_mask",
-           "outs", "ks", "m")
+           "outs", "ks", "m", "to_save", "next_slot", "needs_list")
 
 
 def op_call(d, namespace: str) -> dict:
@@ -98,7 +98,7 @@ def op_call(d, namespace: str) -> dict:
 
 def called_functions(d) -> set[str]:
     """Names of the free functions the differentiable formulas call."""
-    return {m for f in d.formulas if f.differentiable for m in _FREE_CALL.findall(f.text)}
+    return {m for f in d.formulas if f.differentiable for m in _FREE_CALL.findall(f.text)} - set(LIST_METADATA)
 
 
 def identifiers(schema) -> tuple[dict[str, str], Scope]:
@@ -114,6 +114,14 @@ def identifiers(schema) -> tuple[dict[str, str], Scope]:
     return ids, scope
 
 
+def written_not_returned(schema) -> list:
+    """The arguments an op writes but does not return (`rms_norm(Tensor(a!) result, ...) -> ()`,
+    batch norm's running statistics): its Function returns them as extra outputs, marked
+    dirty (only outputs can be) and non-differentiable."""
+    returned = {a.name for r in schema.returns if (a := schema.aliased_argument(r)) is not None}
+    return [a for a in schema.arguments if a.is_write and a.name not in returned]
+
+
 def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
     s = decl.schema
     d = decl.derivatives
@@ -121,6 +129,10 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
     args = s.arguments
     ids, scope = identifiers(s)
     tensor_args = [a for a in args if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType)]
+    # Tensor[] arguments: torch::autograd::Function makes each element an input of its own
+    # (custom_function.h, ExtractVariables), so their gradients are spread over the flat list
+    # backward returns.  (A Tensor?[] is one input that is not a Variable: non_differentiable.)
+    lists = [a for a in args if is_tensor_list(a.type) and not isinstance(a.type.elem, OptionalType)]
     uses = d.uses()
     used = {u.name for u in uses}
 
@@ -135,22 +147,43 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
         else:
             metadata.extend((a.name, m) for m in meta)
     save_tensors.extend(n for n in rets if n in used and s.argument(n) is None)
-    saved_values = [a for a in args if a.name in used and a not in tensor_args]
+    # A list is saved element by element after those when a formula names it, and its
+    # to_args_sizes(...) (and the like) as values whether it is saved or not.
+    save_lists = [a.name for a in lists if any(u.name == a.name and u.accessor is None for u in uses)]
+    list_metadata = [(a.name, m) for a in lists for m in sorted({u.accessor for u in uses if u.name == a.name
+                                                                   and u.accessor in LIST_METADATA})]
+    list_names = {a.name for a in lists}
+    saved_values = [a for a in args if a.name in used and a not in tensor_args and a.name not in list_names]
     meta_ids = {(n, m): scope.fresh(f"{ids[n]}_{METADATA[m][0]}") for n, m in metadata}
-    edge = {a.name: scope.fresh(f"{ids[a.name]}_edge") for a in tensor_args}
+    meta_ids.update({(n, m): scope.fresh(f"{ids[n]}_{LIST_METADATA[m][0]}") for n, m in list_metadata})
+    edge = {a.name: scope.fresh(f"{ids[a.name]}_edge") for a in tensor_args + lists}
+    size = {a.name: scope.fresh(f"{ids[a.name]}_size") for a in lists}
+    slot = {a.name: scope.fresh(f"{ids[a.name]}_slot") for a in tensor_args + lists} if lists else {}
+    list_grads = {a.name: scope.fresh(f"{ids[a.name]}_grads") for a in lists}
+    extra = written_not_returned(s)
 
     forward: list[str] = []
-    if save_tensors:
-        items = []
-        for n in save_tensors:
-            a = s.argument(n)
-            i = ids[n]
-            items.append(f"{i}.has_value() ? *{i} : at::Tensor()" if a is not None and a.is_optional else i)
+    items = []
+    for n in save_tensors:
+        a = s.argument(n)
+        i = ids[n]
+        items.append(f"{i}.has_value() ? *{i} : at::Tensor()" if a is not None and a.is_optional else i)
+    if save_lists:
+        forward.append("torch::autograd::variable_list to_save{" + ", ".join(items) + "};")
+        for n in save_lists:
+            forward.append(f"to_save.insert(to_save.end(), {ids[n]}.begin(), {ids[n]}.end());")
+        forward.append("ctx->save_for_backward(std::move(to_save));")
+    elif save_tensors:
         forward.append("ctx->save_for_backward({" + ", ".join(items) + "});")
+    for a in lists:
+        forward.append(f"ctx->saved_data[{cpp_string(a.name + '_size')}] = static_cast<int64_t>({ids[a.name]}.size());")
     for a in saved_values:
         forward.append(f"ctx->saved_data[{cpp_string(a.name)}] = {ids[a.name]};")
     for n, m in metadata:
         forward.append(f"ctx->saved_data[{cpp_string(n + '_' + METADATA[m][0])}] = {ids[n]}.{m}();")
+    for n, m in list_metadata:
+        suffix, _, save, _ = LIST_METADATA[m]
+        forward.append(f"ctx->saved_data[{cpp_string(n + '_' + suffix)}] = {save}({ids[n]});")
     for a in tensor_args:
         if a.is_optional:
             i = ids[a.name]
@@ -160,66 +193,107 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
         forward.append("ctx->mark_dirty({" + ", ".join(dirty) + "});  // apply() bumps their version counters")
     out_names = [n for n, r in zip(rets, s.returns) if s.aliased_argument(r) is None]
     nondiff = [ids[n] for n, ok in zip(rets, d.output_differentiability) if not ok and n in out_names]
+    nondiff += [ids[a.name] for a in extra]
     if nondiff:
         forward.append("ctx->mark_non_differentiable({" + ", ".join(nondiff) + "});")
     if not d.materialize_grads:
         forward.append("ctx->set_materialize_grads(false);")
 
     backward: list[str] = []
-    n_args = len(args)
+    # The number of gradients backward returns: one per argument, one per element of a list.
+    for a in lists:
+        backward.append(f"const size_t {size[a.name]} = ctx->saved_data[{cpp_string(a.name + '_size')}].toInt();")
+    n_slots = " + ".join([str(len(args) - len(lists))] + [size[a.name] for a in lists])
     if not any(f.differentiable for f in d.formulas) or not any(d.output_differentiability):
-        backward.append(f"return torch::autograd::variable_list({n_args});  // no input has a gradient")
+        backward.append(f"return torch::autograd::variable_list({n_slots});  // no input has a gradient")
         return _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids)
     if not d.materialize_grads:
         backward.append("// materialize_grads: false; undefined gradients reach the formulas as undefined tensors.")
         backward.append("if (std::none_of(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.defined(); })) {")
-        backward.append(f"  return torch::autograd::variable_list({n_args});")
+        backward.append(f"  return torch::autograd::variable_list({n_slots});")
         backward.append("}")
-    if save_tensors:
+    if save_tensors or save_lists:
         backward.append("const torch::autograd::variable_list saved = ctx->get_saved_variables();")
         for i, n in enumerate(save_tensors):
             backward.append(f"const at::Tensor& {ids[n]} = saved[{i}];")
+        offset = [str(len(save_tensors))]
+        for n in save_lists:
+            first = " + ".join(offset)
+            backward.append(f"const std::vector<at::Tensor> {ids[n]}(saved.begin() + {first}, "
+                            f"saved.begin() + {first} + {size[n]});")
+            offset.append(size[n])
     for a in saved_values:
         t = _saveable_type(a.type)
         backward.append(f"const auto {ids[a.name]} = ctx->saved_data[{cpp_string(a.name)}].to<{t}>();")
     for n, m in metadata:
         suffix, ctype, getter = METADATA[m]
         backward.append(f"const {ctype} {meta_ids[(n, m)]} = ctx->saved_data[{cpp_string(n + '_' + suffix)}].{getter};")
+    for n, m in list_metadata:
+        suffix, ctype, _, load = LIST_METADATA[m]
+        backward.append(f"const {ctype} {meta_ids[(n, m)]} = {load}(ctx->saved_data[{cpp_string(n + '_' + suffix)}]);")
     diff_out = [i for i, ok in enumerate(d.output_differentiability) if ok]
     if "grad" in used and len(diff_out) == 1:
         backward.append(f"const at::Tensor& grad = grads[{diff_out[0]}];")
     for g, i in grad_names(s).items():
         if g in used:
             backward.append(f"const at::Tensor& {ids[g]} = grads[{i}];")
-    # Gradient edges exist only for tensors that were passed (an absent optional has none).
+    # Gradient edges exist only for tensors that were passed (an absent optional has none);
+    # with lists, the positions in the returned list (slots) depend on their lengths.
     backward.append("size_t next_edge = 0;")
-    for a in tensor_args:
-        if a.is_optional:
-            backward.append(f"const size_t {edge[a.name]} = ctx->saved_data[{cpp_string(a.name + '_defined')}].toBool() "
-                            "? next_edge++ : SIZE_MAX;")
-        else:
-            backward.append(f"const size_t {edge[a.name]} = next_edge++;")
+    if lists:
+        backward.append("size_t next_slot = 0;")
+    for a in args:
+        n = a.name
+        if a in lists:
+            backward.append(f"const size_t {edge[n]} = next_edge;")
+            backward.append(f"next_edge += {size[n]};")
+            backward.append(f"const size_t {slot[n]} = next_slot;")
+            backward.append(f"next_slot += {size[n]};")
+            continue
+        if a in tensor_args:
+            if a.is_optional:
+                backward.append(f"const size_t {edge[n]} = ctx->saved_data[{cpp_string(n + '_defined')}].toBool() "
+                                "? next_edge++ : SIZE_MAX;")
+            else:
+                backward.append(f"const size_t {edge[n]} = next_edge++;")
+        if lists:
+            backward.append(f"const size_t {slot[n]} = next_slot++;" if n in slot else "next_slot++;")
     backward.append("const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };")
-    backward.append(f"torch::autograd::variable_list grad_inputs({n_args});")
-    index = {a.name: i for i, a in enumerate(args)}
-    metadata_only = {(n, m): v for (n, m), v in meta_ids.items()}
+    if lists:
+        backward.append("const auto needs_list = [&](size_t edge, size_t n) {")
+        backward.append("  for (size_t i = 0; i < n; ++i) if (ctx->needs_input_grad(edge + i)) return true;")
+        backward.append("  return false;")
+        backward.append("};")
+    backward.append(f"torch::autograd::variable_list grad_inputs({n_slots});")
+    index = {a.name: (slot[a.name] if lists else str(i)) for i, a in enumerate(args) if not lists or a.name in slot}
+    op_name = cpp_string(f"{namespace}::{decl.op_name}")
     for f in d.formulas:
         if not f.differentiable:
             continue
-        expr = _rewrite(f, metadata_only, ids)
-        needs = [f"needs({edge[n]})" for n in f.inputs]
+        expr = _rewrite(f, meta_ids, ids)
+        needs = [f"needs_list({edge[n]}, {size[n]})" if n in list_names else f"needs({edge[n]})" for n in f.inputs]
         line = f'#line {f.loc.line} {cpp_string(f.loc.path)}'
+        scatter = [f"  opwrap::rt::scatter_list_grads({op_name}, {cpp_string(n)}, {list_grads[n]}, {size[n]}, "
+                   f"grad_inputs, {slot[n]}, {edge[n]}, needs);" for n in f.inputs if n in list_names]
         if len(f.inputs) == 1:
+            n = f.inputs[0]
             backward.append(f"if ({needs[0]}) {{")
             backward.append(line)
-            backward.append(f"  grad_inputs[{index[f.inputs[0]]}] = {expr};")
+            if n in list_names:
+                backward.append(f"  const std::vector<at::Tensor> {list_grads[n]} = {expr};")
+            else:
+                backward.append(f"  grad_inputs[{index[n]}] = {expr};")
         else:
             backward.append(f"if ({' || '.join(needs)}) {{")
             backward.append(f"  const std::array<bool, {len(needs)}> grad_input_mask = {{{', '.join(needs)}}};")
-            targets = ", ".join(f"grad_inputs[{index[n]}]" for n in f.inputs)
+            for n in f.inputs:
+                if n in list_names:
+                    backward.append(f"  std::vector<at::Tensor> {list_grads[n]};")
+            targets = ", ".join(list_grads[n] if n in list_names else f"grad_inputs[{index[n]}]" for n in f.inputs)
             backward.append(line)
             backward.append(f"  std::tie({targets}) = {expr};")
         backward.append(LINE_RESTORE)
+        backward.extend(scatter)
         backward.append("}")
     backward.append("return grad_inputs;")
     return _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids)
@@ -238,20 +312,28 @@ def _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids) -> A
                      "[&]() -> torch::autograd::variable_list {"]
                     + [("  " + line) if not line.startswith("#line") else line for line in backward] + ["});"])
 
-    # The redispatch and what the kernel returns.
-    multi = len(rets) > 1
+    # The redispatch and what the kernel returns.  The Function's outputs are the returns, then
+    # the written arguments it does not return (see written_not_returned).
+    extra = [ids[a.name] for a in written_not_returned(s)]
+    multi = len(rets) + len(extra) > 1
     ret_ids = [ids[n] if s.argument(n) is None else _fresh_result(ids, n) for n in rets]
     forward_returns = "torch::autograd::variable_list" if multi else "at::Tensor"
     op_type = cpp.dispatcher_signature(s)
     call_args = ", ".join(ids[a.name] for a in args)
-    forward_result = ("{" + ", ".join(ret_ids) + "}") if multi else ret_ids[0]
+    forward_result = ("{" + ", ".join(ret_ids + extra) + "}") if multi else ret_ids[0]
     returns_decl = "at::Tensor " + ", ".join(ret_ids)
-    call = (f"std::tie({', '.join(ret_ids)}) = op.call({call_args})" if multi else f"{ret_ids[0]} = op.call({call_args})")
-    if multi:
+    call = (f"std::tie({', '.join(ret_ids)}) = op.call({call_args})" if len(rets) > 1
+            else f"{ret_ids[0]} = op.call({call_args})")
+    # A return that is a written argument is that argument (the kernel returns a reference).
+    aliased = [s.aliased_argument(r) for r in s.returns]
+    results = [ids[a.name] if a is not None and a.is_write else f"outs[{i}]" for i, a in enumerate(aliased)]
+    if len(rets) > 1:
         apply_result = (f"const torch::autograd::variable_list outs = {struct}::apply({call_args});",
-                        "return {" + ", ".join(f"outs[{i}]" for i in range(len(rets))) + "};")
-    elif dirty:
-        apply_result = (f"{struct}::apply({call_args});", f"return {dirty[0]};")
+                        "return {" + ", ".join(results) + "};")
+    elif results[0] != "outs[0]":
+        apply_result = (f"{struct}::apply({call_args});", f"return {results[0]};")
+    elif multi:
+        apply_result = (f"return {struct}::apply({call_args})[0];",)
     else:
         apply_result = (f"return {struct}::apply({call_args});",)
 
@@ -270,8 +352,7 @@ def _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids) -> A
     tensors = [ids[a.name] for a in args if is_tensor(unwrap_optional(a.type))
                or (isinstance(a.type, ListType) and is_tensor(a.type.elem))]
     shortcut = tensors and not s.is_mutable and all(s.aliased_argument(r) is None for r in s.returns)
-    if shortcut:
-        includes.append("<opwrap/runtime/autograd.h>")
+    includes.append("<opwrap/runtime/autograd.h>")  # the shortcut, list helpers, bump_written_versions
     return AutogradPlan(
         no_grad_tensors=", ".join(tensors) if shortcut else "", call_args=call_args,
         struct=struct, params=", ".join(f"{cpp.argument_type(a)} {ids[a.name]}" for a in args),
@@ -344,16 +425,33 @@ class Autograd(Plugin):
         if d is None:
             return
         s = decl.schema
-        if not decl.tensor_inputs:
-            diag.error(decl.field_loc("derivatives"), f"{s.name} has no Tensor input, so nothing to differentiate")
+        loc = decl.field_loc("derivatives")
+        if not tensor_arguments(s):
+            diag.error(loc, f"{s.name} has no Tensor input, so nothing to differentiate")
             return
-        if any(isinstance(a.type, ListType) and is_tensor(a.type.elem) for a in s.arguments):
-            diag.error(decl.field_loc("derivatives"), "derivatives of Tensor[] arguments are not supported yet")
+        if out_arguments(decl):
+            diag.error(loc, f"{s.name} is an out= overload ({', '.join(a.name for a in out_arguments(decl))}); as aten's, "
+                       "it is not differentiable", "declare the derivatives on the functional op; its out= overload "
+                       "refuses inputs that require grad")
+            return
         used = {u.name for u in d.uses()}
         for a in s.arguments:
-            if a.name in used and not is_tensor(unwrap_optional(a.type)) and _saveable_type(a.type) is None:
-                diag.error(decl.field_loc("derivatives"),
-                           f"argument '{a.name}' of type {a.type} cannot be saved for backward")
+            if (a.name in used and not is_tensor(unwrap_optional(a.type)) and not is_tensor_list(a.type)
+                    and _saveable_type(a.type) is None):
+                diag.error(loc, f"argument '{a.name}' of type {a.type} cannot be saved for backward")
+        for a in s.arguments:
+            if a.is_write and (a.is_optional or isinstance(a.type, ListType)):
+                diag.error(loc, f"'{a.name}' ({a.type}) is written by {s.name}: derivatives of ops that write an "
+                           "optional tensor or a list are not supported", "without 'derivatives:', backward through "
+                           f"{s.name} raises 'not implemented'")
+        # A written argument that is not returned is an output of the Function, marked
+        # non-differentiable: nothing can give the gradient of its old value.
+        for a in written_not_returned(s):
+            f = d.formula_for(a.name)
+            if f is not None and f.differentiable:
+                diag.error(f.loc, f"'{a.name}' is written by {s.name} but not returned, so its new value has no "
+                           "gradient for a formula to use", f"return it ('-> Tensor(a!)') or declare "
+                           f"'{a.name}: {NON_DIFFERENTIABLE}'")
         if not s.returns:
             diag.error(decl.func_loc, "an op with derivatives must return its result (in place: 'Tensor(a!)')")
         for r, n in zip(s.returns, s.return_names()):
@@ -368,7 +466,8 @@ class Autograd(Plugin):
 
     def emit(self, lib, ctx):
         """One source per op with Tensor inputs: its Function and Autograd kernel from the
-        formulas (unity group "autograd"), or the not-implemented fallback (group "cpu")."""
+        formulas (unity group "autograd"), or a kernel that makes backward raise "not
+        implemented" (or, for an out= overload, refuses inputs that require grad)."""
         ns = lib.namespace
         ops = library_ops(lib)
         template = "autograd/op.cpp.j2"
@@ -376,13 +475,23 @@ class Autograd(Plugin):
             if not decl.kernels or not tensor_arguments(decl.schema):
                 continue
             p = None if decl.derivatives is None else plan(decl, ns, ops)
+            fallback = None if p else "out" if out_arguments(decl) else "written" if decl.schema.is_mutable else "plain"
             includes = sorted(p.includes, key=lambda h: (h.startswith('"'), h)) if p else []
-            text = ctx.render(template, namespace=ns, decl=decl, p=p, includes=includes)
+            text = ctx.render(template, namespace=ns, decl=decl, p=p, includes=includes, fallback=fallback,
+                              bump_versions=decl.schema.is_mutable)
             # Ops with formulas share units of AUTOGRAD_UNIT_SIZE, larger past units.MAX_UNITS
             # units (custom_function.h is most of their compile time, and an edited formula
-            # recompiles one unit); the others only
-            # register torch's not-implemented fallback, a light source that shares the CPU
-            # wrappers' units (their headers are its headers: one translation unit less, about
-            # 4 s of compiler time a library at -O0).
+            # recompiles one unit), and so do the not-implemented Functions of ops that write
+            # arguments; the others only register a boxed kernel (torch's not-implemented
+            # fallback, opwrap::rt::out_autograd), a light source that shares the CPU wrappers'
+            # units (their headers are its headers: one translation unit less, about 4 s of
+            # compiler time a library at -O0).
+            heavy = p is not None or fallback == "written"
             yield Output(f"autograd/{decl.ident}.cpp", text, (decl.path, ctx.template_source(template)),
-                         unit="autograd" if p else "cpu", unit_size=AUTOGRAD_UNIT_SIZE if p else None)
+                         unit="autograd" if heavy else "cpu", unit_size=AUTOGRAD_UNIT_SIZE if heavy else None)
+
+
+def out_arguments(decl) -> tuple:
+    """torchgen's out= arguments: keyword-only Tensor(a!) arguments (as
+    `Declaration.out_arguments`)."""
+    return tuple(a for a in decl.schema.arguments if a.kwarg_only and a.is_write and is_tensor(unwrap_optional(a.type)))
