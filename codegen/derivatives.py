@@ -218,8 +218,11 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
         else:
             materialize = value
 
+    # An out= argument (keyword-only, written) is an output, with no formula of its own; an
+    # out= overload is refused by the autograd plugin anyway.
+    outs = {a.name for a in schema.arguments if a.kwarg_only and a.is_write}
     for n in tensors:
-        if n not in covered:
+        if n not in covered and n not in outs:
             diag.error(loc_of(node, path), f"no derivative formula for Tensor argument '{n}'",
                        f"add '{n}: <formula>', or '{n}: {NON_DIFFERENTIABLE}' if it has no gradient")
     result = Derivatives(tuple(formulas), out_diff, once, materialize)

@@ -103,3 +103,331 @@ def test_reduced_precision_backward_accumulates_in_float():
     assert xb.grad.dtype == torch.bfloat16
     torch.testing.assert_close(xb.grad.double(), xr.grad, atol=5e-2, rtol=2e-2)
     torch.testing.assert_close(wb.grad.double(), wr.grad, atol=5e-2, rtol=2e-2)
+
+
+# ------------------------------------------------------------------ a library made with `codegen init`
+# Tensor[] inputs with formulas (a helper fed torchgen's to_args_sizes_symint, an inline
+# vector, a multi-input key), a list op and a Tensor?[] op without formulas, an out=
+# overload, a vLLM-style op writing a buffer it does not return, and an in-place op writing
+# a second (non-differentiable) argument: declared as the README says, built at -O0.
+
+GRADLIB_DECLS = """\
+- func: cat_rows(Tensor[] tensors) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: cat_rows_cpu}
+  derivatives:
+    tensors: cat_rows_backward(grad, to_args_sizes_symint(tensors))
+
+- func: weighted_stack(Tensor w, Tensor[] xs, float alpha) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: weighted_stack_cpu}
+  header: lists.h
+  derivatives:
+    w: (grad * at::stack(xs) * alpha).sum(0)
+    xs: (grad * w * alpha).unbind(0)
+
+- func: stack_scale(Tensor[] xs, Tensor s) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: stack_scale_cpu}
+  header: lists.h
+  derivatives:
+    xs, s: stack_scale_backward(grad, xs, s, grad_input_mask)
+
+- func: list_sum(Tensor[] xs) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: list_sum_cpu}
+  header: lists.h
+
+- func: first_plus(Tensor x, Tensor?[] ys) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: first_plus_cpu}
+  header: lists.h
+  derivatives:
+    x: grad
+    ys: non_differentiable
+
+- func: first_plus_nd(Tensor x, Tensor?[] ys) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: first_plus_cpu}
+  header: lists.h
+
+- func: scale.out(Tensor self, float factor, *, Tensor(a!) out) -> Tensor(a!)
+  dtypes: [float32, float64]
+  kernels: {CPU: scale_out_cpu}
+  header: lists.h
+
+- func: silu_and_mul(Tensor(a!) result, Tensor input) -> ()
+  dtypes: [float32, float64]
+  kernels: {CPU: silu_and_mul_cpu}
+  header: lists.h
+
+- func: acc_count_(Tensor(a!) self, Tensor(b!) count, Tensor x) -> Tensor(a!)
+  dtypes: [float32, float64]
+  kernels: {CPU: acc_count_cpu}
+  header: lists.h
+  derivatives:
+    self: grad
+    x: grad
+    count: non_differentiable
+"""
+
+GRADLIB_CAT_ROWS = """\
+#pragma once
+#include <ATen/ATen.h>
+#include <vector>
+namespace gradlib::kernels {
+template <typename scalar_t> at::Tensor cat_rows_cpu(at::TensorList tensors) { return at::cat(tensors, 0); }
+
+// The formula's helper, as torchgen's cat_tensors_backward: the rows of grad each tensor gave.
+inline std::vector<at::Tensor> cat_rows_backward(const at::Tensor& grad,
+                                                 const std::vector<std::vector<c10::SymInt>>& sizes) {
+  std::vector<at::Tensor> out;
+  c10::SymInt start = 0;
+  for (const auto& s : sizes) {
+    out.push_back(grad.narrow_symint(0, start, s[0]));
+    start = start + s[0];
+  }
+  return out;
+}
+}  // namespace gradlib::kernels
+"""
+
+GRADLIB_LISTS = """\
+#pragma once
+#include <ATen/ATen.h>
+#include <array>
+#include <tuple>
+#include <vector>
+namespace gradlib::kernels {
+template <typename scalar_t> at::Tensor weighted_stack_cpu(const at::Tensor& w, at::TensorList xs, double alpha) {
+  return at::stack(xs, 0) * w * alpha;
+}
+template <typename scalar_t> at::Tensor stack_scale_cpu(at::TensorList xs, const at::Tensor& s) {
+  return at::stack(xs, 0) * s;
+}
+inline std::tuple<std::vector<at::Tensor>, at::Tensor> stack_scale_backward(
+    const at::Tensor& grad, at::TensorList xs, const at::Tensor& s, std::array<bool, 2> mask) {
+  std::vector<at::Tensor> gx;
+  if (mask[0]) gx = (grad * s).unbind(0);
+  at::Tensor gs;
+  if (mask[1]) gs = (grad * at::stack(xs, 0)).sum();
+  return {gx, gs};
+}
+template <typename scalar_t> at::Tensor list_sum_cpu(at::TensorList xs) {
+  at::Tensor out = xs[0].clone();
+  for (size_t i = 1; i < xs.size(); ++i) out.add_(xs[i]);
+  return out;
+}
+template <typename scalar_t>
+at::Tensor first_plus_cpu(const at::Tensor& x, const c10::List<std::optional<at::Tensor>>& ys) {
+  at::Tensor out = x.clone();
+  for (size_t i = 0; i < ys.size(); ++i) {
+    const std::optional<at::Tensor> y = ys.get(i);
+    if (y.has_value()) out.add_(*y);
+  }
+  return out;
+}
+template <typename scalar_t> void scale_out_cpu(const at::Tensor& self, double factor, at::Tensor& out) {
+  out.copy_(self * factor);
+}
+template <typename scalar_t> void silu_and_mul_cpu(at::Tensor& result, const at::Tensor& input) {
+  const int64_t d = input.size(-1) / 2;
+  result.copy_(at::silu(input.narrow(-1, 0, d)) * input.narrow(-1, d, d));
+}
+template <typename scalar_t> void acc_count_cpu(at::Tensor& self, at::Tensor& count, const at::Tensor& x) {
+  self.add_(x);
+  count.add_(1);
+}
+}  // namespace gradlib::kernels
+"""
+
+
+@pytest.fixture(scope="module")
+def gradlib(tmp_path_factory):
+    """The library above, made with `codegen init` and built once for this module's tests;
+    returns its directory, or fails with what the build printed."""
+    import subprocess
+    import sys
+
+    from conftest import CODEGEN, ROOT, run_codegen
+    lib = tmp_path_factory.mktemp("gradlib") / "gradlib"
+    r = run_codegen("init", str(lib))
+    assert r.returncode == 0, r.stderr
+    (lib / "declarations" / "lists.yaml").write_text(GRADLIB_DECLS)
+    (lib / "kernels" / "cat_rows.h").write_text(GRADLIB_CAT_ROWS)
+    (lib / "kernels" / "lists.h").write_text(GRADLIB_LISTS)
+    env = dict(__import__("os").environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([*CODEGEN, "build", "--no-cuda", "-O0"], cwd=lib, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return lib
+
+
+def run_in(lib, code: str) -> str:
+    """Run `code` (after `import torch, gradlib` and a few helpers) in a fresh interpreter in
+    the library's directory; fails the test with its output if it raises."""
+    import subprocess
+    import sys
+    prelude = ("import torch, gradlib\n"
+               "from torch.autograd import gradcheck, gradgradcheck\n"
+               "ops = torch.ops.gradlib\n"
+               "def f64(*shape, grad=True):\n"
+               "    return torch.randn(*shape, dtype=torch.float64, requires_grad=grad)\n"
+               "def raises(f, text):\n"
+               "    try:\n"
+               "        f()\n"
+               "    except RuntimeError as e:\n"
+               "        assert text in str(e), str(e)\n"
+               "        return\n"
+               "    raise AssertionError('no RuntimeError: ' + text)\n")
+    r = subprocess.run([sys.executable, "-c", prelude + code], cwd=lib, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+@pytest.mark.slow(90)
+@pytest.mark.xdist_group("gradlib")
+def test_tensor_list_derivatives_pass_gradcheck_and_gradgradcheck(gradlib):
+    run_in(gradlib, """
+a, b, c = f64(2, 3), f64(1, 3), f64(4, 3)
+cat = lambda *t: ops.cat_rows(list(t))
+assert gradcheck(cat, (a, b, c)) and gradgradcheck(cat, (a, b, c))
+# An element before, a float after the list: the flattened gradients map back to each.
+w, xs = f64(3), [f64(3) for _ in range(4)]
+ws = lambda w, *x: ops.weighted_stack(w, list(x), 0.5)
+assert gradcheck(ws, (w, *xs)) and gradgradcheck(ws, (w, *xs))
+# One key for the list and a tensor (grad_input_mask, a tuple of a vector and a tensor).
+s = f64(())
+ss = lambda s, *x: ops.stack_scale(list(x), s)
+assert gradcheck(ss, (s, *xs)) and gradgradcheck(ss, (s, *xs))
+""")
+
+
+@pytest.mark.slow(90)
+@pytest.mark.xdist_group("gradlib")
+def test_tensor_list_gradients_only_for_elements_that_need_them(gradlib):
+    run_in(gradlib, """
+a, b = f64(2, 3, grad=False), f64(1, 3)
+ops.cat_rows([a, b]).sum().backward()
+assert a.grad is None and torch.equal(b.grad, torch.ones(1, 3, dtype=torch.float64))
+# The list only: the Function saved nothing of w's but the sizes it needs.
+w, xs = f64(3, grad=False), [f64(3, grad=False), f64(3)]
+ops.weighted_stack(w, xs, 2.0).sum().backward()
+assert xs[0].grad is None and torch.allclose(xs[1].grad, 2 * w)
+# No tensor requires grad: no graph at all.
+assert ops.cat_rows([a, a]).grad_fn is None
+""")
+
+
+@pytest.mark.slow(90)
+@pytest.mark.xdist_group("gradlib")
+def test_list_ops_without_formulas_raise_when_backward_reaches_them(gradlib):
+    run_in(gradlib, """
+xs = [f64(3, grad=False), f64(3)]
+out = ops.list_sum(xs)
+assert out.requires_grad
+raises(lambda: out.sum().backward(), "derivative for gradlib::list_sum is not implemented")
+# Tensor?[]: the elements are seen (torch's fallback would detach them silently).
+x, y = f64(3, grad=False), f64(3)
+out = ops.first_plus_nd(x, [None, y])
+assert out.requires_grad
+raises(lambda: out.sum().backward(), "derivative for gradlib::first_plus_nd is not implemented")
+# Declared non_differentiable, the Tensor?[] has no gradient; x has its formula's.
+x = f64(3)
+ops.first_plus(x, [y, None]).sum().backward()
+assert torch.equal(x.grad, torch.ones(3, dtype=torch.float64)) and y.grad is None
+""")
+
+
+@pytest.mark.slow(90)
+@pytest.mark.xdist_group("gradlib")
+def test_out_overload_refuses_inputs_that_require_grad(gradlib):
+    run_in(gradlib, """
+out = torch.empty(3, dtype=torch.float64)
+msg = "gradlib::scale(): functions with out=... arguments don't support automatic differentiation, but one of the arguments requires grad."
+raises(lambda: ops.scale.out(f64(3), 2.0, out=out), msg)
+assert not out.requires_grad and out.grad_fn is None
+# An out tensor that requires grad is refused too, as aten's.
+raises(lambda: ops.scale.out(f64(3, grad=False), 2.0, out=f64(3)), "functions with out=... arguments")
+# Without grad: below autograd, and the out tensor's version moves.
+x, v = f64(3, grad=False), out._version
+assert ops.scale.out(x, 2.0, out=out) is out and out._version == v + 1
+assert torch.equal(out, 2 * x)
+with torch.no_grad():
+    ops.scale.out(f64(3), 2.0, out=out)
+assert not out.requires_grad
+""")
+
+
+@pytest.mark.slow(90)
+@pytest.mark.xdist_group("gradlib")
+def test_op_writing_a_buffer_it_does_not_return(gradlib):
+    run_in(gradlib, """
+inp = f64(2, 6)
+result = torch.empty(2, 3, dtype=torch.float64)
+v = result._version
+assert ops.silu_and_mul(result, inp) is None
+assert result._version == v + 1
+torch.testing.assert_close(result, torch.nn.functional.silu(inp[:, :3]) * inp[:, 3:])
+# The buffer now depends on an input that requires grad: backward through it raises.
+assert result.requires_grad and result.grad_fn is not None
+raises(lambda: result.sum().backward(), "derivative for gradlib::silu_and_mul is not implemented")
+# A leaf that requires grad cannot be written, as for any in-place op.
+raises(lambda: ops.silu_and_mul(f64(2, 3), inp), "a leaf Variable that requires grad")
+# Nothing requires grad, or no grad mode: no graph, but the version still moves.
+buf = torch.empty(2, 3, dtype=torch.float64)
+ops.silu_and_mul(buf, inp.detach())
+with torch.no_grad():
+    ops.silu_and_mul(buf, inp)
+assert buf._version == 2 and not buf.requires_grad
+# A tensor saved for backward, then overwritten by the op, is caught.
+w, saved = f64(2, 3), torch.zeros(2, 3, dtype=torch.float64)
+y = w * saved
+ops.silu_and_mul(saved, inp.detach())
+raises(lambda: y.sum().backward(), "modified by an inplace operation")
+""")
+
+
+@pytest.mark.slow(90)
+@pytest.mark.xdist_group("gradlib")
+def test_in_place_op_writing_a_second_non_differentiable_argument(gradlib):
+    run_in(gradlib, """
+base, x = f64(3), f64(3)
+self = base * 1
+count = torch.zeros(3, dtype=torch.float64)
+out = ops.acc_count_(self, count, x)
+assert out is self and "acc_count_" in self.grad_fn.name()
+assert torch.equal(count, torch.ones(3, dtype=torch.float64)) and count._version == 1 and not count.requires_grad
+self.sum().backward()
+assert torch.equal(base.grad, torch.ones(3, dtype=torch.float64)) and torch.equal(x.grad, torch.ones(3, dtype=torch.float64))
+""")
+
+
+@pytest.mark.parametrize("decl, expected", [
+    ("- func: f(Tensor x, Tensor?[] ys) -> Tensor\n  dtypes: [float32]\n  like: x\n"
+     "  derivatives:\n    x: grad\n    ys: grad\n",
+     "declarations/ops.yaml:6:5: error: 'ys' is a Tensor?[]: torch::autograd::Function cannot differentiate"),
+    ("- func: f(Tensor x, Tensor[] ys) -> Tensor\n  dtypes: [float32]\n  like: x\n"
+     "  derivatives:\n    x: grad\n",
+     "declarations/ops.yaml:5:5: error: no derivative formula for Tensor argument 'ys'"),
+    ("- func: f(Tensor x, Tensor[] ys) -> Tensor\n  dtypes: [float32]\n  like: x\n"
+     "  derivatives:\n    x: grad.expand_symint(to_args_sizes_symint(x)[0])\n    ys: grad.unbind(0)\n",
+     "declarations/ops.yaml:5:27: error: to_args_sizes_symint() takes a Tensor[] argument; 'x' is not one"),
+    ("- func: f(Tensor x, Tensor[] ys) -> Tensor\n  dtypes: [float32]\n  like: x\n"
+     "  derivatives:\n    x: grad\n    ys: grad.expand(ys.sizes())\n",
+     "declarations/ops.yaml:6:21: error: 'ys' is a Tensor[]: its elements' sizes are to_args_sizes(ys)"),
+    ("- func: f_(Tensor(a!) self, Tensor(b!) count) -> Tensor(a!)\n  dtypes: [float32]\n"
+     "  derivatives:\n    self: grad\n    count: grad\n",
+     "declarations/ops.yaml:5:12: error: 'count' is written by f_ but not returned"),
+    ("- func: f.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)\n  dtypes: [float32]\n"
+     "  derivatives:\n    self: grad\n",
+     "declarations/ops.yaml:4:5: error: f.out is an out= overload (out); as aten's, it is not differentiable"),
+])
+def test_list_and_written_argument_declaration_errors(project, decl, expected):
+    from conftest import run_codegen
+    (project / "declarations" / "ops.yaml").write_text(decl)
+    for name in ("f", "f_"):
+        (project / "kernels" / f"{name}.h").write_text("#pragma once\n")
+    r = run_codegen("generate", cwd=project)
+    assert r.returncode == 2, r.stderr
+    assert expected in r.stderr
+    assert "Traceback" not in r.stderr

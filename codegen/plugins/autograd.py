@@ -430,7 +430,7 @@ class Autograd(Plugin):
             diag.error(loc, f"{s.name} has no Tensor input, so nothing to differentiate")
             return
         if out_arguments(decl):
-            diag.error(loc, f"{s.name} is an out= overload ({', '.join(a.name for a in out_arguments(decl))}); as aten's, "
+            diag.error(loc, f"{decl.op_name} is an out= overload ({', '.join(a.name for a in out_arguments(decl))}); as aten's, "
                        "it is not differentiable", "declare the derivatives on the functional op; its out= overload "
                        "refuses inputs that require grad")
             return
@@ -475,20 +475,29 @@ class Autograd(Plugin):
             if not decl.kernels or not tensor_arguments(decl.schema):
                 continue
             p = None if decl.derivatives is None else plan(decl, ns, ops)
-            fallback = None if p else "out" if out_arguments(decl) else "written" if decl.schema.is_mutable else "plain"
+            fallback = None if p else "out" if out_arguments(decl) else "function" if needs_function(decl) else "plain"
             includes = sorted(p.includes, key=lambda h: (h.startswith('"'), h)) if p else []
             text = ctx.render(template, namespace=ns, decl=decl, p=p, includes=includes, fallback=fallback,
                               bump_versions=decl.schema.is_mutable)
             # Ops with formulas share units of AUTOGRAD_UNIT_SIZE, larger past units.MAX_UNITS
             # units (custom_function.h is most of their compile time, and an edited formula
-            # recompiles one unit), and so do the not-implemented Functions of ops that write
-            # arguments; the others only register a boxed kernel (torch's not-implemented
+            # recompiles one unit), and so do the not-implemented Functions (see
+            # needs_function); the others only register a boxed kernel (torch's not-implemented
             # fallback, opwrap::rt::out_autograd), a light source that shares the CPU wrappers'
             # units (their headers are its headers: one translation unit less, about 4 s of
             # compiler time a library at -O0).
-            heavy = p is not None or fallback == "written"
+            heavy = p is not None or fallback == "function"
             yield Output(f"autograd/{decl.ident}.cpp", text, (decl.path, ctx.template_source(template)),
                          unit="autograd" if heavy else "cpu", unit_size=AUTOGRAD_UNIT_SIZE if heavy else None)
+
+
+def needs_function(decl) -> bool:
+    """Whether an op without formulas needs opwrap::rt::autograd_not_implemented (a
+    torch::autograd::Function) instead of torch's autogradNotImplementedFallback, which
+    attaches its node to the returns only and does not see the elements of a Tensor?[]: an op
+    that writes arguments, or takes a Tensor?[]."""
+    s = decl.schema
+    return s.is_mutable or any(is_tensor_list(a.type) and isinstance(a.type.elem, OptionalType) for a in s.arguments)
 
 
 def out_arguments(decl) -> tuple:

@@ -1,13 +1,15 @@
-// The Autograd kernel of an op that writes arguments and has no derivative formulas
-// (vLLM's `rms_norm(Tensor(a!) result, Tensor input, ...) -> ()`).
+// The Autograd kernel of an op without derivative formulas that writes arguments (vLLM's
+// `rms_norm(Tensor(a!) result, Tensor input, ...) -> ()`) or takes a Tensor?[].
 //
 // torch's autogradNotImplementedFallback attaches its NotImplemented node to the returns
-// only: an op that writes an argument it does not return (`-> ()`) would leave that
-// argument silently detached from the inputs that require grad.  Here every written
-// argument is marked dirty in a torch::autograd::Function whose backward raises
-// "derivative for <op> is not implemented", as every return is: backward through any of
-// them raises, writing a leaf that requires grad is an error at the call (as for any
-// in-place op), and the written arguments' version counters move.  With nothing to record
+// only, and sees the tensors of Tensor and Tensor[] arguments only: an op that writes an
+// argument it does not return (`-> ()`) would leave that argument silently detached from the
+// inputs that require grad, and the elements of a Tensor?[] would be silently detached from
+// the op's results.  Here every input tensor (Tensor?[] elements included) is an input of a
+// torch::autograd::Function whose backward raises "derivative for <op> is not implemented",
+// and its outputs are the returns and every written argument (marked dirty): backward
+// through any of them raises, writing a leaf that requires grad is an error at the call (as
+// for any in-place op), and the written arguments' version counters move.  With nothing to record
 // (grad mode off, or no tensor requiring grad) it redispatches below autograd, where the
 // ADInplaceOrView kernel (opwrap::rt::bump_written_versions) moves the version counters.
 #pragma once
@@ -21,7 +23,7 @@
 
 namespace opwrap::rt {
 
-struct WrittenNotImplemented : public torch::autograd::Function<WrittenNotImplemented> {
+struct NotImplementedFunction : public torch::autograd::Function<NotImplementedFunction> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, at::TensorList inputs,
                                                 const c10::OperatorHandle* op, c10::DispatchKeySet ks,
                                                 torch::jit::Stack* stack) {
@@ -50,7 +52,7 @@ struct WrittenNotImplemented : public torch::autograd::Function<WrittenNotImplem
   }
 };
 
-inline void written_not_implemented(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+inline void autograd_not_implemented(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size(), start = stack->size() - n;
   std::vector<at::Tensor> inputs;
   bool record = false;
@@ -66,7 +68,7 @@ inline void written_not_implemented(const c10::OperatorHandle& op, c10::Dispatch
     op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
     return;
   }
-  const torch::autograd::variable_list outputs = WrittenNotImplemented::apply(at::TensorList(inputs), &op, ks, stack);
+  const torch::autograd::variable_list outputs = NotImplementedFunction::apply(at::TensorList(inputs), &op, ks, stack);
   // The stack's non-aliasing returns become the Function's outputs (which carry its node).
   const c10::FunctionSchema& schema = op.schema();
   const size_t r = schema.returns().size(), rstart = stack->size() - r;
