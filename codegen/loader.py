@@ -447,7 +447,7 @@ class DeclarationLoader:
     def parse_shapes(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
         """`shape:`.  An out= argument's shape is an output's: the shape it is resized to."""
         rets = schema.return_names()
-        arg_names = {a.name for a in _tensor_args(schema)}
+        arg_names = {a.name for a in _tensor_args(schema)} | {a.name for a in schema.arguments if is_list_of_tensors(a)}
         out_of = {}  # out= argument -> the return aliasing it
         for r, n in zip(schema.returns, rets):
             a = schema.aliased_argument(r)
@@ -531,6 +531,9 @@ _INHERITED = ("dtypes", "dtype_vars", "dtype_owners", "kernels", "header", "like
               "pointwise", "expression", "index_bounds")
 
 
+_INHERITED_EXTRA = ("cuda_header",)  # plugin fields about the kernel (not autocast, vmap, ...)
+
+
 def inherit_out_variants(decls: list[Declaration], diag: Diagnostics) -> list[Declaration]:
     """An out= overload (`name.out(..., *, Tensor(a!) out) -> Tensor(a!)`) with neither
     `kernels` nor `pointwise` shares its functional op's kernel: the op `name` with the
@@ -550,7 +553,8 @@ def inherit_out_variants(decls: list[Declaration], diag: Diagnostics) -> list[De
         outs = d.out_arguments
         ins = [a for a in d.schema.arguments if a not in outs]
         same = [(a.name, str(a.type)) for a in ins] == [(a.name, str(a.type)) for a in f.schema.arguments]
-        f_outs = [(o, r) for o, r in zip(f.outputs(), f.schema.returns) if o.made_by == "wrapper"]
+        f_outs = [(o, r) for o, r in zip(f.outputs(), f.schema.returns)
+                  if o.made_by == "wrapper" or f.expression is not None]
         if not same or len(f_outs) != len(outs) or len(f.outputs()) != len(outs):
             diag.error(d.func_loc, f"'{d.op_name}' declares no kernel, and it does not match its functional op "
                        f"'{f.op_name}' (the same arguments plus one out= argument per return, each allocated by "
@@ -568,7 +572,8 @@ def inherit_out_variants(decls: list[Declaration], diag: Diagnostics) -> list[De
         out.append(replace(d, **values, shapes=shapes, shape_plan=plan,
                            output_dtypes=tuple((rets[n], t) for n, t in f.output_dtypes),
                            dtype_rules=tuple((rets[n], r) for n, r in f.dtype_rules),
-                           extra=tuple(sorted({**dict(f.extra), **dict(d.extra)}.items()))))
+                           extra=tuple(sorted({**{k: v for k, v in f.extra if k in _INHERITED_EXTRA},
+                                               **dict(d.extra)}.items()))))
     return out
 
 

@@ -56,6 +56,7 @@ class PointwisePlan:
     cpu_wrapper: str = ""  # the functions m.impl registers
     cuda_wrapper: str = ""
     registered: tuple[tuple[str, str], ...] = ()  # (capability, its registration object)
+    out: str = ""  # an out= overload: the argument the result is written to (its loops are the functional op's)
 
 
 def plan(decl, namespace: str) -> PointwisePlan:
@@ -66,6 +67,9 @@ def plan(decl, namespace: str) -> PointwisePlan:
     scalar_params = ", ".join(f"{cpp.argument_type(a)} {a.name}" for a in scalar_args)
     ident = _camel(decl.ident)
     fp = f"void (*)(at::TensorIteratorBase&{''.join(', ' + cpp.argument_type(a) for a in scalar_args)})"
+    # An out= overload runs its functional op's loops (the same expression): its own units
+    # hold only the wrapper.
+    loops = decl.name if decl.out_arguments else decl.ident
     return PointwisePlan(
         op=f"{namespace}::{decl.op_name}", functor=f"{ident}Op",
         params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in s.arguments),
@@ -75,16 +79,17 @@ def plan(decl, namespace: str) -> PointwisePlan:
         dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes),
         dtype_list="{" + ", ".join(f"at::ScalarType::{dt.scalar_type}" for dt in decl.dtypes) + "}",
         dtype_names=", ".join(dt.name for dt in decl.dtypes),
-        loop=f"{decl.ident}_loop", kernel=f"{decl.ident}_kernel", launch=f"{decl.ident}_launch",
-        cpu_kernels=f"{decl.ident}_cpu_kernels", cpu_wrapper=f"{decl.ident}_cpu", cuda_wrapper=f"{decl.ident}_cuda",
-        registered=tuple((cap, f"{decl.ident}_{cap}_registered") for cap in CAPABILITIES))
+        loop=f"{loops}_loop", kernel=f"{loops}_kernel", launch=f"{loops}_launch",
+        cpu_kernels=f"{loops}_cpu_kernels", cpu_wrapper=f"{decl.ident}_cpu", cuda_wrapper=f"{decl.ident}_cuda",
+        registered=tuple((cap, f"{decl.ident}_{cap}_registered") for cap in CAPABILITIES),
+        out=decl.out_arguments[0].name if decl.out_arguments else "")
 
 
 def wrapper(decl, p: PointwisePlan, device: str) -> dict:
     """The statements of one device's kernel that Python decides: argument checks and the loop call."""
     first = p.tensors[0]
     checks = [f"constexpr const char* kOp = {cpp_string(p.op)};"]
-    for t in p.tensors:
+    for t in p.tensors + ((p.out,) if p.out else ()):
         checks.extend(device_checks(t, t, first, first, device))
     checks.extend(device_guard(first, device))
     # The inputs by name, for the messages of the checks that TensorIterator's build and the
@@ -119,6 +124,16 @@ class PointwiseKernels(Plugin):
         if odd:
             diag.error(decl.field_loc("dtypes"), f"pointwise expressions support real floating and integer dtypes, "
                        f"not {', '.join(odd)}")
+        if decl.out_arguments:
+            outs = decl.out_arguments
+            ret = decl.schema.returns
+            if len(outs) != 1 or len(ret) != 1 or decl.schema.aliased_argument(ret[0]) is not outs[0]:
+                diag.error(decl.func_loc, "a pointwise out= overload writes one out= argument and returns it: "
+                           "'name.out(..., *, Tensor(a!) out) -> Tensor(a!)'")
+            elif not any(x.name == decl.name and not x.overload and x.expression is not None
+                         for x in lib.declarations):
+                diag.error(decl.func_loc, f"the out= overload '{decl.op_name}' runs the loops of its functional op "
+                           f"'{decl.name}', which must be declared with the same pointwise expression")
         for a in decl.schema.arguments:
             if a.name in CPP_KEYWORDS or a.name in ("Tv", "opmath_t", "scalar_t", "iter", "op", "Vec", "kOp",
                                                     "opwrap_out"):
@@ -139,6 +154,11 @@ class PointwiseKernels(Plugin):
                           opmath_args=", ".join(f"static_cast<opmath_t>({n})" for n in t),
                           plain_args=", ".join(t), halves=[", ".join(f"{n}{i}" for n in t) for i in (0, 1)],
                           cpu=wrapper(d, p, "CPU"), cuda=wrapper(d, p, "CUDA"))
+            if p.out:  # an out= overload: a wrapper around its functional op's loops
+                for path, template, unit in ((f"cpu/{d.ident}.cpp", "pointwise/out.cpp.j2", "cpu"),
+                                             (f"cuda/{d.ident}.cu", "pointwise/out.cu.j2", "cuda")):
+                    yield Output(path, ctx.render(template, **common), (d.path, ctx.template_source(template)), unit)
+                continue
             # Unity groups: the DEFAULT wrappers and loops, each capability's loops, and the
             # CUDA kernels (with the other CUDA ops).  A capability's unit starts with its
             # first source's prelude, which sets the instruction set for all of them.

@@ -34,8 +34,8 @@ class PointwiseIterator final : public at::TensorIteratorBase {
   }
 
   // Called by TensorIteratorBase::build for each output once its shape, dtype and strides
-  // are known.  Generated kernels pass undefined outputs only (at::TensorIterator would
-  // resize a defined one; this iterator refuses it).
+  // are known.  Generated kernels pass undefined outputs only (out= overloads build an
+  // at::TensorIterator, which resizes and casts a given output; this iterator refuses it).
   void set_output_raw_strided(int64_t output_idx, at::IntArrayRef sizes, at::IntArrayRef strides,
                               at::TensorOptions options) override {
     auto& op = operands_[output_idx];
@@ -54,8 +54,9 @@ class PointwiseIterator final : public at::TensorIteratorBase {
 // Builds `iter` from `config`.  When that fails, the error is the op's own message if the
 // inputs' shapes do not broadcast (check_broadcastable throws it), and otherwise (an output
 // too large to allocate, ...) the iterator's, with a line naming the op and `output`.
-inline void build_pointwise(const char* op, const char* output, PointwiseIterator& iter,
-                            at::TensorIteratorConfig& config, std::initializer_list<NamedTensor> inputs) {
+template <typename Iterator>
+void build_pointwise(const char* op, const char* output, Iterator& iter, at::TensorIteratorConfig& config,
+                     std::initializer_list<NamedTensor> inputs) {
   try {
     iter.build(config);
   } catch (c10::Error& e) {
