@@ -12,8 +12,24 @@ A declaration's ``shape:`` maps argument and return names to shapes::
 A shape is a list of dimensions or, for outputs, one expression naming a whole shape
 (``size`` for an ``int[]`` argument, ``self.shape``).  A dimension is an integer, a name
 (a dimension variable bound by an input, or an ``int``/``SymInt`` argument), ``*S`` (a
-run of dimensions, at most one per shape), or an expression over those with ``+ - * //``,
-``x.size(i)``, ``x.shape[i]``, ``x.dim()``, ``x.numel()``, ``l[i]`` and ``len(l)``.
+run of dimensions, at most one per shape), ``_`` (an input dimension of any size), or an
+expression over those with ``+ - * //``, ``x.size(i)``, ``x.shape[i]``, ``x.dim()``,
+``x.numel()``, ``l[i]``, ``len(l)`` and ``sum(t.size(0) for t in tensors)``.
+
+An input dimension binds the one name in it that nothing has bound yet, when the
+expression is linear in it (``2 * H``, ``H * 2 + 1``, ``heads * head_size`` with ``heads``
+an int argument): the checks compute it as ``(size - b) / a`` and check that it divides
+and is not negative.  Names are bound by the required tensors first (in argument order),
+then by the ``Tensor[]``/``Tensor?[]`` lists (every given element has the list's contract;
+the first binds), then by the optional tensors (checked when given).  A name that only an
+optional tensor binds may be unbound, so no output and no other expression may use it; a
+name that only a list binds is required to be bound (the list must hold a tensor) where
+something else uses it.
+
+A ``Tensor[]`` return's shape is a list comprehension, one shape per element:
+``"[[N // chunks, D] for i in range(chunks)]"``, ``"[[s, D] for s in split_sizes]"``,
+``"[[t.size(0), D] for t in tensors]"``; ``range(?n)`` is a length only the kernel knows.
+
 Expressions are parsed with Python's own ``ast`` (the grammar is a strict subset of
 Python's), then checked here against the schema.
 """
@@ -21,8 +37,9 @@ Python's), then checked here against the schema.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from . import pysyntax
 from .diagnostics import Diagnostics, Loc
@@ -39,12 +56,12 @@ class Num:
 
 @dataclass(frozen=True)
 class Var:
-    name: str  # a dimension variable or an int/SymInt argument
+    name: str  # a dimension variable, an int/SymInt argument, or a comprehension's int variable
 
 
 @dataclass(frozen=True)
 class TensorSize:
-    tensor: str
+    tensor: str  # a Tensor argument, or the variable of a comprehension over a tensor list
     dim: "Expr"
 
 
@@ -66,7 +83,7 @@ class ListItem:
 
 @dataclass(frozen=True)
 class ListLen:
-    list: str
+    list: str  # an int[] argument or a tensor list
 
 
 @dataclass(frozen=True)
@@ -91,7 +108,23 @@ class Dynamic:
     name: str
 
 
-Expr = Num | Var | TensorSize | TensorRank | TensorNumel | ListItem | ListLen | BinOp | Neg | Dynamic
+@dataclass(frozen=True)
+class Free:
+    """`_`: an input dimension of any size (checked for nothing but its existence)."""
+
+
+@dataclass(frozen=True)
+class ListSum:
+    """`sum(<body> for <var> in <list>)`: over a tensor list (its given elements; `var` is a
+    tensor in `body`) or an int[] argument (`var` is an int)."""
+
+    list: str
+    var: str
+    body: "Expr"
+    of_tensors: bool
+
+
+Expr = Num | Var | TensorSize | TensorRank | TensorNumel | ListItem | ListLen | BinOp | Neg | Dynamic | Free | ListSum
 
 
 @dataclass(frozen=True)
@@ -113,24 +146,60 @@ class WholeShape:
 
 
 @dataclass(frozen=True)
+class ListShape:
+    """A `Tensor[]` return's shapes: `[<dims> for <var> in <source>]`.  `kind` is "index"
+    (`range(length)`: `var` an int from 0), "int" (an int[] argument: `var` its items) or
+    "tensor" (a Tensor[] argument: `var` its tensors); `length` is the number of elements,
+    a `Dynamic` when only the kernel knows it (`range(?n)`)."""
+
+    var: str
+    kind: str
+    source: str  # the list argument; "" for range()
+    length: Expr
+    dims: tuple[Dim, ...]
+    text: str
+
+    @property
+    def dynamic(self) -> bool:
+        return isinstance(self.length, Dynamic)
+
+
+@dataclass(frozen=True)
 class Shape:
     target: str  # argument or return name
     dims: tuple[Dim, ...] | None
     whole: WholeShape | None
     loc: Loc
+    each: ListShape | None = None  # a Tensor[] return: one shape per element
 
     @property
     def text(self) -> str:
         if self.whole is not None:
             return self.whole.text
+        if self.each is not None:
+            return self.each.text
         return "[" + ", ".join(d.text for d in self.dims) + "]"
 
 
 # ------------------------------------------------------------------------------- parsing
 
+_INT = (BaseType("int"), BaseType("SymInt"))
+
+
+def _is_int_list(t) -> bool:
+    return isinstance(t, ListType) and t.elem in _INT
+
+
+def _is_tensor_list(t) -> bool:
+    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
+
+
 class _ExprParser:
-    def __init__(self, schema: FunctionSchema, diag: Diagnostics, loc: Loc, text: str):
+    def __init__(self, schema: FunctionSchema, diag: Diagnostics, loc: Loc, text: str,
+                 dynamic_cols: frozenset[int] = frozenset()):
         self.schema, self.diag, self.loc, self.text = schema, diag, loc, text
+        self.locals: dict[str, str] = {}  # comprehension variables: name -> "tensor" | "int"
+        self.dynamic_cols = dynamic_cols  # columns of `?name` in a comprehension (parsed as `_name`)
 
     def fail(self, node: ast.AST | None, message: str) -> None:
         col = getattr(node, "col_offset", 0) if node is not None else 0
@@ -139,27 +208,41 @@ class _ExprParser:
     def tensor_arg(self, node: ast.AST) -> str:
         if not isinstance(node, ast.Name):
             self.fail(node, "expected an argument name")
+        if self.locals.get(node.id) == "tensor":
+            return node.id
         a = self.schema.argument(node.id)
+        if a is not None and _is_tensor_list(unwrap_optional(a.type)):
+            self.fail(node, f"'{node.id}' is a list of tensors; use len({node.id}) or "
+                      f"sum(t.size(0) for t in {node.id})")
         if a is None or not is_tensor(unwrap_optional(a.type)):
             self.fail(node, f"'{node.id}' is not a Tensor argument of {self.schema.name}")
         return node.id
 
-    def int_list_arg(self, node: ast.AST) -> str:
+    def int_list_arg(self, node: ast.AST, tensors: bool = False) -> str:
         if isinstance(node, ast.Name):
             a = self.schema.argument(node.id)
-            if a is not None and isinstance(a.type, ListType) and a.type.elem in (BaseType("int"), BaseType("SymInt")):
+            if a is not None and (_is_int_list(a.type) or (tensors and _is_tensor_list(unwrap_optional(a.type)))):
                 return node.id
-        self.fail(node, f"'{ast.unparse(node)}' is not an int[] argument")
+        self.fail(node, f"'{ast.unparse(node)}' is not an int[] argument" + (" or a tensor list" if tensors else ""))
 
     def expr(self, node: ast.AST) -> Expr:
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return Num(node.value)
         if isinstance(node, ast.Name):
+            if node.col_offset in self.dynamic_cols:
+                return Dynamic(node.id[1:])
+            if self.locals.get(node.id) == "int":
+                return Var(node.id)
+            if self.locals.get(node.id) == "tensor":
+                self.fail(node, f"'{node.id}' is a tensor; use {node.id}.size(i) or {node.id}.dim()")
             a = self.schema.argument(node.id)
-            if a is not None and unwrap_optional(a.type) not in (BaseType("int"), BaseType("SymInt")):
+            if a is not None and unwrap_optional(a.type) not in _INT:
                 self.fail(node, f"argument '{node.id}' is a {a.type}, not an int; use {node.id}.size(i) "
                           f"or {node.id}.dim()" if is_tensor(unwrap_optional(a.type)) else
                           f"argument '{node.id}' has type {a.type}, which is not a dimension")
+            if node.id == "_":
+                self.fail(node, "'_' (a dimension of any size) stands alone as an input dimension, not in an "
+                          "expression")
             if not node.id.isidentifier() or node.id.startswith("_"):
                 self.fail(node, f"'{node.id}' is not a valid dimension name")
             return Var(node.id)
@@ -177,14 +260,49 @@ class _ExprParser:
                 return TensorNumel(self.tensor_arg(obj))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
                 and len(node.args) == 1 and not node.keywords:
-            return ListLen(self.int_list_arg(node.args[0]))
+            return ListLen(self.int_list_arg(node.args[0], tensors=True))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "sum" \
+                and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.GeneratorExp):
+            return self.list_sum(node.args[0])
         if isinstance(node, ast.Subscript):
             target = node.value
             if isinstance(target, ast.Attribute) and target.attr == "shape":
                 return TensorSize(self.tensor_arg(target.value), self.expr(node.slice))
             return ListItem(self.int_list_arg(target), self.expr(node.slice))
         self.fail(node, f"unsupported shape expression '{ast.unparse(node)}'; use integers, names, "
-                  "+ - * //, x.size(i), x.shape[i], x.dim(), x.numel(), l[i], len(l)")
+                  "+ - * //, x.size(i), x.shape[i], x.dim(), x.numel(), l[i], len(l), "
+                  "sum(t.size(0) for t in tensors)")
+
+    def comprehension(self, gen: ast.comprehension, node: ast.AST) -> tuple[str, str, str, Expr]:
+        """`for <var> in <iter>` of a sum or a Tensor[] return's shapes: (var, kind, source, length)."""
+        if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+            self.fail(gen.target, "expected 'for <name> in <list>' with no 'if'")
+        var = gen.target.id
+        if self.schema.argument(var) is not None or var in self.locals:
+            self.fail(gen.target, f"the loop variable '{var}' must not be the name of an argument")
+        it = gen.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" \
+                and len(it.args) == 1 and not it.keywords:
+            return var, "index", "", self.expr(it.args[0])
+        if isinstance(it, ast.Name):
+            a = self.schema.argument(it.id)
+            if a is not None and _is_int_list(a.type):
+                return var, "int", it.id, ListLen(it.id)
+            if a is not None and _is_tensor_list(unwrap_optional(a.type)):
+                return var, "tensor", it.id, ListLen(it.id)
+        self.fail(it, f"'{ast.unparse(it)}' is not range(n), an int[] argument or a tensor list")
+
+    def list_sum(self, g: ast.GeneratorExp) -> Expr:
+        if len(g.generators) != 1:
+            self.fail(g, "a sum has one 'for'")
+        var, kind, source, _ = self.comprehension(g.generators[0], g)
+        if kind == "index":
+            self.fail(g.generators[0].iter, "a sum runs over a list argument: sum(t.size(0) for t in tensors)")
+        self.locals[var] = kind
+        try:
+            return ListSum(source, var, self.expr(g.elt), kind == "tensor")
+        finally:
+            del self.locals[var]
 
     def parse(self, text: str) -> ast.AST:
         try:
@@ -194,6 +312,7 @@ class _ExprParser:
 
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//"}
+_DYNAMIC = re.compile(r"\?(?=[A-Za-z_])")
 
 
 class _ShapeError(Exception):
@@ -201,13 +320,30 @@ class _ShapeError(Exception):
         self.loc, self.message = loc, message
 
 
+def _list_return(schema: FunctionSchema, target: str) -> bool:
+    names = schema.return_names()
+    return target in names and _is_tensor_list(schema.returns[names.index(target)].type)
+
+
 def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, item_locs: list[Loc],
                 is_output: bool, diag: Diagnostics) -> Shape | None:
     """Parse one `shape:` entry.  ``value`` is a list of str/int items or one str."""
     try:
+        a = schema.argument(target)
+        in_list = a is not None and _is_tensor_list(unwrap_optional(a.type))
+        if is_output and _list_return(schema, target):
+            if not isinstance(value, str):
+                raise _ShapeError(loc, f"'{target}' is a Tensor[] return: its shape is a list comprehension with "
+                                  "one shape per element, as in \"[[N // chunks, D] for i in range(chunks)]\"")
+            return Shape(target, None, None, loc, _parse_list_shape(schema, value, loc, diag))
         if isinstance(value, str):
             p = _ExprParser(schema, diag, loc, value)
             node = p.parse(value)
+            if isinstance(node, ast.ListComp):
+                raise _ShapeError(loc, f"a list comprehension is the shape of a Tensor[] return; '{target}' is not one")
+            if in_list:
+                raise _ShapeError(loc, f"'{target}' is a tensor list: its shape is a list of dimensions that every "
+                                  "element has, as in [_, D]")
             if isinstance(node, ast.Attribute) and node.attr == "shape":
                 return Shape(target, None, WholeShape(p.tensor_arg(node.value), True, value, loc), loc)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sizes" \
@@ -216,28 +352,7 @@ def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, it
             return Shape(target, None, WholeShape(p.int_list_arg(node), False, value, loc), loc)
         if not isinstance(value, list):
             raise _ShapeError(loc, "a shape must be a list of dimensions like [N, K] or an expression like 'size'")
-        dims = []
-        for item, iloc in zip(value, item_locs):
-            if isinstance(item, bool) or not isinstance(item, (int, str)):
-                raise _ShapeError(iloc, f"a dimension must be an integer or an expression, not {item!r}")
-            text = str(item)
-            star = text.lstrip().startswith("*")
-            p = _ExprParser(schema, diag, iloc, text)
-            if text.lstrip().startswith("?"):
-                name = text.strip()[1:].strip()
-                if not name.isidentifier():
-                    raise _ShapeError(iloc, "'?' must be followed by a name, as in ?nnz")
-                if not is_output:
-                    raise _ShapeError(iloc, f"'?{name}' (a data-dependent size) is for outputs; an input's "
-                                      "dimensions are known")
-                dims.append(Dim(Dynamic(name), False, f"?{name}", iloc))
-            elif star:
-                name = text.strip()[1:].strip()
-                if not name.isidentifier():
-                    raise _ShapeError(iloc, f"'*' must be followed by a dimension-run name, as in *batch")
-                dims.append(Dim(Var(name), True, f"*{name}", iloc))
-            else:
-                dims.append(Dim(p.expr(p.parse(text)), False, text.strip(), iloc))
+        dims = [_parse_dim(schema, item, iloc, is_output, diag) for item, iloc in zip(value, item_locs)]
         stars = [d for d in dims if d.star]
         if len(stars) > 1:
             raise _ShapeError(stars[1].loc, "a shape may have at most one '*' run of dimensions")
@@ -247,85 +362,236 @@ def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, it
         return None
 
 
+def _parse_dim(schema: FunctionSchema, item: object, iloc: Loc, is_output: bool, diag: Diagnostics,
+               parser: _ExprParser | None = None) -> Dim:
+    if isinstance(item, bool) or not isinstance(item, (int, str)):
+        raise _ShapeError(iloc, f"a dimension must be an integer or an expression, not {item!r}")
+    text = str(item)
+    p = parser or _ExprParser(schema, diag, iloc, text)
+    stripped = text.strip()
+    if stripped.startswith("?"):
+        name = stripped[1:].strip()
+        if not name.isidentifier():
+            raise _ShapeError(iloc, "'?' must be followed by a name, as in ?nnz")
+        if not is_output:
+            raise _ShapeError(iloc, f"'?{name}' (a data-dependent size) is for outputs; an input's dimensions are known")
+        return Dim(Dynamic(name), False, f"?{name}", iloc)
+    if stripped.startswith("*"):
+        name = stripped[1:].strip()
+        if not name.isidentifier():
+            raise _ShapeError(iloc, "'*' must be followed by a dimension-run name, as in *batch")
+        return Dim(Var(name), True, f"*{name}", iloc)
+    if stripped == "_":
+        if is_output:
+            raise _ShapeError(iloc, "'_' (a dimension of any size) is for inputs; an output's sizes must be known")
+        return Dim(Free(), False, "_", iloc)
+    return Dim(p.expr(p.parse(text)), False, stripped, iloc)
+
+
+def _parse_list_shape(schema: FunctionSchema, value: str, loc: Loc, diag: Diagnostics) -> ListShape:
+    """`[[<dims>] for <var> in <iterable>]`, with `?name` a data-dependent size."""
+    stripped = value.strip()
+    lead = len(value) - len(value.lstrip())
+    cols = frozenset(m.start() for m in _DYNAMIC.finditer(stripped))
+    text = _DYNAMIC.sub("_", stripped)  # `?n` -> `_n`, same length: the columns stay right
+    p = _ExprParser(schema, diag, loc.shifted(lead), text, cols)
+    node = p.parse(text)
+    if not isinstance(node, ast.ListComp) or len(node.generators) != 1 or not isinstance(node.elt, ast.List):
+        raise _ShapeError(loc, "a Tensor[] return's shape is a list comprehension with one shape per element, "
+                          "as in \"[[N // chunks, D] for i in range(chunks)]\"")
+    var, kind, source, length = p.comprehension(node.generators[0], node)
+    if kind == "tensor":
+        a = schema.argument(source)
+        if isinstance(a.type, ListType) and not is_tensor(a.type.elem):
+            raise _ShapeError(loc.shifted(lead + node.generators[0].iter.col_offset),
+                              f"'{source}' may hold None; a Tensor[] return's shapes come from a Tensor[] argument")
+    p.locals[var] = kind
+    dims = []
+    for item in node.elt.elts:
+        iloc = loc.shifted(lead + item.col_offset)
+        if isinstance(item, ast.Starred):
+            if not isinstance(item.value, ast.Name):
+                raise _ShapeError(iloc, "'*' must be followed by a dimension-run name, as in *batch")
+            dims.append(Dim(Var(item.value.id), True, f"*{item.value.id}", iloc))
+            continue
+        sub = _ExprParser(schema, diag, loc.shifted(lead), text, cols)
+        sub.locals = p.locals
+        dims.append(Dim(sub.expr(item), False, ast.get_source_segment(value.strip(), item) or ast.unparse(item), iloc))
+    if sum(d.star for d in dims) > 1:
+        raise _ShapeError([d for d in dims if d.star][1].loc, "a shape may have at most one '*' run of dimensions")
+    return ListShape(var, kind, source, length, tuple(dims), stripped)
+
+
 # ------------------------------------------------------------------------------ analysis
 
 @dataclass(frozen=True)
 class Binding:
-    """Where a dimension variable comes from: `tensor.size(index)` or a run of them."""
+    """Where a dimension variable comes from: `tensor.size(index)` or a run of them.  `maybe`:
+    first bound by an optional tensor or a tensor list, so it may be unbound at run time (a
+    local that starts unbound: -1 in C++, None in Python)."""
 
     name: str
     tensor: str
     start: int  # dim index from the front (>= 0) or from the back (< 0) for after a star
     run: bool = False
     run_stop: int = 0  # for a run: number of dims after it in the tensor's shape
+    maybe: bool = False
 
 
 @dataclass(frozen=True)
 class ShapePlan:
-    """Input contracts in argument order, then output shapes, checked for consistency."""
+    """Input contracts in the order they are checked (required tensors, tensor lists, optional
+    tensors, each in argument order), then output shapes, checked for consistency.
+    `required`: for a tensor list, the names it binds that something after it uses, so the
+    list must bind them (hold a tensor)."""
 
     inputs: tuple[Shape, ...]
     outputs: tuple[Shape, ...]
     bindings: tuple[Binding, ...]
+    required: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def binding(self, name: str) -> Binding | None:
         return next((b for b in self.bindings if b.name == name), None)
+
+    def required_after(self, list_arg: str) -> tuple[str, ...]:
+        return dict(self.required).get(list_arg, ())
+
+
+def _order(schema: FunctionSchema, shapes: Mapping[str, Shape]) -> list[tuple[object, Shape, str]]:
+    """(argument, shape, kind) of the input contracts in check order; kind is "required",
+    "list" or "optional"."""
+    groups: dict[str, list] = {"required": [], "list": [], "optional": []}
+    for a in schema.arguments:
+        s = shapes.get(a.name)
+        if s is None:
+            continue
+        kind = "list" if _is_tensor_list(unwrap_optional(a.type)) else "optional" if a.is_optional else "required"
+        groups[kind].append((a, s, kind))
+    return groups["required"] + groups["list"] + groups["optional"]
 
 
 def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tuple[str, ...],
             diag: Diagnostics) -> ShapePlan:
     bindings: dict[str, Binding] = {}
-    int_args = {a.name for a in schema.arguments if unwrap_optional(a.type) in (BaseType("int"), BaseType("SymInt"))}
+    int_args = {a.name for a in schema.arguments if unwrap_optional(a.type) in _INT}
+    optional_tensors = {a.name for a in schema.arguments
+                        if a.is_optional and is_tensor(unwrap_optional(a.type))}
+    only_optional: dict[str, str] = {}  # name -> the optional tensor that binds it
+    list_bound: dict[str, str] = {}  # name -> the tensor list that binds it
+    required: dict[str, list[str]] = {}
     inputs = []
-    for a in schema.arguments:
-        s = shapes.get(a.name)
-        if s is None:
-            continue
+
+    def use(e: Expr, loc: Loc, star_ok: bool, where: str | None, unknown: str | None = None) -> None:
+        """Names in `e` must be bound (but `unknown`, which `e` binds); optional tensors' sizes
+        and names only optional tensors bind are usable only in their own contracts."""
+        for t in _tensors(e):
+            if t in optional_tensors and t != where:
+                diag.error(loc, f"'{t}' is optional (it may be None), so its sizes cannot be used here; name its "
+                           f"dimensions in its own shape instead")
+        for v in _vars(e):
+            if v == unknown:
+                continue
+            b = bindings.get(v)
+            if b is None and v not in int_args:
+                diag.error(loc, f"unknown dimension '{v}': bind it in the shape of an input, or name an int argument")
+            elif b is not None and b.run != star_ok:
+                diag.error(loc, f"'{v}' is a run of dimensions; write it as '*{v}'" if b.run else
+                           f"'{v}' is a single dimension, not a run; write it without '*'")
+            elif v in only_optional:
+                diag.error(loc, f"dimension '{v}' is bound only by optional argument '{only_optional[v]}', so it is "
+                           "unknown when that is None; bind it in the shape of a required argument, or "
+                           "leave it out here")
+            elif v in list_bound and list_bound[v] != where:
+                required.setdefault(list_bound[v], [])
+                if v not in required[list_bound[v]]:
+                    required[list_bound[v]].append(v)
+
+    for a, s, kind in _order(schema, shapes):
         inputs.append(s)
         if s.whole is not None:
             if s.whole.source == a.name:
                 diag.error(s.loc, f"the shape of '{a.name}' cannot be its own shape")
+            else:
+                use(TensorSize(s.whole.source, Num(0)), s.loc, False, a.name)
             continue
         n = len(s.dims)
         star = next((i for i, d in enumerate(s.dims) if d.star), None)
         for i, d in enumerate(s.dims):
-            if isinstance(d.expr, Var) and d.expr.name not in bindings and d.expr.name not in int_args:
-                if a.is_optional:
-                    diag.error(d.loc, f"dimension '{d.expr.name}' is first bound by optional argument '{a.name}'; "
-                               "bind it from a required argument listed earlier")
-                    continue
-                if d.star:
-                    bindings[d.expr.name] = Binding(d.expr.name, a.name, i, True, n - i - 1)
+            start = i if star is None or i < star else i - n
+            if d.star:
+                name = d.expr.name
+                if name in int_args:
+                    diag.error(d.loc, f"'*{name}' names an int argument, not a run of dimensions")
+                elif name not in bindings:
+                    if kind != "required":
+                        diag.error(d.loc, f"the run '*{name}' is first bound by {_kind_words(kind)} '{a.name}'; "
+                                   "bind it in the shape of a required Tensor argument")
+                        continue
+                    bindings[name] = Binding(name, a.name, i, True, n - i - 1)
                 else:
-                    bindings[d.expr.name] = Binding(d.expr.name, a.name, i if star is None or i < star else i - n)
-            elif d.star and d.expr.name in int_args:
-                diag.error(d.loc, f"'*{d.expr.name}' names an int argument, not a run of dimensions")
-            else:
-                _check_names(d.expr, bindings, int_args, d.loc, diag, star_ok=d.star)
+                    use(d.expr, d.loc, True, a.name)
+                continue
+            if isinstance(d.expr, Free):
+                continue
+            # The names this dimension may bind: unbound ones, and (in an optional tensor's or a
+            # list's contract) those that only optional tensors bind, bound at run time if at all.
+            unknowns = sorted({v for v in _vars(d.expr) if v not in int_args and (
+                v not in bindings or (kind != "required" and (v in only_optional or list_bound.get(v) == a.name)))})
+            if not unknowns:
+                use(d.expr, d.loc, False, a.name)
+                continue
+            if len(unknowns) > 1:
+                diag.error(d.loc, f"'{d.text}' has {len(unknowns)} unknown dimensions ({', '.join(unknowns)}); an input "
+                           "dimension binds one: bind the others in the shape of an input before")
+                for x in unknowns:  # reported once, here
+                    bindings.setdefault(x, Binding(x, a.name, start))
+                continue
+            x = unknowns[0]
+            if _linear(d.expr, x) is None:
+                diag.error(d.loc, f"'{d.text}' cannot bind dimension '{x}': an input dimension binds a name through a "
+                           f"linear expression such as 2 * {x} or {x} + 1; bind '{x}' in an input before, or "
+                           "name an int argument")
+                bindings.setdefault(x, Binding(x, a.name, start))  # reported once, here
+                continue
+            use(d.expr, d.loc, False, a.name, unknown=x)
+            if x in bindings:
+                continue
+            bindings[x] = Binding(x, a.name, start, maybe=kind != "required")
+            if kind == "optional":
+                only_optional[x] = a.name
+            elif kind == "list":
+                list_bound[x] = a.name
     outputs = []
     for name in output_names:
         s = shapes.get(name)
         if s is None:
             continue
         outputs.append(s)
-        for d in s.dims or ():
-            _check_names(d.expr, bindings, int_args, d.loc, diag, star_ok=d.star)
-    return ShapePlan(tuple(inputs), tuple(outputs), tuple(bindings.values()))
+        if s.each is not None:
+            use(s.each.length, s.loc, False, None)
+            loop = {s.each.var}
+        for d in (s.each.dims if s.each is not None else s.dims or ()):
+            if s.each is not None:
+                for v in _vars(d.expr):
+                    if v in loop:
+                        continue
+                    use(Var(v), d.loc, d.star, None)
+                for t in _tensors(d.expr):
+                    if t != s.each.var:
+                        use(TensorSize(t, Num(0)), d.loc, False, None)
+            else:
+                use(d.expr, d.loc, d.star, None)
+    return ShapePlan(tuple(inputs), tuple(outputs), tuple(bindings.values()),
+                     tuple((k, tuple(v)) for k, v in required.items()))
 
 
-def _check_names(e: Expr, bindings: dict[str, Binding], int_args: set[str], loc: Loc, diag: Diagnostics,
-                 star_ok: bool) -> None:
-    for v in _vars(e):
-        b = bindings.get(v)
-        if b is None and v not in int_args:
-            diag.error(loc, f"unknown dimension '{v}': bind it in the shape of an input listed before, "
-                       "or name an int argument")
-        elif b is not None and b.run != star_ok:
-            diag.error(loc, f"'{v}' is a run of dimensions; write it as '*{v}'" if b.run else
-                       f"'{v}' is a single dimension, not a run; write it without '*'")
+def _kind_words(kind: str) -> str:
+    return {"list": "tensor list", "optional": "optional argument"}.get(kind, "argument")
 
 
-def _vars(e: Expr):
+def _vars(e: Expr) -> Iterator[str]:
+    """The names an expression reads: dimension variables and int arguments (not the
+    variables of its own comprehensions)."""
     if isinstance(e, Var):
         yield e.name
     elif isinstance(e, BinOp):
@@ -333,8 +599,87 @@ def _vars(e: Expr):
         yield from _vars(e.rhs)
     elif isinstance(e, Neg):
         yield from _vars(e.operand)
-    elif isinstance(e, (TensorSize, ListItem)):
-        yield from _vars(e.dim if isinstance(e, TensorSize) else e.index)
+    elif isinstance(e, TensorSize):
+        yield from _vars(e.dim)
+    elif isinstance(e, ListItem):
+        yield from _vars(e.index)
+    elif isinstance(e, ListSum):
+        yield from (v for v in _vars(e.body) if v != e.var)
+
+
+def _tensors(e: Expr) -> Iterator[str]:
+    """The tensors whose sizes an expression reads (not its comprehensions' variables)."""
+    if isinstance(e, (TensorSize, TensorRank, TensorNumel)):
+        yield e.tensor
+    if isinstance(e, TensorSize):
+        yield from _tensors(e.dim)
+    elif isinstance(e, BinOp):
+        yield from _tensors(e.lhs)
+        yield from _tensors(e.rhs)
+    elif isinstance(e, Neg):
+        yield from _tensors(e.operand)
+    elif isinstance(e, ListItem):
+        yield from _tensors(e.index)
+    elif isinstance(e, ListSum):
+        yield from (t for t in _tensors(e.body) if t != e.var)
+
+
+# ---------------------------------------------------------------------- linear expressions
+
+def _add(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Num) and isinstance(b, Num):
+        return Num(a.value + b.value)
+    if a == Num(0):
+        return b
+    if b == Num(0):
+        return a
+    return BinOp("+", a, b)
+
+
+def _neg(a: Expr) -> Expr:
+    return Num(-a.value) if isinstance(a, Num) else a.operand if isinstance(a, Neg) else Neg(a)
+
+
+def _mul(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, Num) and isinstance(b, Num):
+        return Num(a.value * b.value)
+    if a == Num(1):
+        return b
+    if b == Num(1):
+        return a
+    if Num(0) in (a, b):
+        return Num(0)
+    return BinOp("*", a, b)
+
+
+def _linear(e: Expr, x: str) -> tuple[Expr, Expr] | None:
+    """(a, b) with e == a * x + b and neither reading x; None when e is not linear in x (or
+    its factor is 0)."""
+    def go(e: Expr) -> tuple[Expr, Expr] | None:
+        if e == Var(x):
+            return Num(1), Num(0)
+        if x not in set(_vars(e)):
+            return Num(0), e
+        if isinstance(e, Neg):
+            r = go(e.operand)
+            return None if r is None else (_neg(r[0]), _neg(r[1]))
+        if isinstance(e, BinOp) and e.op in "+-":
+            lhs, rhs = go(e.lhs), go(e.rhs)
+            if lhs is None or rhs is None:
+                return None
+            if e.op == "-":
+                rhs = (_neg(rhs[0]), _neg(rhs[1]))
+            return _add(lhs[0], rhs[0]), _add(lhs[1], rhs[1])
+        if isinstance(e, BinOp) and e.op == "*":
+            lx, rx = x in set(_vars(e.lhs)), x in set(_vars(e.rhs))
+            if lx and rx:
+                return None
+            inner, factor = (go(e.lhs), e.rhs) if lx else (go(e.rhs), e.lhs)
+            return None if inner is None else (_mul(inner[0], factor), _mul(inner[1], factor))
+        return None  # //, a size, an index: not invertible
+
+    r = go(e)
+    return None if r is None or r[0] == Num(0) else r
 
 
 # ------------------------------------------------------------------------------ rendering
@@ -363,7 +708,7 @@ def _render(e: Expr, python: bool, names: Mapping[str, str]) -> str:
         return names.get(name, name)
 
     if isinstance(e, Num):
-        return str(e.value)
+        return str(e.value) if e.value >= 0 or python else f"({e.value})"
     if isinstance(e, Var):
         return n(e.name)
     if isinstance(e, TensorSize):
@@ -376,6 +721,14 @@ def _render(e: Expr, python: bool, names: Mapping[str, str]) -> str:
         return f"{n(e.list)}[{r(e.index)}]" if python else f"opwrap::rt::list_item({n(e.list)}, {r(e.index)})"
     if isinstance(e, ListLen):
         return f"len({n(e.list)})" if python else f"static_cast<int64_t>({n(e.list)}.size())"
+    if isinstance(e, ListSum):
+        inner = {k: v for k, v in names.items() if k != e.var}  # the loop variable is itself
+        body = _render(e.body, python, inner)
+        if python:
+            given = f" if {e.var} is not None" if e.of_tensors else ""
+            return f"sum(({body}) for {e.var} in {n(e.list)}{given})"
+        param = "const at::Tensor&" if e.of_tensors else "int64_t"
+        return f"opwrap::rt::list_sum(kOp, {n(e.list)}, [&]({param} {e.var}) -> int64_t {{ return {body}; }})"
     if isinstance(e, BinOp):
         if not python:  # inside a generated wrapper, where kOp names the op
             if e.op == "//":
@@ -390,60 +743,97 @@ def _render(e: Expr, python: bool, names: Mapping[str, str]) -> str:
 
 
 def variables(plan: "ShapePlan") -> set[str]:
-    """Every name the shape rule's expressions use: arguments and dimension variables."""
+    """Every name the shape rule's expressions use: arguments and dimension variables (not
+    the variables of comprehensions, which are locals of their own loops)."""
     out: set[str] = set()
     for s in plan.inputs + plan.outputs:
+        if s.each is not None:
+            out.update(v for d in s.each.dims for v in _vars(d.expr) if v != s.each.var)
+            out.update(_vars(s.each.length))
         for d in s.dims or ():
-            out.update(v.name for v in _vars(d.expr) if isinstance(v, Var))
+            if not isinstance(d.expr, (Free, Dynamic)):
+                out.update(_vars(d.expr))
     return out
 
 
-def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
-                     names: Mapping[str, str] | None = None) -> list[str]:
-    """C++ statements that check every input contract and bind its dimension variables.
-    `op` is a C++ expression naming the op in messages (the generated `kOp`); `names` maps
-    schema names to their C++ expressions (see `render_cpp`), and an optional tensor `x`
-    with a contract to the local bound to its value, under the key `x?`."""
-    names = names or {}
+# ---------------------------------------------------------------------- input contracts
 
-    def n(name: str) -> str:
-        return names.get(name, name)
+@dataclass(frozen=True)
+class _Step:
+    """One action of the input contracts on one dimension, the same in both languages."""
 
-    lines: list[str] = []
-    bound: set[str] = set()
-    for s in plan.inputs:
-        arg = schema.argument(s.target)
-        t = names.get(s.target + "?", n(s.target) + "_") if arg.is_optional else n(s.target)
-        if s.whole is not None:
-            expected = f"{n(s.whole.source)}.sizes()" if s.whole.is_tensor else n(s.whole.source)
-            body = [f'opwrap::rt::check_shape({op}, {cpp_string(s.target)}, {t}, {expected}, {cpp_string(s.whole.text)});']
-            lines.extend(_guard_optional(arg, n(s.target), t, body))
-            continue
-        count = len(s.dims)
-        star = next((i for i, d in enumerate(s.dims) if d.star), None)
-        body: list[str] = []
-        rank = count - (1 if star is not None else 0)
-        body.append(f'opwrap::rt::check_rank({op}, {cpp_string(s.target)}, {t}, {rank}, '
-                    f'{"true" if star is not None else "false"}, {cpp_string(s.text)});')
-        for i, d in enumerate(s.dims):
-            index = i if star is None or i < star else i - count
-            if d.star:
-                name = d.expr.name
-                run = f"{t}.sizes().slice({i}, {t}.dim() - {count - 1})"
-                if name in bound:
-                    body.append(f'opwrap::rt::check_run({op}, {cpp_string(s.target)}, {t}, {i}, {n(name)}, '
-                                f'{cpp_string(name)});')
+    kind: str  # rank | bind | bind_linear | maybe_bind | maybe_bind_linear | check | bind_run | check_run
+    index: int = 0  # the dimension (from the back when < 0)
+    dim: Dim | None = None
+    var: str = ""
+    a: Expr | None = None  # bind_linear: size == a * var + b
+    b: Expr | None = None
+
+
+@dataclass(frozen=True)
+class _Contract:
+    arg: str
+    kind: str  # required | list | optional
+    shape: Shape
+    steps: tuple[_Step, ...]
+    declare: tuple[str, ...] = ()  # names this contract may bind at run time, declared unbound before it
+    require: tuple[str, ...] = ()  # after a list: names it must have bound
+
+
+def _contracts(plan: ShapePlan, schema: FunctionSchema) -> list[_Contract]:
+    """The input contracts as steps: which dimension binds what, which checks."""
+    int_args = {a.name for a in schema.arguments if unwrap_optional(a.type) in _INT}
+    bound: set[str] = set(int_args)  # bound for certain here
+    maybe_set: set[str] = set()  # runtime-bound names that some earlier contract may have set
+    declared: set[str] = set()
+    out = []
+    for a, s, kind in _order(schema, {sh.target: sh for sh in plan.inputs}):
+        steps: list[_Step] = []
+        declare: list[str] = []
+        if s.whole is None:
+            count = len(s.dims)
+            star = next((i for i, d in enumerate(s.dims) if d.star), None)
+            steps.append(_Step("rank", count - (1 if star is not None else 0), None, "at_least" if star is not None else ""))
+            binds_here: list[str] = []
+            for i, d in enumerate(s.dims):
+                index = i if star is None or i < star else i - count
+                if d.star:
+                    if d.expr.name in bound:
+                        steps.append(_Step("check_run", i, d, d.expr.name))
+                    else:
+                        steps.append(_Step("bind_run", i, d, d.expr.name))
+                        bound.add(d.expr.name)
+                    continue
+                if isinstance(d.expr, Free):
+                    continue
+                unknown = [v for v in _vars(d.expr) if v not in bound]
+                if not unknown:
+                    steps.append(_Step("check", index, d))
+                    continue
+                x = unknown[0]
+                lin = _linear(d.expr, x)
+                if lin is None:
+                    continue  # reported by analyze
+                b = plan.binding(x)
+                if b is not None and b.maybe:
+                    if x not in declared:
+                        declared.add(x)
+                        declare.append(x)
+                    # a list binds from its first given element, checks the rest: always at run time
+                    runtime = kind == "list" or x in maybe_set or x in binds_here
+                    simple = d.expr == Var(x)
+                    steps.append(_Step(("maybe_bind" if runtime else "bind") + ("" if simple else "_linear"),
+                                       index, d, x, *([] if simple else lin)))
+                    binds_here.append(x)
                 else:
-                    body.append(f"const std::vector<int64_t> {n(name)} = {run}.vec();")
-                    bound.add(name)
-            elif isinstance(d.expr, Var) and d.expr.name not in bound and plan.binding(d.expr.name) is not None:
-                body.append(f"const int64_t {n(d.expr.name)} = {t}.size({index});")
-                bound.add(d.expr.name)
-            else:
-                body.append(f'opwrap::rt::check_size({op}, {cpp_string(s.target)}, {t}, {index}, '
-                            f'{render_cpp(d.expr, names)}, {cpp_string(d.text)});')
-        lines.extend(_guard_optional(arg, n(s.target), t, body))
-    return lines
+                    steps.append(_Step("bind" if d.expr == Var(x) else "bind_linear", index, d, x,
+                                       *([] if d.expr == Var(x) else lin)))
+                    bound.add(x)
+            maybe_set.update(binds_here)
+        require = plan.required_after(a.name) if kind == "list" else ()
+        bound.update(require)
+        out.append(_Contract(a.name, kind, s, tuple(steps), tuple(declare), tuple(require)))
+    return out
 
 
 def _guard_optional(arg, value: str, bound: str, body: list[str]) -> list[str]:
@@ -454,26 +844,72 @@ def _guard_optional(arg, value: str, bound: str, body: list[str]) -> list[str]:
             + ["  " + b for b in body] + ["}"])
 
 
-def cpp_output_shape(s: Shape, names: Mapping[str, str] | None = None) -> str:
-    """A C++ expression of type std::vector<int64_t> for an output's shape."""
+def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
+                     names: Mapping[str, str] | None = None) -> list[str]:
+    """C++ statements that check every input contract and bind its dimension variables.
+    `op` is a C++ expression naming the op in messages (the generated `kOp`); `names` maps
+    schema names to their C++ expressions (see `render_cpp`), and an optional tensor `x`
+    with a contract to the local bound to its value, under the key `x?`.  Uses the helpers
+    of runtime/include/opwrap/runtime/shape_checks.h (included by checks.h)."""
     names = names or {}
-    if s.whole is not None:
-        src = names.get(s.whole.source, s.whole.source)
-        return f"{src}.sizes().vec()" if s.whole.is_tensor else f"{src}.vec()"
-    if not any(d.star for d in s.dims):
-        return "std::vector<int64_t>{" + ", ".join(render_cpp(d.expr, names) for d in s.dims) + "}"
-    pieces, run = [], []
-    for d in s.dims:
-        if d.star:
-            if run:
-                pieces.append("{" + ", ".join(run) + "}")
-                run = []
-            pieces.append(names.get(d.expr.name, d.expr.name))
+
+    def n(name: str) -> str:
+        return names.get(name, name)
+
+    lines: list[str] = []
+    for c in _contracts(plan, schema):
+        arg = schema.argument(c.arg)
+        s = c.shape
+        lines.extend(f"int64_t {n(v)} = -1;  // bound by '{c.arg}' when given" for v in c.declare)
+        if c.kind == "list":
+            t, label = "opwrap_e", "opwrap_name.c_str()"
         else:
-            run.append(render_cpp(d.expr, names))
-    if run:
-        pieces.append("{" + ", ".join(run) + "}")
-    return "opwrap::rt::concat({" + ", ".join(pieces) + "})"
+            t = names.get(c.arg + "?", n(c.arg) + "_") if arg.is_optional else n(c.arg)
+            label = cpp_string(c.arg)
+        body: list[str] = []
+        if s.whole is not None:
+            expected = f"{n(s.whole.source)}.sizes()" if s.whole.is_tensor else n(s.whole.source)
+            body.append(f"opwrap::rt::check_shape({op}, {label}, {t}, {expected}, {cpp_string(s.whole.text)});")
+        count = len(s.dims or ())
+        for st in c.steps:
+            d = st.dim
+            if st.kind == "rank":
+                body.append(f"opwrap::rt::check_rank({op}, {label}, {t}, {st.index}, "
+                            f"{'true' if st.var else 'false'}, {cpp_string(s.text)});")
+            elif st.kind == "bind_run":
+                body.append(f"const std::vector<int64_t> {n(st.var)} = {t}.sizes().slice({st.index}, "
+                            f"{t}.dim() - {count - 1}).vec();")
+            elif st.kind == "check_run":
+                body.append(f"opwrap::rt::check_run({op}, {label}, {t}, {st.index}, {n(st.var)}, {cpp_string(st.var)});")
+            elif st.kind == "bind":
+                decl = "" if plan.binding(st.var).maybe else "const int64_t "
+                body.append(f"{decl}{n(st.var)} = {t}.size({st.index});")
+            elif st.kind == "maybe_bind":
+                body.append(f"opwrap::rt::bind_or_check({op}, {label}, {t}, {st.index}, {n(st.var)}, "
+                            f"{cpp_string(d.text)});")
+            elif st.kind in ("bind_linear", "maybe_bind_linear"):
+                call = (f"({op}, {label}, {t}, {st.index}, {render_cpp(st.a, names)}, {render_cpp(st.b, names)}, "
+                        f"{cpp_string(d.text)}, {cpp_string(st.var)}")
+                if st.kind == "maybe_bind_linear":
+                    body.append(f"opwrap::rt::bind_or_check_linear{call}, {n(st.var)});")
+                else:
+                    decl = "" if plan.binding(st.var).maybe else "const int64_t "
+                    body.append(f"{decl}{n(st.var)} = opwrap::rt::bind_linear{call});")
+            else:
+                body.append(f"opwrap::rt::check_size({op}, {label}, {t}, {st.index}, {render_cpp(d.expr, names)}, "
+                            f"{cpp_string(d.text)});")
+        if c.kind == "list":
+            lines.append(f"for (size_t opwrap_i = 0; opwrap_i < {n(c.arg)}.size(); ++opwrap_i) {{")
+            lines.append(f"  const at::Tensor& opwrap_e = opwrap::rt::element({n(c.arg)}, opwrap_i);")
+            lines.append("  if (!opwrap_e.defined()) continue;")
+            lines.append(f"  const std::string opwrap_name = opwrap::rt::element_name({cpp_string(c.arg)}, opwrap_i);")
+            lines.extend("  " + b for b in body)
+            lines.append("}")
+            lines.extend(f"opwrap::rt::require_bound({op}, {cpp_string(c.arg)}, {n(v)}, {cpp_string(v)}, "
+                         f"{cpp_string(s.text)});" for v in c.require)
+        else:
+            lines.extend(_guard_optional(arg, n(c.arg), t, body))
+    return lines
 
 
 def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
@@ -487,42 +923,73 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
         return names.get(name, name)
 
     lines: list[str] = []
-    bound: set[str] = set()
-    for s in plan.inputs:
-        arg = schema.argument(s.target)
-        t, label = n(s.target), s.target
+    for k, c in enumerate(_contracts(plan, schema)):
+        arg = schema.argument(c.arg)
+        s = c.shape
+        lines.extend(f"{n(v)} = None  # bound by '{c.arg}' when given" for v in c.declare)
+        if c.kind == "list":
+            t, label = f"_e{k}", f"{c.arg}[{{_i{k}}}]"
+        else:
+            t, label = n(c.arg), c.arg
         body: list[str] = []
         if s.whole is not None:
             source = n(s.whole.source)
             expected = f"list({source}.shape)" if s.whole.is_tensor else f"list({source})"
             body.append(f"torch._check(list({t}.shape) == {expected}, lambda: f\"{op}: argument '{label}' has shape "
                         f"{{list({t}.shape)}}, but expected {_py_escape(s.whole.text)} = {{{expected}}}\")")
-        else:
-            count = len(s.dims)
-            star = next((i for i, d in enumerate(s.dims) if d.star), None)
-            rank = count - (1 if star is not None else 0)
-            cmp, words = (">=", "at least ") if star is not None else ("==", "")
-            body.append(f"torch._check({t}.dim() {cmp} {rank}, lambda: f\"{op}: argument '{label}' must have {words}{rank} "
-                        f"dimensions {_py_escape(s.text)}, but got {{{t}.dim()}}\")")
-            for i, d in enumerate(s.dims):
-                index = i if star is None or i < star else i - count
-                if d.star:
-                    run = f"list({t}.shape[{i}:{t}.dim() - {count - 1 - i}])"
-                    var = n(d.expr.name)
-                    if d.expr.name in bound:
-                        body.append(f"torch._check({run} == {var}, lambda: f\"{op}: argument '{label}' has "
-                                    f"dimensions {{{run}}} where *{d.expr.name} = {{{var}}} was expected\")")
-                    else:
-                        body.append(f"{var} = {run}")
-                        bound.add(d.expr.name)
-                elif isinstance(d.expr, Var) and d.expr.name not in bound and plan.binding(d.expr.name) is not None:
-                    body.append(f"{n(d.expr.name)} = {t}.size({index})")
-                    bound.add(d.expr.name)
-                else:
-                    expected = render_python(d.expr, names)
-                    body.append(f"torch._check({t}.size({index}) == {expected}, lambda: f\"{op}: argument '{label}' has size "
-                                f"{{{t}.size({index})}} at dimension {index}, but expected {_py_escape(d.text)} = {{{expected}}}\")")
-        if arg.is_optional:
+        count = len(s.dims or ())
+
+        def size_check(index: int, expected: str, text: str) -> str:
+            return (f"torch._check({t}.size({index}) == {expected}, lambda: f\"{op}: argument '{label}' has size "
+                    f"{{{t}.size({index})}} at dimension {index}, but expected {_py_escape(text)} = {{{expected}}}\")")
+
+        def linear(st: _Step) -> list[str]:
+            size, a, b, var = f"{t}.size({st.index})", render_python(st.a, names), render_python(st.b, names), n(st.var)
+            rest = f"{size} - {b}" if st.b != Num(0) else size
+            what = f"argument '{label}' has size {{{size}}} at dimension {st.index}, but expected {_py_escape(st.dim.text)}"
+            out = [] if isinstance(st.a, Num) else [
+                f"torch._check({a} != 0, lambda: f\"{op}: {what} (its factor {_py_escape(render_python(st.a))} is 0)\")"]
+            def shown(x: Expr, text: str) -> str:  # a number as it is, an expression as its value
+                return str(x.value) if isinstance(x, Num) else f"{{{text}}}"
+            rest_shown = f"{{{size}}} - {shown(st.b, b)} = {{{rest}}}" if st.b != Num(0) else f"{{{size}}}"
+            return out + [
+                f"torch._check(({rest}) % {a} == 0, lambda: f\"{op}: {what} ({rest_shown} is not divisible by "
+                f"{shown(st.a, a)})\")",
+                f"{var} = ({rest}) // {a}",
+                f"torch._check({var} >= 0, lambda: f\"{op}: {what} ({st.var} = {{{var}}} would be negative)\")"]
+
+        for st in c.steps:
+            d = st.dim
+            if st.kind == "rank":
+                cmp, words = (">=", "at least ") if st.var else ("==", "")
+                body.append(f"torch._check({t}.dim() {cmp} {st.index}, lambda: f\"{op}: argument '{label}' must have "
+                            f"{words}{st.index} dimensions {_py_escape(s.text)}, but got {{{t}.dim()}}\")")
+            elif st.kind == "bind_run":
+                body.append(f"{n(st.var)} = list({t}.shape[{st.index}:{t}.dim() - {count - 1 - st.index}])")
+            elif st.kind == "check_run":
+                run, var = f"list({t}.shape[{st.index}:{t}.dim() - {count - 1 - st.index}])", n(st.var)
+                body.append(f"torch._check({run} == {var}, lambda: f\"{op}: argument '{label}' has dimensions "
+                            f"{{{run}}} where *{st.var} = {{{var}}} was expected\")")
+            elif st.kind == "bind":
+                body.append(f"{n(st.var)} = {t}.size({st.index})")
+            elif st.kind == "bind_linear":
+                body.extend(linear(st))
+            elif st.kind in ("maybe_bind", "maybe_bind_linear"):
+                body.append(f"if {n(st.var)} is None:")
+                body.extend("    " + x for x in (linear(st) if st.kind == "maybe_bind_linear"
+                                                 else [f"{n(st.var)} = {t}.size({st.index})"]))
+                body.append("else:")
+                body.append("    " + size_check(st.index, render_python(d.expr, names), d.text))
+            else:
+                body.append(size_check(st.index, render_python(d.expr, names), d.text))
+        if c.kind == "list":
+            lines.append(f"for _i{k}, _e{k} in enumerate({n(c.arg)}):")
+            lines.append(f"    if _e{k} is None:")
+            lines.append("        continue")
+            lines.extend("    " + b for b in body)
+            lines.extend(f"torch._check({n(v)} is not None, lambda: \"{op}: argument '{c.arg}' holds no tensor, "
+                         f"but its shape {_py_escape(s.text)} must give {v}\")" for v in c.require)
+        elif arg.is_optional:
             lines.append(f"if {t} is not None:")
             lines.extend("    " + b for b in body)
         else:
@@ -530,25 +997,103 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
     return lines
 
 
+# ----------------------------------------------------------------------------------- outputs
+
 def dynamic_sizes(shapes) -> list[str]:
-    """The `?name` sizes of the given output shapes, in first-use order."""
+    """The `?name` sizes of the given output shapes, in first-use order (a Tensor[] return's
+    data-dependent length is not one: only its kernel can make it)."""
     out: list[str] = []
     for s in shapes:
-        for d in s.dims or ():
+        for d in (s.each.dims if s.each is not None else s.dims or ()):
             if isinstance(d.expr, Dynamic) and d.expr.name not in out:
                 out.append(d.expr.name)
     return out
 
 
+def _cpp_dims(dims: tuple[Dim, ...], names: Mapping[str, str]) -> str:
+    if not any(d.star for d in dims):
+        return "std::vector<int64_t>{" + ", ".join(render_cpp(d.expr, names) for d in dims) + "}"
+    pieces, run = [], []
+    for d in dims:
+        if d.star:
+            if run:
+                pieces.append("{" + ", ".join(run) + "}")
+                run = []
+            pieces.append(names.get(d.expr.name, d.expr.name))
+        else:
+            run.append(render_cpp(d.expr, names))
+    if run:
+        pieces.append("{" + ", ".join(run) + "}")
+    return "opwrap::rt::concat({" + ", ".join(pieces) + "})"
+
+
+def cpp_output_shape(s: Shape, names: Mapping[str, str] | None = None) -> str:
+    """A C++ expression of type std::vector<int64_t> for an output's shape (not a Tensor[]
+    return's: see `cpp_list_output`)."""
+    names = names or {}
+    if s.each is not None:
+        raise ValueError(f"'{s.target}' is a Tensor[] return; use cpp_list_output")
+    if s.whole is not None:
+        src = names.get(s.whole.source, s.whole.source)
+        return f"{src}.sizes().vec()" if s.whole.is_tensor else f"{src}.vec()"
+    return _cpp_dims(s.dims, names)
+
+
+def is_list_output(s: Shape | None) -> bool:
+    """Whether `s` is a Tensor[] return's shapes that the wrapper can allocate (its length is
+    known before the kernel runs); one of data-dependent length is the kernel's to make."""
+    return s is not None and s.each is not None and not s.each.dynamic
+
+
+def cpp_list_output(s: Shape, var: str, options: str, names: Mapping[str, str] | None = None,
+                    op: str = "kOp") -> list[str]:
+    """C++ statements that declare `std::vector<at::Tensor> var` and fill it with one tensor
+    per element of the Tensor[] return `s` (see `is_list_output`), each allocated with its
+    shape (checked as `check_output_shape` checks one) and the `at::TensorOptions` expression
+    `options`.  Messages name the element: `result[2]`."""
+    names = names or {}
+    e = s.each
+    loop = {"index": f"for (int64_t {e.var} = 0; {e.var} < opwrap_n; ++{e.var}) {{",
+            "int": f"for (const int64_t {e.var} : {names.get(e.source, e.source)}) {{",
+            "tensor": f"for (const at::Tensor& {e.var} : {names.get(e.source, e.source)}) {{"}[e.kind]
+    inner = {k: v for k, v in names.items() if k != e.var}
+    return [
+        f"std::vector<at::Tensor> {var};",
+        "{",
+        f"  const int64_t opwrap_n = {render_cpp(e.length, names)};",
+        f"  opwrap::rt::check_list_length({op}, {cpp_string(s.target)}, opwrap_n, {cpp_string(e.text)});",
+        f"  {var}.reserve(static_cast<size_t>(opwrap_n));",
+        f"  {loop}",
+        f"    const std::string opwrap_name = opwrap::rt::element_name({cpp_string(s.target)}, {var}.size());",
+        f"    const std::vector<int64_t> opwrap_shape = {_cpp_dims(e.dims, inner)};",
+        f"    opwrap::rt::check_output_shape({op}, opwrap_name.c_str(), opwrap_shape, {cpp_string(e.text)});",
+        f"    {var}.push_back(opwrap::rt::empty({op}, opwrap_name.c_str(), opwrap_shape, {options}));",
+        "  }",
+        "}",
+    ]
+
+
 def python_output_shape(s: Shape, names: Mapping[str, str] | None = None) -> str:
     """A Python list expression for an output's shape (the fake kernel's allocation);
-    `names` as in `python_input_checks`."""
+    `names` as in `python_input_checks`.  For a Tensor[] return, the shape of one element,
+    inside the loop `python_list_loop` gives."""
     names = names or {}
     if s.whole is not None:
         source = names.get(s.whole.source, s.whole.source)
         return f"list({source}.shape)" if s.whole.is_tensor else f"list({source})"
+    if s.each is not None:
+        names = {k: v for k, v in names.items() if k != s.each.var}
     return "[" + ", ".join(f"*{names.get(d.expr.name, d.expr.name)}" if d.star else render_python(d.expr, names)
-                           for d in s.dims) + "]"
+                           for d in (s.each.dims if s.each is not None else s.dims)) + "]"
+
+
+def python_list_loop(s: Shape, names: Mapping[str, str] | None = None) -> str:
+    """The `for` clause of a comprehension over a Tensor[] return's elements (see
+    `is_list_output`), for the fake kernel: `[<element> for i in range(chunks)]`."""
+    names = names or {}
+    e = s.each
+    source = render_python(e.length, names) if e.kind == "index" else names.get(e.source, e.source)
+    return f"for {e.var} in " + (f"range({source})" if e.kind == "index" else source)
 
 
 def _py_escape(s: str) -> str:

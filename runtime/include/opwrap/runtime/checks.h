@@ -11,6 +11,7 @@
 #include <c10/core/SymIntArrayRef.h>
 #include <c10/util/Exception.h>
 #include <c10/util/OptionalArrayRef.h>
+#include <opwrap/runtime/shape_checks.h>
 
 #include <cstdint>
 #include <initializer_list>
