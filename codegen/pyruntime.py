@@ -193,10 +193,10 @@ def resize_out(op: str, name: str, out: torch.Tensor, shape: Sequence[Any] | Non
     """An out= argument of the fake kernel: it must have the result's dtype and device, and is
     resized to the result's shape (None: no rule, left as it is) as
     `at::native::resize_output` does it, with aten's warning when it held elements."""
-    torch._check(out.dtype == dtype, lambda: f"{op}: argument '{name}' has dtype {out.dtype}, but expected {dtype} "
-                 "(the dtype of the result)")
-    torch._check(out.device == torch.device(device), lambda: f"{op}: argument '{name}' is on {out.device}, but "
-                 f"expected {device} (the device of the result)")
+    torch._check(out.dtype == dtype, lambda: f"{op}: out= argument '{name}' has dtype {out.dtype}, but the result "
+                 f"has dtype {dtype}")
+    torch._check(out.device == torch.device(device), lambda: f"{op}: out= argument '{name}' is on {out.device}, but "
+                 f"the result is on {device}")
     if shape is None:
         return
     shape = list(shape)
