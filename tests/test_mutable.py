@@ -285,6 +285,7 @@ def reshape_and_cache_ref(key, value, key_cache, value_cache, slots):
 
 # ----------------------------------------------------------------------------- import, tags
 
+@pytest.mark.slow(150)  # makes the library: about 150 s of one core at -O0
 def test_library_imports_with_tags_torch_needs(mutlib, ops):
     # The generated vmap module registers a kernel for out= overloads instead of
     # register_vmap (which refuses keyword-only tensors and used to break the import).
