@@ -147,9 +147,11 @@ def functional_of(decl, decls):
     """The functional op of an out= overload (torchgen's grouping): the op of the same name
     that writes nothing, whose arguments are the overload's without the out= ones and which
     returns one value per out= argument (the one without an overload name first).  None for
-    an op that is not an out= overload, or has no such functional op."""
+    an op that is not an out= overload returning its out= arguments in order, or has no such
+    functional op."""
     outs = decl.out_arguments
-    if not outs:
+    rets = decl.schema.returns
+    if not outs or len(rets) != len(outs) or any(decl.schema.aliased_argument(r) is not a for r, a in zip(rets, outs)):
         return None
     inputs = [str(a) for a in decl.schema.arguments if a not in outs]
     found = [f for f in decls if f.name == decl.name and not f.schema.is_mutable
