@@ -94,7 +94,7 @@ class Binding:
     doc: str  # the docstring, as a C string literal, led by the text signature
 
 
-def plan(decl, index: int, namespace: str, function: str, symbol: str) -> Binding | None:
+def plan(decl, index: int, namespace: str, function: str, symbol: str, out_overload=None) -> Binding | None:
     s = decl.schema
     parsers = [_fast(a) for a in s.arguments]
     if any(p is None for p in parsers):
@@ -151,7 +151,7 @@ def plan(decl, index: int, namespace: str, function: str, symbol: str) -> Bindin
                        f"if (item{i} == nullptr) {{ Py_DECREF(values); return nullptr; }}",
                        f"PyTuple_SET_ITEM(values, {i}, item{i});")
         result += (f"return wrap_result({index}, values);",)
-    sig = py.python_signature(decl, function)
+    sig = py.python_signature(decl, function, out_overload)  # its doc shows the wrapper's out= too
     doc = f"{function}({sig.parameters(annotated=False)})\n--\n\n" + "\n".join(py.doc_lines(decl, namespace))
     return Binding(cpp_string(function), symbol, cpp_string(f"{namespace}::{decl.name}"), cpp_string(decl.overload),
                    cpp.dispatcher_signature(s), required, len(positional),
@@ -163,12 +163,13 @@ class PythonFast(Plugin):
 
     def emit(self, lib, ctx):
         functions = py.function_names(lib.declarations)
+        out_overloads = py.out_overloads(lib.declarations)
         bindings: list[Binding] = []
         symbols = set(FILE_SCOPE)
         for d in lib.declarations:
             symbol = cpp_ident(functions[d.ident], symbols)
             try:
-                b = plan(d, len(bindings), lib.namespace, functions[d.ident], symbol)
+                b = plan(d, len(bindings), lib.namespace, functions[d.ident], symbol, out_overloads.get(d.ident))
             except types.UnsupportedType:  # a type the C++ side reports; the op keeps its Python wrapper
                 b = None
             if b is not None:
