@@ -166,8 +166,8 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
     items = []
     for n in save_tensors:
         a = s.argument(n)
-        i = ids[n]
-        items.append(f"{i}.has_value() ? *{i} : at::Tensor()" if a is not None and a.is_optional else i)
+        v = ids[n]
+        items.append(f"{v}.has_value() ? *{v} : at::Tensor()" if a is not None and a.is_optional else v)
     if save_lists:
         forward.append("torch::autograd::variable_list to_save{" + ", ".join(items) + "};")
         for n in save_lists:
@@ -186,8 +186,8 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
         forward.append(f"ctx->saved_data[{cpp_string(n + '_' + suffix)}] = {save}({ids[n]});")
     for a in tensor_args:
         if a.is_optional:
-            i = ids[a.name]
-            forward.append(f"ctx->saved_data[{cpp_string(a.name + '_defined')}] = {i}.has_value() && {i}->defined();")
+            v = ids[a.name]
+            forward.append(f"ctx->saved_data[{cpp_string(a.name + '_defined')}] = {v}.has_value() && {v}->defined();")
     dirty = [ids[a.name] for a in args if a.is_write]
     if dirty:
         forward.append("ctx->mark_dirty({" + ", ".join(dirty) + "});  // apply() bumps their version counters")
@@ -327,6 +327,7 @@ def _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids) -> A
     # A return that is a written argument is that argument (the kernel returns a reference).
     aliased = [s.aliased_argument(r) for r in s.returns]
     results = [ids[a.name] if a is not None and a.is_write else f"outs[{i}]" for i, a in enumerate(aliased)]
+    apply_result: tuple[str, ...]
     if len(rets) > 1:
         apply_result = (f"const torch::autograd::variable_list outs = {struct}::apply({call_args});",
                         "return {" + ", ".join(results) + "};")
@@ -392,7 +393,7 @@ def library_ops(lib) -> dict:
     global _LIBRARY_OPS
     if _LIBRARY_OPS[0] is lib:
         return _LIBRARY_OPS[1]
-    out = {}
+    out: dict = {}
     for d in lib.declarations:
         if d.kernels and not d.overload:
             out.setdefault(d.name, d)
