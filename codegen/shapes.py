@@ -1073,6 +1073,29 @@ def cpp_list_output(s: Shape, var: str, options: str, names: Mapping[str, str] |
     ]
 
 
+def cpp_list_output_checks(s: Shape, var: str, names: Mapping[str, str] | None = None,
+                           op: str = "kOp") -> list[str]:
+    """C++ statements that check a Tensor[] return `var` the kernel made (a
+    `std::vector<at::Tensor>`) against its shape rule `s` (see `is_list_output`): its length
+    and each element's shape, so that the real kernel cannot disagree with the fake one."""
+    names = names or {}
+    e = s.each
+    inner = {k: v for k, v in names.items() if k != e.var}
+    source = names.get(e.source, e.source)
+    bind = {"index": f"const int64_t {e.var} = static_cast<int64_t>(opwrap_k);",
+            "int": f"const int64_t {e.var} = {source}[opwrap_k];",
+            "tensor": f"const at::Tensor& {e.var} = {source}[opwrap_k];"}[e.kind]
+    return [
+        f"opwrap::rt::check_list_output_length({op}, {cpp_string(s.target)}, {var}.size(), "
+        f"{render_cpp(e.length, names)}, {cpp_string(e.text)});",
+        f"for (size_t opwrap_k = 0; opwrap_k < {var}.size(); ++opwrap_k) {{",
+        f"  {bind}",
+        f"  opwrap::rt::check_list_output_shape({op}, {cpp_string(s.target)}, opwrap_k, {var}[opwrap_k], "
+        f"{_cpp_dims(e.dims, inner)}, {cpp_string(e.text)});",
+        "}",
+    ]
+
+
 def python_output_shape(s: Shape, names: Mapping[str, str] | None = None) -> str:
     """A Python list expression for an output's shape (the fake kernel's allocation);
     `names` as in `python_input_checks`.  For a Tensor[] return, the shape of one element,

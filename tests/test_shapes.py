@@ -194,6 +194,59 @@ def test_cpp_outputs():
     assert not S.is_list_output(plan.outputs[0]) and plan.outputs[0].each.dynamic
 
 
+def test_cpp_list_output_checks():
+    _, plan, _ = plan_of("f(Tensor self, int[] sizes) -> Tensor[]", {"self": ["N", "D"],
+                                                                    "result": "[[s, D] for s in sizes]"})
+    lines = S.cpp_list_output_checks(plan.outputs[0], "out")
+    assert lines == [
+        'opwrap::rt::check_list_output_length(kOp, "result", out.size(), static_cast<int64_t>(sizes.size()), '
+        '"[[s, D] for s in sizes]");',
+        "for (size_t opwrap_k = 0; opwrap_k < out.size(); ++opwrap_k) {",
+        "  const int64_t s = sizes[opwrap_k];",
+        '  opwrap::rt::check_list_output_shape(kOp, "result", opwrap_k, out[opwrap_k], std::vector<int64_t>{s, D}, '
+        '"[[s, D] for s in sizes]");',
+        "}"]
+
+
+# Each rule, its C++ parameters: the renderings must compile against the runtime headers.
+CPP_CASES = [
+    ("chunk(Tensor x, int chunks) -> Tensor[]", {"x": ["chunks * R", "D"], "result": "[[R, D + i] for i in range(chunks)]"},
+     "const at::Tensor& x, int64_t chunks"),
+    ("split(Tensor x, int[] sizes) -> Tensor[]", {"x": ["N", "D"], "result": "[[s, D] for s in sizes]"},
+     "const at::Tensor& x, c10::IntArrayRef sizes"),
+    ("each(Tensor[] tensors) -> Tensor[]", {"tensors": ["_", "D"], "result": "[[t.size(0), D] for t in tensors]"},
+     "at::TensorList tensors"),
+    ("cat(Tensor?[] ts, Tensor w, Tensor? b, int heads) -> Tensor",
+     {"ts": ["2 * H", "_"], "w": ["H"], "b": ["heads * M + 1"], "result": ["sum(t.size(0) for t in ts)", "len(ts)"]},
+     "const c10::List<std::optional<at::Tensor>>& ts, const at::Tensor& w, const std::optional<at::Tensor>& b, "
+     "int64_t heads"),
+]
+
+
+@pytest.mark.slow(15)
+def test_cpp_renderings_compile(tmp_path):
+    from torch.utils.cpp_extension import include_paths
+
+    body = ["#include <opwrap/runtime/checks.h>"]
+    for schema, spec, params in CPP_CASES:
+        s, plan, errors = plan_of(schema, spec)
+        assert not errors, errors
+        body += [f"void f_{s.name}({params}) {{", '  const char* kOp = "op";']
+        body += ["  " + line for line in S.cpp_input_checks(plan, "kOp", s)]
+        out = plan.outputs[0]
+        if out.each is not None:
+            body += ["  " + line for line in S.cpp_list_output(out, "result", "at::TensorOptions()")]
+            body += ["  " + line for line in S.cpp_list_output_checks(out, "result")]
+        else:
+            body.append(f"  const std::vector<int64_t> shape = {S.cpp_output_shape(out)};")
+        body.append("}")
+    src = tmp_path / "renderings.cpp"
+    src.write_text("\n".join(body) + "\n")
+    r = subprocess.run([os.environ.get("CXX", "c++"), "-std=c++20", "-fsyntax-only", f"-I{ROOT / 'runtime' / 'include'}",
+                        *(f"-I{p}" for p in include_paths()), str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+
+
 def test_variables_leave_out_loop_variables():
     _, plan, _ = plan_of("f(Tensor x, int chunks, Tensor[] ts) -> Tensor[]",
                          {"x": ["N", "_"], "ts": ["M"], "result": "[[N + i, M] for i in range(chunks)]"})

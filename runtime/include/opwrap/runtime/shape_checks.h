@@ -121,4 +121,18 @@ inline void check_list_length(const char* op, const char* out, int64_t n, const 
   TORCH_CHECK(n >= 0, op, ": output '", out, "' would have negative length ", n, " (from ", rule, ")");
 }
 
+// A Tensor[] return the kernel made, against its shape rule: its length, each element's shape.
+inline void check_list_output_length(const char* op, const char* out, size_t size, int64_t expected,
+                                     const char* rule) {
+  TORCH_CHECK(static_cast<int64_t>(size) == expected, op, ": the kernel returned ", size, " tensors as '", out,
+              "', but its shape rule ", rule, " gives ", expected);
+}
+
+inline void check_list_output_shape(const char* op, const char* out, size_t i, const at::Tensor& t,
+                                    c10::IntArrayRef expected, const char* rule) {
+  TORCH_CHECK(t.defined() && t.sizes() == expected, op, ": the kernel returned '", out, "[", i, "]' of shape ",
+              t.defined() ? t.sizes() : c10::IntArrayRef(), t.defined() ? "" : " (undefined)", ", but its shape rule ",
+              rule, " gives ", expected);
+}
+
 }  // namespace opwrap::rt
