@@ -7,6 +7,7 @@ output).  Each is checked eagerly (results, non-contiguous and resized outputs, 
 under torch.compile(fullgraph=True) with mutated graph inputs, torch.export,
 torch.library.opcheck and torch.vmap, with no tag written by hand."""
 
+import inspect
 import json
 import sys
 import warnings
@@ -313,6 +314,7 @@ def test_python_names_of_overloads(mutlib):
     r = mutlib.ops.rowmax_out(x, values=torch.empty(3), indices=torch.empty(3, dtype=torch.int64))
     assert torch.equal(r[0], x.max(1).values)
     assert "out: Optional[Tensor] = None" in open(mutlib.ops.__file__ + "i").read()
+    assert "out" in inspect.signature(mutlib.ops.scale).parameters  # the compiled binding says so too
 
 
 # ----------------------------------------------------------------------------- eager
