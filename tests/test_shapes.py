@@ -536,3 +536,27 @@ def test_library_with_the_new_shape_rules(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib), str(ROOT)]))
     out = subprocess.run([sys.executable, "-c", LIB_CHECK], cwd=lib, env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
+
+
+def test_fake_kernels_of_tensor_list_returns(project):
+    """A Tensor[] return with a shape rule is faked from it; one whose length only the kernel
+    knows, or with no rule, raises what to declare (and is not pt2_compliant_tag)."""
+    (project / "declarations" / "ops.yaml").write_text(
+        "- func: chunk2(Tensor self, int chunks) -> Tensor[]\n" + K + "  kernels: {CPU: k}\n"
+        "  shape: {self: ['chunks * R', D], result: '[[R, D] for i in range(chunks)]'}\n"
+        "- func: uniq(Tensor self) -> Tensor[]\n" + K + "  kernels: {CPU: k}\n"
+        "  shape: {self: [N], result: '[[?m] for i in range(?k)]'}\n"
+        "- func: nolist(Tensor self) -> Tensor[]\n" + K + "  kernels: {CPU: k}\n")
+    for name in ("chunk2", "uniq", "nolist"):
+        (project / "kernels" / f"{name}.h").write_text("#pragma once\n")
+    r = run_codegen("generate", cwd=project)
+    assert r.returncode == 0, r.stderr
+    fake = (project / "generated" / "python" / "fake.py").read_text()
+    assert ("_out0 = [_runtime.new_output('testlib::chunk2', 'result', [R, D], self.dtype, self.device) "
+            "for i in range(chunks)]") in fake
+    assert ("_runtime.no_fake('testlib::uniq', 'result', 'a list whose length only the kernel knows "
+            "([[?m] for i in range(?k)]), which torch.compile and torch.export cannot trace')") in fake
+    assert "no rule gives its shapes: add a \\'shape:\\' rule for \\'result\\' that lists them" in fake
+    registration = (project / "generated" / "registration.cpp").read_text()
+    assert 'm.def("chunk2(Tensor self, int chunks) -> Tensor[]", {at::Tag::pt2_compliant_tag});' in registration
+    assert 'm.def("uniq(Tensor self) -> Tensor[]");' in registration
