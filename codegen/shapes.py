@@ -484,6 +484,9 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
     def use(e: Expr, loc: Loc, star_ok: bool, where: str | None, unknown: str | None = None) -> None:
         """Names in `e` must be bound (but `unknown`, which `e` binds); optional tensors' sizes
         and names only optional tensors bind are usable only in their own contracts."""
+        for v in _loop_variables(e):
+            if v in bindings:
+                diag.error(loc, f"the loop variable '{v}' is also a dimension name; name it otherwise")
         for t in _tensors(e):
             if t in optional_tensors and t != where:
                 diag.error(loc, f"'{t}' is optional (it may be None), so its sizes cannot be used here; name its "
@@ -570,6 +573,8 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
         if s.each is not None:
             use(s.each.length, s.loc, False, None)
             loop = {s.each.var}
+            if s.each.var in bindings:
+                diag.error(s.loc, f"the loop variable '{s.each.var}' is also a dimension name; name it otherwise")
         for d in (s.each.dims if s.each is not None else s.dims or ()):
             if s.each is not None:
                 for v in _vars(d.expr):
@@ -605,6 +610,22 @@ def _vars(e: Expr) -> Iterator[str]:
         yield from _vars(e.index)
     elif isinstance(e, ListSum):
         yield from (v for v in _vars(e.body) if v != e.var)
+
+
+def _loop_variables(e: Expr) -> Iterator[str]:
+    """The variables of the comprehensions (sums) in `e`."""
+    if isinstance(e, ListSum):
+        yield e.var
+        yield from _loop_variables(e.body)
+    elif isinstance(e, BinOp):
+        yield from _loop_variables(e.lhs)
+        yield from _loop_variables(e.rhs)
+    elif isinstance(e, Neg):
+        yield from _loop_variables(e.operand)
+    elif isinstance(e, TensorSize):
+        yield from _loop_variables(e.dim)
+    elif isinstance(e, ListItem):
+        yield from _loop_variables(e.index)
 
 
 def _tensors(e: Expr) -> Iterator[str]:

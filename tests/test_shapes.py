@@ -118,6 +118,15 @@ def test_binding_errors_are_reported_once():
 
 
 @pytest.mark.parametrize("schema, spec", [
+    ("f(Tensor x, int n) -> Tensor[]", {"x": ["N", "D"], "result": "[[N, D] for N in range(n)]"}),
+    ("f(Tensor x, int[] sizes) -> Tensor", {"x": ["N", "D"], "result": ["sum(D for D in sizes)"]}),
+])
+def test_loop_variables_do_not_shadow_dimensions(schema, spec):
+    assert plan_of(schema, spec)[2] == [f"the loop variable '{'N' if 'N in' in str(spec) else 'D'}' is also a "
+                                        "dimension name; name it otherwise"]
+
+
+@pytest.mark.parametrize("schema, spec", [
     ("f(Tensor x) -> Tensor", {"x": ["2 * H"], "result": ["H"]}),
     ("f(Tensor x, int heads) -> Tensor", {"x": ["N", "heads * head_size"], "result": ["head_size"]}),
     ("f(Tensor x, Tensor y) -> Tensor", {"x": ["H * 2 + 1"], "y": ["H - 3"], "result": ["H"]}),
