@@ -161,6 +161,23 @@ GRADLIB_DECLS = """\
   kernels: {CPU: silu_and_mul_cpu}
   header: lists.h
 
+- func: list_total(Tensor[] xs) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: list_total_cpu}
+  header: lists.h
+  derivatives:
+    xs: list_total_backward(grad, to_args_sizes(xs), to_args_scalartypes(xs))
+
+- func: foreach_scale_(Tensor(a!)[] self, float f) -> ()
+  dtypes: [float32, float64]
+  kernels: {CPU: foreach_scale_cpu}
+  header: lists.h
+
+- func: copy_maybe(Tensor x, Tensor(a!)? buf) -> ()
+  dtypes: [float32, float64]
+  kernels: {CPU: copy_maybe_cpu}
+  header: lists.h
+
 - func: acc_count_(Tensor(a!) self, Tensor(b!) count, Tensor x) -> Tensor(a!)
   dtypes: [float32, float64]
   kernels: {CPU: acc_count_cpu}
@@ -234,6 +251,23 @@ template <typename scalar_t> void silu_and_mul_cpu(at::Tensor& result, const at:
   const int64_t d = input.size(-1) / 2;
   result.copy_(at::silu(input.narrow(-1, 0, d)) * input.narrow(-1, d, d));
 }
+template <typename scalar_t> at::Tensor list_total_cpu(at::TensorList xs) {
+  at::Tensor out = at::zeros({}, xs[0].options());
+  for (const at::Tensor& x : xs) out.add_(x.sum());
+  return out;
+}
+inline std::vector<at::Tensor> list_total_backward(const at::Tensor& grad, const std::vector<std::vector<int64_t>>& sizes,
+                                                   const std::vector<at::ScalarType>& types) {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < sizes.size(); ++i) out.push_back(grad.expand(sizes[i]).to(types[i]));
+  return out;
+}
+template <typename scalar_t> void foreach_scale_cpu(at::TensorList self, double f) {
+  for (const at::Tensor& t : self) t.mul_(f);
+}
+template <typename scalar_t> void copy_maybe_cpu(const at::Tensor& x, const std::optional<at::Tensor>& buf) {
+  if (buf.has_value()) buf->copy_(x);
+}
 template <typename scalar_t> void acc_count_cpu(at::Tensor& self, at::Tensor& count, const at::Tensor& x) {
   self.add_(x);
   count.add_(1);
@@ -289,6 +323,9 @@ def run_in(lib, code: str) -> str:
 def test_tensor_list_derivatives_pass_gradcheck_and_gradgradcheck(gradlib):
     run_in(gradlib, """
 a, b, c = f64(2, 3), f64(1, 3), f64(4, 3)
+# Only the sizes and dtypes are saved (torchgen's to_args_sizes, to_args_scalartypes).
+total = lambda *t: ops.list_total(list(t))
+assert gradcheck(total, (a, b, c)) and gradgradcheck(total, (a, b, c))
 cat = lambda *t: ops.cat_rows(list(t))
 assert gradcheck(cat, (a, b, c)) and gradgradcheck(cat, (a, b, c))
 # An element before, a float after the list: the flattened gradients map back to each.
@@ -384,6 +421,33 @@ w, saved = f64(2, 3), torch.zeros(2, 3, dtype=torch.float64)
 y = w * saved
 ops.silu_and_mul(saved, inp.detach())
 raises(lambda: y.sum().backward(), "modified by an inplace operation")
+""")
+
+
+@pytest.mark.slow(90)
+@pytest.mark.xdist_group("gradlib")
+def test_ops_writing_a_list_or_an_optional_tensor(gradlib):
+    run_in(gradlib, """
+# Tensor(a!)[]: every element's version moves; as for any op without formulas, every written
+# tensor (as every result) may depend on every input, so backward through any raises.
+x = f64(3)
+ts = [torch.ones(3, dtype=torch.float64), x * 1]
+versions = [t._version for t in ts]
+assert ops.foreach_scale_(ts, 2.0) is None
+assert [t._version for t in ts] == [v + 1 for v in versions]
+assert torch.equal(ts[0], torch.full((3,), 2.0, dtype=torch.float64))
+assert ts[0].grad_fn is not None and ts[1].grad_fn is not None
+raises(lambda: ts[1].sum().backward(), "derivative for gradlib::foreach_scale_ is not implemented")
+raises(lambda: ts[0].sum().backward(), "derivative for gradlib::foreach_scale_ is not implemented")
+ts = [torch.ones(3, dtype=torch.float64)]
+ops.foreach_scale_(ts, 2.0)
+assert ts[0].grad_fn is None and ts[0]._version == 1
+# Tensor(a!)?: written when given, nothing when absent.
+buf = torch.zeros(3, dtype=torch.float64)
+ops.copy_maybe(x, buf)
+assert buf._version == 1 and torch.equal(buf, x.detach())
+raises(lambda: buf.sum().backward(), "derivative for gradlib::copy_maybe is not implemented")
+assert ops.copy_maybe(x, None) is None
 """)
 
 
