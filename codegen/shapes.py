@@ -471,7 +471,11 @@ def _order(schema: FunctionSchema, shapes: Mapping[str, Shape]) -> list[tuple[ob
 
 
 def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tuple[str, ...],
-            diag: Diagnostics) -> ShapePlan:
+            diag: Diagnostics, uses: tuple[tuple[Expr, Loc], ...] = ()) -> ShapePlan:
+    """Check the contracts and output shapes against the schema and each other, and plan the
+    checks.  `uses`: other expressions evaluated after the input checks (such as `index:`
+    bounds), with their locations; they are held to an output's rules (no `_`, no name that
+    may be unbound) and a tensor list whose name they use must hold a tensor."""
     bindings: dict[str, Binding] = {}
     int_args = {a.name for a in schema.arguments if unwrap_optional(a.type) in _INT}
     optional_tensors = {a.name for a in schema.arguments
@@ -586,6 +590,13 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
                         use(TensorSize(t, Num(0)), d.loc, False, None)
             else:
                 use(d.expr, d.loc, d.star, None)
+    for e, loc in uses:
+        if isinstance(e, Free):
+            diag.error(loc, "'_' (a dimension of any size) is for input shapes; a bound must be known")
+        elif isinstance(e, Dynamic):
+            diag.error(loc, f"'?{e.name}' (a data-dependent size) is for outputs; a bound must be known")
+        else:
+            use(e, loc, False, None)
     return ShapePlan(tuple(inputs), tuple(outputs), tuple(bindings.values()),
                      tuple((k, tuple(v)) for k, v in required.items()))
 

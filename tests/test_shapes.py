@@ -569,3 +569,20 @@ def test_fake_kernels_of_tensor_list_returns(project):
     registration = (project / "generated" / "registration.cpp").read_text()
     assert 'm.def("chunk2(Tensor self, int chunks) -> Tensor[]", {at::Tag::pt2_compliant_tag});' in registration
     assert 'm.def("uniq(Tensor self) -> Tensor[]");' in registration
+
+
+def test_other_uses_are_held_to_an_outputs_rules():
+    """`analyze(uses=...)`: expressions evaluated after the input checks (the `index:` bounds)
+    may not use `_` or a name only an optional tensor binds, and make a list that binds a
+    name they use required to hold a tensor."""
+    s = FunctionSchema.parse("f(Tensor w, Tensor idx, Tensor? b, Tensor[] ts) -> Tensor")
+    diag, loc = Diagnostics(), Loc("ops.yaml", 1, 1)
+    parsed = {k: S.parse_shape(s, k, v, loc, [loc] * len(v), False, diag)
+              for k, v in {"w": ["N"], "idx": ["M"], "b": ["G"], "ts": ["K"]}.items()}
+    plan = S.analyze(s, parsed, s.return_names(), diag,
+                     uses=((S.Free(), loc), (S.Var("G"), loc), (S.Var("K"), loc), (S.Var("N"), loc)))
+    assert [e.message.split(";")[0] for e in diag.errors] == [
+        "'_' (a dimension of any size) is for input shapes",
+        "dimension 'G' is bound only by optional argument 'b', so it is unknown when that is None"]
+    assert plan.required_after("ts") == ("K",)
+    assert 'opwrap::rt::require_bound(kOp, "ts", K, "K", "[K]");' in S.cpp_input_checks(plan, "kOp", s)
