@@ -5,9 +5,14 @@ computes gradients with the declaration's ``derivatives:`` formulas.
 Python decides every statement here; the template lays them out.  What a Function saves
 is exactly what its formulas name: Tensor inputs and outputs through
 ``save_for_backward``, other arguments and tensor metadata (``x.sym_sizes()``) in
-``saved_data``.  Ops with Tensor inputs but no ``derivatives:`` get torch's
-``autogradNotImplementedFallback``: backward through them raises
-"derivative for <op> is not implemented" instead of silently detaching.
+``saved_data``; a ``Tensor[]`` argument's elements are inputs of their own for
+``torch::autograd::Function``, so its formula's vector of gradients is spread over them.
+Ops with Tensor inputs but no ``derivatives:`` get torch's ``autogradNotImplementedFallback``,
+or, when they write arguments or take a ``Tensor?[]`` (which that fallback does not see),
+``opwrap::rt::autograd_not_implemented``: backward through them raises "derivative for <op>
+is not implemented" instead of silently detaching.  out= overloads get
+``opwrap::rt::out_autograd``, which refuses arguments that require grad as aten's do.  Every
+op that writes arguments gets an ``ADInplaceOrView`` kernel that moves their versions.
 
 Each op's Function is in ``autograd/<op>.cpp``; they are compiled a few at a time in the
 unity units ``units/autograd.<k>.cpp`` (codegen/units.py): the autograd headers
