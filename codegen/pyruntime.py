@@ -180,6 +180,45 @@ def check_like(op: str, name: str, t: torch.Tensor | None, first_name: str, firs
                  f"is on {first.device}")
 
 
+def check_device(op: str, name: str, t: torch.Tensor | None, first_name: str, first: torch.Tensor) -> None:
+    """`t` (when given) is on the device of the tensor the op dispatches on."""
+    if t is not None:
+        torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
+                     f"'{first_name}' is on {first.device}")
+
+
+def check_list(op: str, name: str, ts: Sequence[torch.Tensor | None], allowed: tuple[torch.dtype, ...], names: str,
+               ref_name: str, ref: torch.Tensor | None) -> None:
+    """Every given element of a tensor list has one of the declared dtypes, and the dtype of
+    `ref` (else of the list's first element)."""
+    given = [t for t in ts if t is not None]
+    for i, t in enumerate(ts):
+        if t is None:
+            continue
+        torch._check(t.dtype in allowed, lambda: f"{op}: argument '{name}[{i}]' has dtype {t.dtype}, but expected "
+                     f"one of: {names}")
+        expected, source = (ref.dtype, ref_name) if ref is not None else (given[0].dtype, f"{name}[0]")
+        torch._check(t.dtype == expected, lambda: f"{op}: argument '{name}[{i}]' has dtype {t.dtype}, but expected "
+                     f"{expected} (the dtype of '{source}')")
+
+
+def first_given(tensors: Sequence[Any]) -> torch.Tensor:
+    """The first tensor given among tensors, optional tensors and lists: the one an op whose
+    tensors are all optional or lists dispatches on."""
+    for t in tensors:
+        for x in (t if isinstance(t, (list, tuple)) else [t]):
+            if isinstance(x, torch.Tensor):
+                return x
+    raise RuntimeError("expected at least one tensor argument to dispatch on, but none was given")
+
+
+def check_output_dtype(op: str, name: str, dtype: torch.dtype, allowed: tuple[torch.dtype, ...], names: str,
+                       rule: str) -> None:
+    """The dtype a return's rule gives is among the return's declared dtypes."""
+    torch._check(dtype in allowed, lambda: f"{op}: output '{name}' would have dtype {dtype} (dtype: {rule}), but "
+                 f"expected one of: {names}")
+
+
 def new_output(op: str, name: str, shape: Sequence[Any], dtype: torch.dtype, device: Any) -> torch.Tensor:
     """An output of the shape its rule gives (checked non-negative, SymInt-safe)."""
     shape = list(shape)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from ..schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, is_tensor, unwrap_optional
 from ..dtype_rules import DTypeVar, render_cpp as render_rule
 from ..dtypes import DType
-from ..shapes import cpp_input_checks, cpp_output_shape, render_cpp, variables
+from ..shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape, is_list_output, render_cpp,
+                      variables)
 from . import types
 from .names import Scope, cpp_ident, cpp_string
 
@@ -190,7 +191,10 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     if required:
         first, first_name = ident[required[0].name], required[0].name
     elif tensor_arguments(s):
-        first, first_name = scope.fresh("first"), "the first tensor given"
+        only = tensor_arguments(s)
+        first = scope.fresh("first")
+        first_name = f"{only[0].name}[0]" if len(only) == 1 and not only[0].is_optional and \
+            isinstance(only[0].type, ListType) and only[0].type.elem == BaseType("Tensor") else "the first tensor given"
         given = ", ".join(ident[a.name] for a in tensor_arguments(s))
         checks.append(f"const at::Tensor {first} = opwrap::rt::first_given(kOp, {given});")
         checks.extend(device_checks(first_name, first, "", "", device))
@@ -374,6 +378,12 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
                 if explicit and o.dtype_rule is not None and r.type == BaseType("Tensor"):
                     epilogue.append(f"opwrap::rt::check_result_dtype(kOp, {cpp_string(o.name)}, {value}, "
                                     f"{_output_dtype(o, ident, dtype)});")
+                if is_list_output(o.shape) and r.type == ListType(BaseType("Tensor")):
+                    # A Tensor[] return with a shape rule: the fake kernel makes exactly these
+                    # tensors, so the kernel's must have the rule's length, shapes and dtype.
+                    epilogue.extend(cpp_list_output_checks(o.shape, f"({value})", names))
+                    epilogue.append(f"opwrap::rt::check_result_dtype(kOp, {cpp_string(o.name)}, {value}, "
+                                    f"{_output_dtype(o, ident, dtype)});")
             results[i] = types.from_kernel(r, f"std::move({value})")
 
     if not results:
@@ -493,7 +503,7 @@ def check_supported(decl, lib, diag, plugin: str) -> bool:
             ok = False
             continue
         if s.aliased_argument(r) is not None:
-            if decl.shape_of(name) is not None:
+            if decl.shape_of(name) is not None and name not in {a.name for a in decl.out_arguments}:
                 diag.error(decl.shape_of(name).loc, f"return '{name}' aliases an input; it takes that input's shape")
             continue
         if r.is_write:

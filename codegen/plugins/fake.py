@@ -24,9 +24,8 @@ from dataclasses import replace
 
 from ..api import python as py
 from ..api.names import cpp_string, py_string
-from ..dtypes import DTYPES
-from ..schema import ListType
-from ..shapes import dynamic_sizes, python_input_checks, python_output_shape
+from ..dtype_rules import is_list_of_tensors, render_python as render_rule
+from ..shapes import dynamic_sizes, is_list_output, python_input_checks, python_list_loop, python_output_shape
 from .base import Output, Plugin
 
 
@@ -40,13 +39,54 @@ def fakeable(decl, scalars: bool = True) -> bool:
     outputs follow aten's elementwise rule."""
     if decl.expression is not None:
         return True
-    return all(o.made_by != "kernel" or (scalars and py.fake_return(r.type) is not None)
+    return all(o.made_by != "kernel" or is_list_output(o.shape) or (scalars and py.fake_return(r.type) is not None)
                for o, r in zip(decl.outputs(), decl.schema.returns))
 
 
 def python_names(decl) -> bool:
     """Whether every argument of the op can be a Python parameter of its own name."""
     return all(py.is_keyword_name(a.name) for a in decl.schema.arguments)
+
+
+def _dtype_checks(d, lit: str, names: dict[str, str]) -> list[str]:
+    """The fake kernel's dtype and device checks, as the real wrapper's: the first tensor of
+    each dtype variable has one of its dtypes, the others that one's dtype; every tensor the
+    first tensor's device.  out= arguments take their dtype from the result (below)."""
+    s = d.schema
+    outs = {a.name for a in d.out_arguments}
+    singles = [a for a in d.tensor_inputs if a.name not in outs]
+    required = [a for a in singles if not a.is_optional]
+    lists = [a for a in s.arguments if is_list_of_tensors(a)]
+    first = required[0] if required else None
+    owner: dict[str, str] = {}  # variable -> the argument that declared it
+    body = []
+    for a in required + lists + [a for a in singles if a.is_optional]:
+        var = d.dtype_var(a.name)
+        value = names[a.name]
+        if a in lists:
+            ref = owner.get(var.name)
+            body.append(f"_runtime.check_list({lit}, {py_string(a.name)}, {value}, "
+                        f"{_tuple([dt.python for dt in var.dtypes])}, {py_string(', '.join(dt.name for dt in var.dtypes))}, "
+                        f"{py_string(ref or '')}, {names[ref] if ref else 'None'})")
+            continue
+        if first is None:
+            continue
+        if var.name not in owner:
+            guard = f"if {value} is not None: " if a.is_optional else ""
+            body.append(f"{guard}_runtime.check_dtype({lit}, {py_string(a.name)}, {value}, "
+                        f"{_tuple([dt.python for dt in var.dtypes])}, {py_string(', '.join(dt.name for dt in var.dtypes))})")
+            if not a.is_optional:
+                owner[var.name] = a.name
+            if a is not first:
+                body.append(f"_runtime.check_device({lit}, {py_string(a.name)}, {value}, {py_string(first.name)}, "
+                            f"{names[first.name]})")
+        else:
+            ref = owner[var.name]
+            body.append(f"_runtime.check_like({lit}, {py_string(a.name)}, {value}, {py_string(ref)}, {names[ref]})")
+            if ref != first.name:
+                body.append(f"_runtime.check_device({lit}, {py_string(a.name)}, {value}, {py_string(first.name)}, "
+                            f"{names[first.name]})")
+    return body
 
 
 def _tuple(items: list[str]) -> str:
@@ -102,37 +142,67 @@ def fake_function(d, ns: str) -> dict | None:
     if d.expression is not None:  # aten's elementwise rule: broadcast shapes, promoted dtype
         tensors = d.expression.tensors
         float_op = all(dt.is_floating for dt in d.dtypes)
-        body.append(f"return _runtime.pointwise_output({lit}, {_tuple([py_string(n) for n in tensors])}, "
-                    f"{_tuple([names[n] for n in tensors])}, {allowed}, {allowed_names}, float_op={float_op})")
+        result = (f"_runtime.pointwise_output({lit}, {_tuple([py_string(n) for n in tensors])}, "
+                  f"{_tuple([names[n] for n in tensors])}, {allowed}, {allowed_names}, float_op={float_op})")
+        if d.out_arguments:  # an out= overload: written to the out= argument as TensorIterator does
+            out = d.out_arguments[0].name
+            body.append(f"return _runtime.pointwise_out({lit}, {py_string(out)}, {names[out]}, {result})")
+        else:
+            body.append(f"return {result}")
         return done
     for o, r in zip(d.outputs(), s.returns):
-        if o.made_by == "kernel" and py.fake_return(r.type) is None:
-            body.append(f"_runtime.no_fake({lit}, {py_string(o.name)}, {py_string(py.no_fake_reason(r.type, o.name))})")
+        if o.made_by == "kernel" and py.fake_return(r.type) is None and not is_list_output(o.shape):
+            why = (f"a list whose length only the kernel knows ({o.shape.text}), which torch.compile and torch.export "
+                   "cannot trace" if o.shape is not None and o.shape.each is not None else
+                   f"a Tensor[] the kernel makes, and no rule gives its shapes: add a 'shape:' rule for '{o.name}' "
+                   "that lists them, such as \"[[N, D] for i in range(n)]\"" if str(r.type) == "Tensor[]" else
+                   py.no_fake_reason(r.type, o.name))
+            body.append(f"_runtime.no_fake({lit}, {py_string(o.name)}, {py_string(why)})")
             return done
-    tensors = [a for a in d.tensor_inputs if not isinstance(a.type, ListType)]
-    required = [a for a in tensors if not a.is_optional]
-    if required:
-        first = required[0]
-        body.append(f"_runtime.check_dtype({lit}, {py_string(first.name)}, {names[first.name]}, {allowed}, {allowed_names})")
-        for a in tensors:
-            if a is not first:
-                body.append(f"_runtime.check_like({lit}, {py_string(a.name)}, {names[a.name]}, "
-                            f"{py_string(first.name)}, {names[first.name]})")
+    body.extend(_dtype_checks(d, lit, names))
     if d.shape_plan is not None:
         body.extend(python_input_checks(d.shape_plan, op, s, names=names))
     for size in dynamic_sizes(o.shape for o in d.outputs() if o.shape is not None):
         body.append(f"{names.get(size, size)} = _runtime.dynamic_size()  # data-dependent")
-    device = f"{names[required[0].name]}.device" if required else '"cpu"'
+    required = [a for a in d.tensor_inputs if not a.is_optional]
+    lists = [a for a in s.arguments if is_list_of_tensors(a)]
+    if required:
+        device, dispatched = f"{names[required[0].name]}.device", f"{names[required[0].name]}.dtype"
+    elif d.tensor_inputs or lists:
+        given = _tuple([names[a.name] for a in s.arguments if a in d.tensor_inputs or a in lists])
+        device, dispatched = f"_runtime.first_given({given}).device", f"_runtime.first_given({given}).dtype"
+    else:
+        device, dispatched = '"cpu"', d.dtypes[0].python if d.dtypes else "torch.float32"
     results = []
     for i, (o, r) in enumerate(zip(d.outputs(), s.returns)):
-        if o.made_by == "alias":
+        if is_list_output(o.shape):  # a Tensor[] return: one new tensor per element of its shape rule
+            dtype = render_rule(o.dtype_rule, names) if o.dtype_rule is not None else dispatched
+            results.append(f"_out{i}")
+            body.append(f"_out{i} = [_runtime.new_output({lit}, {py_string(o.name)}, "
+                        f"{python_output_shape(o.shape, names=names)}, {dtype}, {device}) "
+                        f"{python_list_loop(o.shape, names=names)}]")
+        elif o.made_by == "alias" and o.aliases in {a.name for a in d.out_arguments}:
+            # An out= argument: checked against the result's dtype and device, and resized to
+            # its shape rule as at::native::resize_output does (warning when it held elements).
+            dtype = render_rule(o.dtype_rule, names) if o.dtype_rule is not None else dispatched
+            shape = (python_output_shape(o.shape, names=names) if o.shape is not None
+                     else f"{names[d.like]}.shape" if d.like else "None")
+            body.append(f"_runtime.resize_out({lit}, {py_string(o.aliases)}, {names[o.aliases]}, {shape}, {dtype}, "
+                        f"{device})")
+            results.append(names[o.aliases])
+        elif o.made_by == "alias":
             results.append(names[o.aliases])
         elif o.made_by == "kernel":
             results.append(f"_out{i}")
             body.append(f"_out{i} = _runtime.data_dependent_int({lit})")
         else:
-            rule = o.dtype
-            dtype = DTYPES[rule].python if rule in DTYPES else f"{names[rule]}.dtype"
+            dtype = render_rule(o.dtype_rule, names) if o.dtype_rule is not None else dispatched
+            var = dict(d.dtype_owners).get(o.name)
+            if var is not None:  # the return has dtypes of its own: its rule's value is among them
+                v = next(x for x in d.variables if x.name == var)
+                body.append(f"_runtime.check_output_dtype({lit}, {py_string(o.name)}, {dtype}, "
+                            f"{_tuple([dt.python for dt in v.dtypes])}, {py_string(', '.join(dt.name for dt in v.dtypes))}, "
+                            f"{py_string(o.dtype_rule.text if o.dtype_rule else '')})")
             shape = python_output_shape(o.shape, names=names) if o.shape is not None else f"{names[d.like]}.shape"
             results.append(f"_out{i}")
             body.append(f"_out{i} = _runtime.new_output({lit}, {py_string(o.name)}, {shape}, {dtype}, {device})")

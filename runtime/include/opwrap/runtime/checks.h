@@ -301,6 +301,14 @@ inline void check_result_dtype(const char* op, const char* name, const at::Tenso
               ", but the declaration says ", expected);
 }
 
+inline void check_result_dtype(const char* op, const char* name, const std::vector<at::Tensor>& ts,
+                               at::ScalarType expected) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::string element = std::string(name) + "[" + std::to_string(i) + "]";
+    check_result_dtype(op, element.c_str(), ts[i], expected);
+  }
+}
+
 // out= arguments and outputs whose dtype comes from a rule (codegen/dtype_rules.py).
 inline void check_out_dtype(const char* op, const char* arg, const at::Tensor& out, at::ScalarType expected) {
   TORCH_CHECK(out.scalar_type() == expected, op, ": out= argument '", arg, "' has dtype ", out.scalar_type(),
