@@ -80,8 +80,8 @@ CORE_FIELDS: dict[str, Field] = {
                          "Default from `[tool.codegen] split_types`."),
     "tags": Field(ListOf(TorchTag(), unique=True),
                   "`at::Tag` names passed to `m.def`: any tag of the installed torch (`torch.Tag`). "
-                  "`pt2_compliant_tag` is added to every op with a generated fake kernel, `inplace` to in-place ops "
-                  "(which lets `torch.compile` functionalize them)."),
+                  "`pt2_compliant_tag` is added to every op with a generated fake kernel, `inplace` and `out` by "
+                  "torch's rules (see *Mutable arguments and out= overloads*)."),
     "pointwise": Field(OneOf(Bool(), String(nonempty=True, noun="an elementwise expression such as 'self + other'",
                                             nouns="elementwise expressions")),
                        "an elementwise expression that generates the op's CPU and CUDA kernels (below), or `true` for "
