@@ -177,3 +177,69 @@ def test_loading_the_shared_library_alone_names_the_fake_kernel_module():
               "torch.testing.assert_close(torch.compile(f, fullgraph=True)(x), x)\n")
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+class IndexModel(torch.nn.Module):
+    """The ops of index tensors, dtype arguments, tensor lists, out= overloads, written caches
+    and a generator, between aten ops, as a training step would run them."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.table = torch.nn.Parameter(torch.randn(10, 4, generator=g))
+        self.register_buffer("indices", torch.tensor([1, 2, 4, 5, 4, 3, 2, 9], dtype=torch.int32))
+        self.register_buffer("offsets", torch.tensor([0, 3, 3, 6], dtype=torch.int32))
+        self.register_buffer("key_cache", torch.zeros(3, 2, 1, 4))
+        self.register_buffer("value_cache", torch.zeros(3, 2, 1, 4))
+        self.register_buffer("slots", torch.tensor([4, -1, 0, 5]))
+
+    def forward(self, x):
+        bags = ops.embedding_bag_sum(self.table, self.indices, self.offsets)  # [4, 4]
+        h = ops.cat_rows([bags, x])  # [4 + n, 4]
+        h = ops.to_dtype(h, torch.float64).tanh()
+        out, _mask = ops.dropout(h, 0.25)
+        first, second = ops.chunk_rows(out.detach(), 2)
+        total = ops.myadd.out(first, second, out=torch.empty_like(first))
+        kv = bags.detach().unsqueeze(1)
+        ops.reshape_and_cache(kv, kv * 2, self.key_cache, self.value_cache, self.slots, "auto")
+        return out.sum(1).float()[:4] + total.sum() + self.key_cache.sum() + self.value_cache.sum()
+
+
+def _seeded_step(model, x):
+    torch.manual_seed(1)  # dropout draws from the default generator
+    model.key_cache.zero_()
+    model.value_cache.zero_()
+    return _step(model, x)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_index_list_and_out_ops_compile_with_no_graph_break(dynamic):
+    torch._dynamo.reset()
+    counters.clear()
+    model = IndexModel()
+    compiled = torch.compile(model, fullgraph=True, dynamic=dynamic)
+    for rows in (4, 6):
+        x = torch.randn(rows, 4)
+        want_out, want_grads = _seeded_step(model, x)
+        want_cache = model.key_cache.clone()
+        got_out, got_grads = _seeded_step(compiled, x)
+        torch.testing.assert_close(got_out, want_out)
+        for got, want in zip(got_grads, want_grads):
+            torch.testing.assert_close(got, want)
+        torch.testing.assert_close(model.key_cache, want_cache)  # the mutated buffer, as eager wrote it
+    assert sum(counters["graph_break"].values()) == 0
+
+
+def test_index_list_and_out_ops_export():
+    model = IndexModel()
+    x = torch.randn(4, 4)
+    ep = torch.export.export(model, (x,))
+    targets = {str(node.target) for node in ep.graph.nodes if node.op == "call_function"}
+    for op in ("embedding_bag_sum.default", "cat_rows.default", "to_dtype.default", "dropout.default",
+               "chunk_rows.default", "myadd.out"):
+        assert f"opwrap.{op}" in targets, targets
+    with torch.no_grad():
+        torch.manual_seed(1)
+        want = model(x)
+        torch.manual_seed(1)
+        torch.testing.assert_close(ep.module()(x), want)
