@@ -12,11 +12,11 @@
 // bumps the version counter of the arguments it marks dirty).
 #pragma once
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/core/GradMode.h>
-#include <ATen/core/LegacyTypeDispatch.h>
 
 #include <cstdint>
 #include <optional>
