@@ -25,8 +25,43 @@ def _gelu_tanh_double_backward(grad, grad_output, self):
         return torch.autograd.grad(g, x, grad.expand(shape))[0]
 
 
+def _bag_ranges(offsets, n):
+    starts = offsets.tolist()
+    return zip(starts, starts[1:] + [n])
+
+
+def _embedding_bag_sum(weight, indices, offsets):
+    out = weight.new_zeros(offsets.numel(), weight.size(1))
+    for b, (start, stop) in enumerate(_bag_ranges(offsets, indices.numel())):
+        out[b] = weight[indices[start:stop].long()].sum(0)
+    return out
+
+
+def _embedding_bag_sum_backward(grad, indices, offsets, num_weights):
+    out = grad.new_zeros(num_weights, grad.size(1))
+    for b, (start, stop) in enumerate(_bag_ranges(offsets, indices.numel())):
+        out.index_add_(0, indices[start:stop].long(), grad[b].expand(stop - start, -1))
+    return out
+
+
+def _reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype):
+    block_size = key_cache.size(1)
+    for t, s in enumerate(slot_mapping.tolist()):
+        if s >= 0:
+            key_cache[s // block_size, s % block_size] = key[t]
+            value_cache[s // block_size, s % block_size] = value[t]
+
+
+def _dropout(self, p, generator=None):
+    """The kernel's draws: one uniform double per element, in order, kept when below 1 - p
+    (at::bernoulli_distribution<double>), as torch.rand draws them on the CPU."""
+    keep = torch.rand(self.shape, dtype=torch.float64, generator=generator) < 1 - p
+    return self * keep / (1 - p), keep
+
+
 REFERENCES = {
     "myadd": lambda self, other: self + other,
+    "myadd.out": lambda self, other, *, out: self + other,  # the result; check_reference checks it is `out`
     "mul_constant": lambda self, constant: self * constant,
     "linear": lambda input, weight, bias=None: F.linear(input, weight, bias),
     "addmv_": lambda self, mat, vec, *, beta=1, alpha=1: torch.addmv(self, mat, vec, beta=beta, alpha=alpha),
@@ -40,6 +75,13 @@ REFERENCES = {
     "bias_gelu": lambda self, bias: F.gelu(self + bias, approximate="tanh"),
     "gelu_tanh_backward": lambda grad_output, self: torch.ops.aten.gelu_backward(grad_output, self, approximate="tanh"),
     "gelu_tanh_double_backward": _gelu_tanh_double_backward,
+    "embedding_bag_sum": _embedding_bag_sum,
+    "embedding_bag_sum_backward": _embedding_bag_sum_backward,
+    "to_dtype": lambda self, dtype: self.to(dtype),
+    "reshape_and_cache": _reshape_and_cache,
+    "dropout": _dropout,
+    "cat_rows": lambda tensors: torch.cat(tensors, 0),
+    "chunk_rows": lambda self, chunks: list(torch.chunk(self, chunks)),
 }
 
 
@@ -48,5 +90,30 @@ def _sorted_boundaries(values):
     return values
 
 
+def _sorted_offsets(values):
+    values["offsets"] = values["offsets"].sort().values
+    return values
+
+
+def _distinct_slots(values):
+    """vLLM's slots of one batch are distinct (-1: a padding token); the kernel's 'auto'."""
+    slots, cache = values["slot_mapping"], values["key_cache"]
+    g = torch.Generator().manual_seed(slots.numel())
+    free = torch.randperm(cache.size(0) * cache.size(1), generator=g)[: slots.numel()]
+    picked = torch.full_like(slots, -1)
+    picked[: free.numel()] = free.to(slots.dtype)
+    if picked.numel() > 1:
+        picked[-1] = -1  # a padding token
+    values["slot_mapping"] = picked
+    values["kv_cache_dtype"] = "auto"
+    return values
+
+
+def _dropout_p(values):
+    values["p"] = 0.25
+    return values
+
+
 # Inputs a kernel needs beyond its shape rule.
-PREPARE = {"bucketize_count": _sorted_boundaries}
+PREPARE = {"bucketize_count": _sorted_boundaries, "embedding_bag_sum": _sorted_offsets,
+           "embedding_bag_sum_backward": _sorted_offsets, "reshape_and_cache": _distinct_slots, "dropout": _dropout_p}

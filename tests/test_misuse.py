@@ -18,9 +18,10 @@ DECLS = [d for d in testing.declared_ops(ROOT) if d.kernels]
 def cases():
     out = []
     for d in DECLS:
-        for dt in d.dtypes:
-            for m in testing.misuse_cases(d, testing.torch_dtype(dt), prepare=PREPARE.get(d.op_name)):
-                out.append(pytest.param(d, m, id=f"{d.op_name}-{dt.name}-{m.case}"))
+        for combo in testing.dtype_combinations(d):  # every combination of the op's dtype variables
+            dt = next(iter(combo.values()))
+            for m in testing.misuse_cases(d, testing.torch_dtype(dt), prepare=PREPARE.get(d.op_name), dtypes=combo):
+                out.append(pytest.param(d, m, id=f"{testing.case_id(d, combo)}-{m.case}"))
     return out
 
 
