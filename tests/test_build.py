@@ -15,6 +15,7 @@ from conftest import ROOT, run_codegen
 # about 2 s of compiler time per unit: it includes ATen/Functions.h).
 LEAN = {"ATen/core/Tensor.h", "torch/library.h", "ATen/ops/empty.h", "opwrap/runtime/checks.h", "ATen/TensorOperators.h"}
 AUTOGRAD = {"ATen/TensorOperators.h", "torch/csrc/autograd/custom_function.h", "opwrap/runtime/once_differentiable.h",
+            "opwrap/runtime/autograd_not_implemented.h",
             "torch/csrc/autograd/autograd_not_implemented_fallback.h", "opwrap/runtime/autograd.h", "algorithm", "array", "cstdint", "tuple"}
 
 

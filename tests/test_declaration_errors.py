@@ -563,3 +563,40 @@ def test_one_wrong_field_value_gives_one_error(project):
                 assert f"'{field}" in found[0].message or "dtype" in found[0].message, str(found[0])
                 tried += 1
     assert tried > 40
+
+
+# ------------------------------------------------------------------ per-argument dtypes, dtype rules, index bounds
+KH = "  kernels: {CPU: k}\n  header: f.h\n"
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    ("- func: f(Tensor data, Tensor idx) -> Tensor\n  dtypes: {idx: [int64]}\n" + KH + "  like: data\n",
+     "declarations/ops.yaml:2:11: error: 'dtypes' must list the dtypes of 'data' (the first Tensor argument), which "
+     "every tensor it does not name shares"),
+    ("- func: f(Tensor data, Tensor idx) -> Tensor\n  dtypes: {data: floating, idx: [int64], ofs: idx}\n" + KH
+     + "  like: data\n",
+     "declarations/ops.yaml:2:42: error: 'ofs' is neither a Tensor argument nor a new Tensor return of f"),
+    ("- func: f(Tensor data, Tensor idx) -> Tensor\n  dtypes: {data: floating, idx: indx}\n" + KH + "  like: data\n",
+     "declarations/ops.yaml:2:33: error: 'indx' is neither a dtype, a dtype group nor a Tensor argument of f\n"
+     "declarations/ops.yaml:2:33: note: did you mean 'idx'?"),
+    ("- func: f(Tensor data, Tensor? w) -> Tensor\n  dtypes: {data: floating, w: [float32]}\n" + KH + "  like: data\n",
+     "declarations/ops.yaml:2:28: error: 'w' is optional, so it cannot decide dtypes the kernel is instantiated for"),
+    ("- func: f(Tensor data, ScalarType dtype) -> Tensor\n  dtypes: {data: floating, result: [int64]}\n" + KH
+     + "  like: data\n",
+     "declarations/ops.yaml:2:28: error: return 'result' has dtypes of its own, so 'dtype:' must say where its dtype "
+     "comes from"),
+    ("- func: f(Tensor data, ScalarType? dtype) -> Tensor\n" + K + "  like: data\n  dtype: {result: dtype}\n",
+     "declarations/ops.yaml:6:19: error: 'dtype' is optional: say what the dtype is when it is None\n"
+     "declarations/ops.yaml:6:19: note: write 'dtype or <Tensor argument>' or 'dtype or default'"),
+    ("- func: f(Tensor a, Tensor b) -> Tensor\n" + K + "  like: a\n  dtype: {result: 'promote(a, c)'}\n",
+     "declarations/ops.yaml:6:31: error: 'c' is not a required Tensor argument of f"),
+    ("- func: f(Tensor a, ScalarType? dtype) -> Tensor\n" + K + "  like: a\n  dtype: {result: dtype or b}\n",
+     "declarations/ops.yaml:6:28: error: the fallback 'b' is neither 'default' nor a required Tensor argument"),
+    ("- func: f(Tensor a, Tensor idx) -> Tensor\n" + K + "  like: a\n  index: {idy: a.size(0)}\n",
+     "declarations/ops.yaml:6:11: error: 'idy' is not a Tensor argument of f\n"
+     "declarations/ops.yaml:6:11: note: did you mean 'idx'?"),
+    ("- func: f(Tensor a, Tensor idx) -> Tensor\n" + K + "  like: a\n  index: {idx: [0, 1, 2]}\n",
+     "declarations/ops.yaml:6:16: error: an index range is 'high' or '[low, high]'"),
+])
+def test_dtype_errors(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)

@@ -1,0 +1,230 @@
+"""Per-argument dtypes and return dtype rules, on a library made with `codegen init` outside
+this repository and declared as a user would from the README: index tensors of their own
+dtypes beside float data, a return typed by a `ScalarType` argument (a template parameter of
+its own), `ScalarType?` arguments falling back to a tensor's dtype or the default dtype, and
+the promotion of two tensors.  The real and the fake kernel agree (opcheck), and the errors
+name the op, the argument and what was allowed."""
+
+import json
+import sys
+
+import pytest
+import torch
+from torch.library import opcheck
+
+from conftest import locked, run_codegen, shared_dir
+
+pytestmark = [pytest.mark.xdist_group("dtypelib")]
+
+DECLARATIONS = """\
+- func: gather_rows(Tensor data, Tensor index) -> Tensor
+  dtypes: {data: [float32, float64, int64], index: [int32, int64]}
+  kernels: {CPU: gather_rows}
+  index: {index: data.size(0)}
+  shape: {data: [V, D], index: [N], result: [N, D]}
+
+- func: convert(Tensor self, ScalarType dtype) -> Tensor
+  dtypes: {self: [float32, int32], result: [float64, int64, bfloat16]}
+  dtype: {result: dtype}
+  like: self
+  kernels: {CPU: convert}
+
+- func: scaled(Tensor self, Tensor scale, ScalarType? dtype=None) -> Tensor
+  dtypes: {self: [float32, float64], scale: [float32, float64]}
+  dtype: {result: dtype or scale}
+  shape: {self: [N], scale: [N], result: [N]}
+  kernels: {CPU: scaled}
+
+- func: ones_like_rows(Tensor self, ScalarType? dtype=None) -> Tensor
+  dtypes: [float32, float64]
+  dtype: {result: dtype or default}
+  shape: {self: [N, _], result: [N]}
+  kernels: {CPU: ones_like_rows}
+
+- func: add_promoted(Tensor a, Tensor b) -> Tensor
+  dtypes: {a: [float32, float64, int64], b: [float32, float64, int64]}
+  dtype: {result: "promote(a, b)"}
+  shape: {a: [N], b: [N], result: [N]}
+  kernels: {CPU: add_promoted}
+"""
+
+KERNELS = """\
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/util/TypeCast.h>
+
+namespace dtypelib::kernels {
+
+template <typename scalar_t, typename index_t>
+void gather_rows(const at::Tensor& data, const at::Tensor& index, at::Tensor& result) {
+  const int64_t D = data.size(1);
+  const scalar_t* in = data.const_data_ptr<scalar_t>();
+  const index_t* idx = index.const_data_ptr<index_t>();
+  scalar_t* out = result.mutable_data_ptr<scalar_t>();
+  for (int64_t n = 0; n < index.size(0); ++n)
+    for (int64_t d = 0; d < D; ++d) out[n * D + d] = in[static_cast<int64_t>(idx[n]) * D + d];
+}
+
+template <typename scalar_t, typename result_t>
+void convert(const at::Tensor& self, at::ScalarType, at::Tensor& result) {
+  const scalar_t* in = self.const_data_ptr<scalar_t>();
+  result_t* out = result.mutable_data_ptr<result_t>();
+  for (int64_t i = 0; i < self.numel(); ++i) out[i] = c10::static_cast_with_inter_type<result_t, scalar_t>::apply(in[i]);
+}
+
+// The result's dtype is not a template parameter: the kernel reads it from the tensor.
+template <typename scalar_t, typename scale_t>
+void scaled(const at::Tensor& self, const at::Tensor& scale, std::optional<at::ScalarType>, at::Tensor& result) {
+  result.copy_(self.to(at::kDouble).mul(scale.to(at::kDouble)));
+}
+
+template <typename scalar_t>
+void ones_like_rows(const at::Tensor& self, std::optional<at::ScalarType>, at::Tensor& result) {
+  result.fill_(1);
+}
+
+template <typename scalar_t, typename b_t>
+void add_promoted(const at::Tensor& a, const at::Tensor& b, at::Tensor& result) {
+  result.copy_(a.to(result.scalar_type()) + b.to(result.scalar_type()));
+}
+
+}  // namespace dtypelib::kernels
+"""
+
+
+def _make_dtypelib(lib) -> dict:
+    record = {}
+    r = run_codegen("init", str(lib))
+    record["init"] = [r.returncode, r.stdout + r.stderr]
+    if r.returncode != 0:
+        return record
+    (lib / "declarations" / "dtypes.yaml").write_text(DECLARATIONS)
+    r = run_codegen("generate", cwd=lib)  # no kernel headers yet: the notes say what to write
+    record["missing"] = [r.returncode, r.stdout + r.stderr]
+    for name in ("gather_rows", "convert", "scaled", "ones_like_rows", "add_promoted"):
+        (lib / "kernels" / f"{name}.h").write_text(KERNELS)
+    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)
+    record["build"] = [r.returncode, r.stdout + r.stderr]
+    return record
+
+
+@pytest.fixture(scope="module")
+def dtypelib(tmp_path_factory):
+    root = shared_dir(tmp_path_factory, "shared-dtypelib")
+    record = root / "record.json"
+    with locked(root):
+        if not record.exists():
+            record.write_text(json.dumps(_make_dtypelib(root / "dtypelib")))
+    made = json.loads(record.read_text())
+    assert made["init"][0] == 0, made["init"][1]
+    assert made["build"][0] == 0, made["build"][1]
+    sys.path.insert(0, str(root / "dtypelib"))
+    try:
+        import dtypelib as module
+    finally:
+        sys.path.remove(str(root / "dtypelib"))
+    return module, made
+
+
+@pytest.fixture
+def ops(dtypelib):
+    return torch.ops.dtypelib
+
+
+@pytest.mark.slow(100)
+def test_the_kernel_gets_one_template_parameter_per_dtype_variable(dtypelib):
+    _, made = dtypelib
+    status, notes = made["missing"]
+    assert status == 2, notes
+    for signature in ("template <typename scalar_t, typename index_t> void gather_rows(const at::Tensor& data, "
+                      "const at::Tensor& index, at::Tensor& result)",
+                      "template <typename scalar_t, typename result_t> void convert(const at::Tensor& self, "
+                      "at::ScalarType dtype, at::Tensor& result)",
+                      "template <typename scalar_t, typename scale_t> void scaled(",
+                      "template <typename scalar_t> void ones_like_rows(",
+                      "template <typename scalar_t, typename b_t> void add_promoted("):
+        assert f"note: write there: `{signature}" in notes, notes
+
+
+@pytest.mark.parametrize("data_dtype", [torch.float32, torch.float64, torch.int64])
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_index_tensors_of_their_own_dtypes(ops, data_dtype, index_dtype):
+    data = torch.arange(12).reshape(6, 2).to(data_dtype)
+    index = torch.tensor([5, 0, 3, 3], dtype=index_dtype)
+    out = ops.gather_rows(data, index)
+    assert out.dtype == data_dtype
+    torch.testing.assert_close(out, data[index.long()])
+    opcheck(ops.gather_rows, (data, index))
+
+
+def test_errors_name_the_argument_and_the_allowed_dtypes(ops):
+    data = torch.randn(6, 2)
+    with pytest.raises(RuntimeError, match=r"dtypelib::gather_rows: argument 'index' has dtype Float, but expected "
+                                           r"one of: int32, int64"):
+        ops.gather_rows(data, torch.zeros(3))
+    with pytest.raises(RuntimeError, match=r"dtypelib::gather_rows: argument 'data' has dtype Int, but expected one "
+                                           r"of: float32, float64, int64"):
+        ops.gather_rows(data.int(), torch.zeros(3, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match=r"dtypelib::gather_rows: argument 'index' holds 6, but its values must lie "
+                                           r"in \[0, 6\) \(index: data.size\(0\)\)"):
+        ops.gather_rows(data, torch.tensor([1, 6]))
+    with torch._subclasses.fake_tensor.FakeTensorMode():  # the fake kernel says the same
+        with pytest.raises(RuntimeError, match=r"argument 'index' has dtype torch.float32, but expected one of: "
+                                               r"int32, int64"):
+            ops.gather_rows(torch.empty(6, 2), torch.empty(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64, torch.bfloat16])
+@pytest.mark.parametrize("source", [torch.float32, torch.int32])
+def test_a_scalar_type_argument_types_the_result(ops, source, dtype):
+    x = (torch.randn(3, 4) * 10).to(source)
+    out = ops.convert(x, dtype)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out, x.to(dtype))
+    opcheck(ops.convert, (x, dtype))
+
+
+def test_a_result_dtype_outside_its_list_is_refused(ops):
+    with pytest.raises(RuntimeError, match=r"dtypelib::convert: output 'result' would have dtype Float \(dtype: "
+                                           r"dtype\), but expected one of: float64, int64, bfloat16"):
+        ops.convert(torch.randn(3), torch.float32)
+
+
+def test_optional_scalar_type_falls_back_to_a_tensor_or_the_default(ops):
+    x, s = torch.randn(4), torch.randn(4, dtype=torch.float64)
+    assert ops.scaled(x, s).dtype == torch.float64  # dtype or scale
+    assert ops.scaled(x, s, torch.float32).dtype == torch.float32
+    torch.testing.assert_close(ops.scaled(x, s), x.double() * s)
+    assert ops.ones_like_rows(torch.randn(3, 2, dtype=torch.float64)).dtype == torch.get_default_dtype()
+    assert ops.ones_like_rows(torch.randn(3, 2), torch.int64).dtype == torch.int64
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert ops.ones_like_rows(torch.randn(3, 2)).dtype == torch.float64
+    finally:
+        torch.set_default_dtype(previous)
+    for args in ((x, s), (x, s, torch.float32)):
+        opcheck(ops.scaled, args)
+    for args in ((torch.randn(3, 2),), (torch.randn(3, 2), torch.float64)):
+        opcheck(ops.ones_like_rows, args)
+
+
+@pytest.mark.parametrize("a_dtype, b_dtype", [(torch.int64, torch.float32), (torch.float32, torch.float64),
+                                              (torch.int64, torch.int64), (torch.float64, torch.int64)])
+def test_promotion_of_two_tensors_as_torch_result_type(ops, a_dtype, b_dtype):
+    a, b = (torch.randn(5) * 5).to(a_dtype), (torch.randn(5) * 5).to(b_dtype)
+    out = ops.add_promoted(a, b)
+    assert out.dtype == torch.result_type(a, b)
+    torch.testing.assert_close(out, a + b)
+    opcheck(ops.add_promoted, (a, b))
+
+
+def test_dtype_rules_compile(ops):
+    def f(x, s, idx):
+        return ops.scaled(x, s).sum() + ops.convert(x, torch.float64).sum() + ops.gather_rows(x.view(-1, 1), idx).sum()
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+    x, s, idx = torch.randn(4), torch.randn(4), torch.tensor([0, 3], dtype=torch.int32)
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(x, s, idx), f(x, s, idx))
+    assert sum(counters["graph_break"].values()) == 0
