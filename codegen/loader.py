@@ -261,12 +261,14 @@ class DeclarationLoader:
             invalid.add("like")
             like = ""
         rets = schema.return_names()
-        shapes, plan = parsed("shape", lambda n: self.parse_shapes(schema, n, path), None) \
-            or ((), analyze(schema, {}, rets, Diagnostics()))
+        # `index:` bounds are evaluated after the input checks: the shape analysis holds them
+        # to an output's rules (every name they use is bound).
+        bounds, uses = parsed("index", lambda n: self.parse_index(schema, n, path), ((), ()))
+        shapes, plan = parsed("shape", lambda n: self.parse_shapes(schema, n, path, uses), None) \
+            or ((), analyze(schema, {}, rets, self.diag if uses else Diagnostics(), uses))
         out_dtypes, rules = parsed("dtype", lambda n: self.parse_output_dtypes(schema, n, path), ((), ()))
         if dvars and "dtype" not in invalid:
             self.check_typed_returns(schema, dvars, owners, dict(rules), nodes["dtypes"], path)
-        bounds = parsed("index", lambda n: self.parse_index(schema, n, path), ())
         derivs = parsed("derivatives", lambda n: derivatives.parse(n, schema, path, self.diag, dict(out_dtypes)), None)
         pointwise, expression = False, None
         if "pointwise" in nodes:
@@ -405,7 +407,7 @@ class DeclarationLoader:
     def parse_index(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
         from .model import IndexBound
         from .shapes import Num, parse_shape
-        out = []
+        out, uses = [], []
         for k, v in node.value:
             name = k.value
             a = schema.argument(name)
@@ -428,7 +430,8 @@ class DeclarationLoader:
             low, high = (Num(0), exprs[0]) if len(exprs) == 1 else (exprs[0], exprs[1])
             text = items[0].value if len(items) == 1 else f"[{items[0].value}, {items[1].value}]"
             out.append(IndexBound(name, low, high, str(text)))
-        return tuple(out)
+            uses.extend((d.expr, d.loc) for d in shape.dims)
+        return tuple(out), tuple(uses)
 
     def parse_dtypes(self, node: yaml.Node, path: str):
         """The dtypes (already checked to be dtype or group names): groups expanded, each dtype once."""
@@ -444,7 +447,7 @@ class DeclarationLoader:
                 out.extend(DTYPES[n] for n in GROUPS[name] if DTYPES[n] not in out)
         return tuple(out)
 
-    def parse_shapes(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
+    def parse_shapes(self, schema: FunctionSchema, node: yaml.MappingNode, path: str, uses=()):
         """`shape:`.  An out= argument's shape is an output's: the shape it is resized to."""
         rets = schema.return_names()
         arg_names = {a.name for a in _tensor_args(schema)} | {a.name for a in schema.arguments if is_list_of_tensors(a)}
@@ -475,7 +478,7 @@ class DeclarationLoader:
                 shapes[target] = s
         ordered = tuple(shapes[n] for n in [a.name for a in schema.arguments] + list(rets) if n in shapes)
         keyed = {out_of.get(n, n): shape for n, shape in shapes.items()}  # out= shapes as their returns'
-        return ordered, analyze(schema, keyed, rets, self.diag)
+        return ordered, analyze(schema, keyed, rets, self.diag, uses)
 
     def parse_output_dtypes(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
         """`dtype:`: ((return, rule text), (return, DTypeRule)).  An out= argument's rule is

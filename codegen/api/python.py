@@ -17,6 +17,8 @@ Plugins read this module; no plugin imports another.
 
 from __future__ import annotations
 
+from ..dtype_rules import is_list_of_tensors
+
 import keyword
 import textwrap
 from dataclasses import dataclass
@@ -353,7 +355,8 @@ def doc_lines(decl, ns: str) -> list[str]:
     whether (and how often) it is differentiable."""
     d = decl.derivatives
     if d is None:
-        diff = "no (derivative not implemented)" if decl.tensor_inputs else "no (no tensor input)"
+        tensors = decl.tensor_inputs or any(is_list_of_tensors(a) for a in decl.schema.arguments)
+        diff = "no (derivative not implemented)" if tensors else "no (no tensor input)"
     elif not d.differentiable:
         diff = "no (its outputs are not differentiable)"
     else:
