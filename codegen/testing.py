@@ -75,7 +75,8 @@ def _copy_keeping_layout(t, storages: dict, device=None):
     storage = t.untyped_storage()
     key = (t.device, storage.data_ptr(), storage.nbytes())
     if key not in storages:
-        storages[key] = storage.clone() if target == t.device else storage.to(device=target)
+        raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)  # the storage's bytes
+        storages[key] = raw.to(target, copy=True).untyped_storage()
     copy = torch.empty(0, dtype=t.dtype, device=target).set_(storages[key], t.storage_offset(), t.size(), t.stride())
     return copy.requires_grad_(t.requires_grad)
 

@@ -96,3 +96,5 @@ def test_clone_keeps_strides_and_shared_memory():
         assert torch.equal(x, y) and y.data_ptr() != x.data_ptr()
     copy.args[2][5] = -1.0
     assert copy.args[3][0] == -1.0 and base[5] == 5.0  # the copies share memory as the originals do
+    moved = testing.SampleInput((gapped, expanded)).clone("meta")  # to another device (sample_inputs(device=))
+    assert [(t.device.type, t.stride()) for t in moved.args] == [("meta", (6, 2)), ("meta", (0, 0))]
