@@ -1,8 +1,9 @@
 """Tensors that break an op's contract, for every declared op and dtype (derived from the
 declarations by codegen.testing.misuse_cases): each call raises a RuntimeError naming the op
 and the argument, or, where the call is valid (zero-size, non-contiguous and expanded inputs),
-gives the reference's result.  Nothing crashes; the sanitizer build (make test-asan) runs
-these too."""
+gives the reference's result; a spy on the op (testing.LayoutSpy) checks that non-contiguous
+and expanded inputs reach it so.  Every combination of an op's dtype variables is a case.
+Nothing crashes; the sanitizer build (make test-asan) runs these too."""
 
 import pytest
 import torch
