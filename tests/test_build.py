@@ -27,12 +27,19 @@ POINTWISE = {"opwrap/runtime/cpu_capability.h", "opwrap/runtime/cpu_dispatch.h"}
 FAST = {"Python.h", "ATen/core/dispatch/Dispatcher.h", "torch/csrc/Exceptions.h", "opwrap/runtime/python_fast.h", "tuple"}
 
 
+# Headers a kernel wrapper includes only when its declaration needs them: out= resizing,
+# index bounds, the promotion of tensors (codegen/api/kernel.py), at::TensorIterator for a
+# pointwise out= overload.
+WRAPPER_EXTRAS = {"opwrap/runtime/out.h", "opwrap/runtime/index.h", "opwrap/runtime/dtype_rules.h",
+                  "opwrap/runtime/cpu_dispatch.h", "opwrap/runtime/pointwise_iterator.h"}
+
+
 def test_generated_units_include_only_what_they_use():
     for tu in (ROOT / "generated").rglob("*.cpp"):
         text = tu.read_text()
         assert "torch/extension.h" not in text, tu
         allowed = LEAN | {"generated": {"torch/custom_class.h", "tuple", "torch/version.h"}, "autograd": AUTOGRAD, "autocast": {"ATen/autocast_mode.h"},
-                          "python": FAST, "cpu": POINTWISE if "cpu_capability.h" in text else set()}.get(tu.parent.name, set())
+                          "python": FAST, "cpu": (POINTWISE if "cpu_capability.h" in text else set()) | WRAPPER_EXTRAS}.get(tu.parent.name, set())
         for line in text.splitlines():
             if line.startswith("#include <"):
                 inc = line.removeprefix("#include <").removesuffix(">")

@@ -4,6 +4,8 @@ are marked `cuda` and run only on a machine with a GPU, where they compare every
 dtype with the CPU kernel.  `make gpu-test` runs them there."""
 
 import pytest
+
+from codegen.api.kernel import tensor_arguments
 import torch
 
 import opwrap
@@ -26,7 +28,7 @@ def op_of(decl):
 def test_every_op_but_factories_declares_cuda():
     for d in testing.declared_ops(ROOT):
         if d.kernels:  # class-method ops run the class's C++ method on any device
-            assert (d.kernel("CUDA") is not None) == bool(d.tensor_inputs), d.op_name
+            assert (d.kernel("CUDA") is not None) == bool(tensor_arguments(d.schema)), d.op_name
 
 
 @needs_cuda_build

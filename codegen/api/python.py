@@ -243,9 +243,10 @@ class PythonSignature:
         return ", ".join(out)
 
     def wrapper_call(self) -> str:
-        """The wrapper's own parameters passed on as it takes them (handle_torch_function)."""
+        """The wrapper's own parameters passed on as it takes them (handle_torch_function);
+        `out` only when it is given, as torch's own functions pass it to __torch_function__."""
         return ", ".join([f"{a.ident}={a.ident}" if a.kwarg_only else a.ident for a in self.args]
-                         + (["out=out"] if self.out is not None else []))
+                         + (['**({"out": out} if out is not None else {})'] if self.out is not None else []))
 
     def out_call(self) -> str:
         """The call of the out= overload: the op's arguments, then the out= ones."""

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <opwrap/runtime/autograd.h>
 
 #include <algorithm>
 #include <array>
@@ -51,17 +52,17 @@ struct addmv__Function : public torch::autograd::Function<addmv__Function> {
     if (needs(self_edge)) {
 #line 11 "declarations/addmv.yaml"
       grad_inputs[0] = grad * beta;
-#line 55 "generated/autograd/addmv_.cpp"
+#line 56 "generated/autograd/addmv_.cpp"
     }
     if (needs(mat_edge)) {
 #line 12 "declarations/addmv.yaml"
       grad_inputs[1] = grad.outer(vec) * alpha;
-#line 60 "generated/autograd/addmv_.cpp"
+#line 61 "generated/autograd/addmv_.cpp"
     }
     if (needs(vec_edge)) {
 #line 13 "declarations/addmv.yaml"
       grad_inputs[2] = mat.t().mv(grad) * alpha;
-#line 65 "generated/autograd/addmv_.cpp"
+#line 66 "generated/autograd/addmv_.cpp"
     }
     return grad_inputs;
   }
@@ -77,4 +78,10 @@ at::Tensor& addmv__autograd(at::Tensor& self, const at::Tensor& mat, const at::T
 
 TORCH_LIBRARY_IMPL(opwrap, Autograd, m) {
   m.impl("addmv_", TORCH_FN(opwrap::generated::addmv__autograd));
+}
+
+// It writes arguments: the ADInplaceOrView kernel moves their version counters (also when
+// autograd is skipped), so a tensor saved for backward before the write is caught.
+TORCH_LIBRARY_IMPL(opwrap, ADInplaceOrView, m) {
+  m.impl("addmv_", torch::CppFunction::makeFromBoxedFunction<&opwrap::rt::bump_written_versions>());
 }

@@ -20,6 +20,9 @@ void bias_gelu_launch(at::TensorIteratorBase& iter, const BiasGeluOp<at::opmath_
   });
 }
 
+} // namespace
+
+// Of external linkage: an out= overload of the op runs it too.
 void bias_gelu_kernel(at::TensorIteratorBase& iter) {
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: {
@@ -46,6 +49,8 @@ void bias_gelu_kernel(at::TensorIteratorBase& iter) {
       TORCH_INTERNAL_ASSERT(false, "opwrap::bias_gelu: dtype ", iter.common_dtype(), " was not checked");
   }
 }
+
+namespace {
 
 // bias_gelu(Tensor self, Tensor bias) -> Tensor
 at::Tensor bias_gelu_cuda(const at::Tensor& self, const at::Tensor& bias) {

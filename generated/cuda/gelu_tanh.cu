@@ -20,6 +20,9 @@ void gelu_tanh_launch(at::TensorIteratorBase& iter, const GeluTanhOp<at::opmath_
   });
 }
 
+} // namespace
+
+// Of external linkage: an out= overload of the op runs it too.
 void gelu_tanh_kernel(at::TensorIteratorBase& iter) {
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: {
@@ -46,6 +49,8 @@ void gelu_tanh_kernel(at::TensorIteratorBase& iter) {
       TORCH_INTERNAL_ASSERT(false, "opwrap::gelu_tanh: dtype ", iter.common_dtype(), " was not checked");
   }
 }
+
+namespace {
 
 // gelu_tanh(Tensor self) -> Tensor
 at::Tensor gelu_tanh_cuda(const at::Tensor& self) {

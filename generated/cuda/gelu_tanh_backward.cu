@@ -20,6 +20,9 @@ void gelu_tanh_backward_launch(at::TensorIteratorBase& iter, const GeluTanhBackw
   });
 }
 
+} // namespace
+
+// Of external linkage: an out= overload of the op runs it too.
 void gelu_tanh_backward_kernel(at::TensorIteratorBase& iter) {
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: {
@@ -46,6 +49,8 @@ void gelu_tanh_backward_kernel(at::TensorIteratorBase& iter) {
       TORCH_INTERNAL_ASSERT(false, "opwrap::gelu_tanh_backward: dtype ", iter.common_dtype(), " was not checked");
   }
 }
+
+namespace {
 
 // gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor
 at::Tensor gelu_tanh_backward_cuda(const at::Tensor& grad_output, const at::Tensor& self) {

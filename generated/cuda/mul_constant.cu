@@ -20,6 +20,9 @@ void mul_constant_launch(at::TensorIteratorBase& iter, const MulConstantOp<at::o
   });
 }
 
+} // namespace
+
+// Of external linkage: an out= overload of the op runs it too.
 void mul_constant_kernel(at::TensorIteratorBase& iter, double constant) {
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: {
@@ -46,6 +49,8 @@ void mul_constant_kernel(at::TensorIteratorBase& iter, double constant) {
       TORCH_INTERNAL_ASSERT(false, "opwrap::mul_constant: dtype ", iter.common_dtype(), " was not checked");
   }
 }
+
+namespace {
 
 // mul_constant(Tensor self, float constant) -> Tensor
 at::Tensor mul_constant_cuda(const at::Tensor& self, double constant) {

@@ -20,6 +20,9 @@ void myadd_launch(at::TensorIteratorBase& iter, const MyaddOp<at::opmath_type<sc
   });
 }
 
+} // namespace
+
+// Of external linkage: an out= overload of the op runs it too.
 void myadd_kernel(at::TensorIteratorBase& iter) {
   switch (iter.common_dtype()) {
     case at::ScalarType::Float: {
@@ -56,6 +59,8 @@ void myadd_kernel(at::TensorIteratorBase& iter) {
       TORCH_INTERNAL_ASSERT(false, "opwrap::myadd: dtype ", iter.common_dtype(), " was not checked");
   }
 }
+
+namespace {
 
 // myadd(Tensor self, Tensor other) -> Tensor
 at::Tensor myadd_cuda(const at::Tensor& self, const at::Tensor& other) {

@@ -27,6 +27,7 @@ import importlib
 import importlib.util
 import os
 import typing
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable, NoReturn, Sequence, TypeVar
@@ -181,12 +182,90 @@ def check_like(op: str, name: str, t: torch.Tensor | None, first_name: str, firs
                  f"is on {first.device}")
 
 
+def check_device(op: str, name: str, t: torch.Tensor | None, first_name: str, first: torch.Tensor) -> None:
+    """`t` (when given) is on the device of the tensor the op dispatches on."""
+    if t is not None:
+        torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
+                     f"'{first_name}' is on {first.device}")
+
+
+def check_list(op: str, name: str, ts: Sequence[torch.Tensor | None], allowed: tuple[torch.dtype, ...], names: str,
+               ref_name: str, ref: torch.Tensor | None) -> None:
+    """Every given element of a tensor list has one of the declared dtypes, and the dtype of
+    `ref` (else of the list's first element)."""
+    given = [t for t in ts if t is not None]
+    for i, t in enumerate(ts):
+        if t is None:
+            continue
+        torch._check(t.dtype in allowed, lambda: f"{op}: argument '{name}[{i}]' has dtype {t.dtype}, but expected "
+                     f"one of: {names}")
+        expected, source = (ref.dtype, ref_name) if ref is not None else (given[0].dtype, f"{name}[0]")
+        torch._check(t.dtype == expected, lambda: f"{op}: argument '{name}[{i}]' has dtype {t.dtype}, but expected "
+                     f"{expected} (the dtype of '{source}')")
+
+
+def first_given(tensors: Sequence[Any]) -> torch.Tensor:
+    """The first tensor given among tensors, optional tensors and lists: the one an op whose
+    tensors are all optional or lists dispatches on."""
+    for t in tensors:
+        for x in (t if isinstance(t, (list, tuple)) else [t]):
+            if isinstance(x, torch.Tensor):
+                return x
+    raise RuntimeError("expected at least one tensor argument to dispatch on, but none was given")
+
+
+def check_output_dtype(op: str, name: str, dtype: torch.dtype, allowed: tuple[torch.dtype, ...], names: str,
+                       rule: str) -> None:
+    """The dtype a return's rule gives is among the return's declared dtypes."""
+    torch._check(dtype in allowed, lambda: f"{op}: output '{name}' would have dtype {dtype} (dtype: {rule}), but "
+                 f"expected one of: {names}")
+
+
 def new_output(op: str, name: str, shape: Sequence[Any], dtype: torch.dtype, device: Any) -> torch.Tensor:
     """An output of the shape its rule gives (checked non-negative, SymInt-safe)."""
     shape = list(shape)
     for size in shape:
         torch._check(size >= 0, lambda: f"{op}: output '{name}' would have negative size {size} (shape {shape})")
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+def resize_out(op: str, name: str, out: torch.Tensor, shape: Sequence[Any] | None, dtype: torch.dtype,
+               device: Any) -> None:
+    """An out= argument of the fake kernel: it must have the result's dtype and device, and is
+    resized to the result's shape (None: no rule, left as it is) as
+    `at::native::resize_output` does it, with aten's warning when it held elements."""
+    torch._check(out.dtype == dtype, lambda: f"{op}: out= argument '{name}' has dtype {out.dtype}, but the result "
+                 f"has dtype {dtype}")
+    torch._check(out.device == torch.device(device), lambda: f"{op}: out= argument '{name}' is on {out.device}, but "
+                 f"the result is on {device}")
+    if shape is None:
+        return
+    shape = list(shape)
+    for size in shape:
+        torch._check(size >= 0, lambda: f"{op}: output '{name}' would have negative size {size} (shape {shape})")
+    if list(out.shape) == shape:
+        return
+    if out.numel() != 0:
+        warnings.warn(f"An output with one or more elements was resized since it had shape {list(out.shape)}, which "
+                      f"does not match the required output shape {shape}. This behavior is deprecated, and in a future "
+                      "PyTorch release outputs will not be resized unless they have zero elements. You can explicitly "
+                      "reuse an out tensor t by resizing it, inplace, to zero elements with t.resize_(0).",
+                      UserWarning, stacklevel=2)
+    out.resize_(shape)
+
+
+def pointwise_out(op: str, name: str, out: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+    """The out= argument of a pointwise op's fake kernel, as TensorIterator treats it: the
+    result type must cast safely to its dtype; it is resized to the result's shape (aten's
+    warning when it held elements) and then takes the result's strides."""
+    torch._check(torch.can_cast(result.dtype, out.dtype), lambda: f"{op}: result type {result.dtype} can't be cast "
+                 f"to the desired output type {out.dtype} of out= argument '{name}'")
+    torch._check(out.device == result.device, lambda: f"{op}: argument '{name}' is on {out.device}, but expected "
+                 f"{result.device} (the device of the result)")
+    if list(out.shape) != list(result.shape):
+        resize_out(op, name, out, result.shape, out.dtype, out.device)
+        out.as_strided_(result.shape, result.stride())
+    return out
 
 
 def dynamic_size() -> torch.SymInt:
@@ -293,6 +372,57 @@ def register_vmap(op: str, rule: BatchingRule) -> None:
     """`torch.library.register_vmap` for an op the loaded library has."""
     if registered(op):
         torch.library.register_vmap(op, rule)
+
+
+_BATCHED_LIBRARIES: dict[str, Any] = {}  # namespace -> the torch.library.Library holding the kernels below
+
+
+def register_batched(op: str, kernel: Callable[..., Any]) -> None:
+    """A Python kernel at the FuncTorchBatched key of `op` ("ns::name.overload"), for an op
+    with keyword-only tensors (out= overloads), which `torch.library.register_vmap` refuses.
+    The kernel receives the batched tensors themselves and calls other ops on them, which
+    vmap batches with their own rules."""
+    if not registered(op):
+        return
+    namespace, _, name = op.partition("::")
+    if namespace not in _BATCHED_LIBRARIES:
+        _BATCHED_LIBRARIES[namespace] = torch.library.Library(namespace, "IMPL")  # type: ignore[no-untyped-call]
+    _BATCHED_LIBRARIES[namespace].impl(name, kernel, "FuncTorchBatched")
+
+
+def out_rule(op: str, functional: Callable[..., Any], outs: Sequence[str]) -> Callable[..., Any]:
+    """vmap over an out= overload: its functional op on the batched inputs (batched by that
+    op's own rule), copied into the out= arguments, which must be batched like the results
+    and have their shape (a batched tensor cannot be resized), dtype and device.  aten's
+    out= ops have no batching rule at all."""
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        buffers = [kwargs.pop(name) for name in outs]
+        result = functional(*args, **kwargs)
+        results = tuple(result) if isinstance(result, tuple) else (result,)
+        for name, buffer, value in zip(outs, buffers, results):
+            if buffer.dtype != value.dtype or buffer.device != value.device:
+                raise RuntimeError(f"{op}: argument '{name}' is {buffer.dtype} on {buffer.device}, but expected "
+                                   f"{value.dtype} on {value.device} (the result's)")
+            if buffer.shape != value.shape:
+                raise RuntimeError(f"{op}: under torch.vmap, argument '{name}' must have the result's shape "
+                                   f"{list(value.shape)} per example (a batched tensor cannot be resized), but got "
+                                   f"{list(buffer.shape)}")
+            buffer.copy_(value)
+        return buffers[0] if len(buffers) == 1 else tuple(buffers)
+
+    return kernel
+
+
+def no_out_rule(op: str) -> Callable[..., Any]:
+    """vmap over an op with keyword-only tensors and no functional op to batch: a clear error."""
+
+    def kernel(*args: Any, **kwargs: Any) -> NoReturn:
+        raise RuntimeError(f"{op}: no batching rule for torch.vmap: an op with keyword-only tensor arguments takes "
+                           "no 'vmap' rule, and an out= overload is batched through its functional op (the same name, "
+                           "its arguments without the out= ones), which is not declared")
+
+    return kernel
 
 
 def pointwise_rule(op: Callable[..., Any], n_out: int, broadcasts: bool) -> BatchingRule:
