@@ -13,8 +13,9 @@ in one key, ``input, weight: f(grad_input_mask)``) whose value is a C++ expressi
 * ``grad_input_mask`` (a ``std::array<bool, N>``) in a key naming N inputs.
 
 The formula of a ``Tensor[]`` argument yields the list of its elements' gradients (a
-``std::vector<at::Tensor>``, as torchgen's ``tensors: ...``); a ``Tensor?[]`` argument
-(which ``torch::autograd::Function`` cannot differentiate) must be ``non_differentiable``.
+``std::vector<at::Tensor>``, as torchgen's ``tensors: ...``); a ``Tensor?[]`` argument's
+formula sees every position (undefined where ``None`` was given) and yields one gradient per
+position.
 
 Besides formulas, the mapping takes torchgen's ``output_differentiability: [bool...]``
 and two flags that mirror ``torch.autograd.Function``'s ctx methods:
@@ -155,8 +156,6 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
         return None
     rets = schema.return_names()
     tensors = [a.name for a in schema.arguments if is_tensor(unwrap_optional(a.type)) or is_tensor_list(a.type)]
-    optional_lists = {a.name for a in schema.arguments
-                      if isinstance(a.type, ListType) and isinstance(a.type.elem, OptionalType)}
     all_args = [a.name for a in schema.arguments]
     schema_names = set(all_args) | set(rets)
     formulas: list[Formula] = []
@@ -186,11 +185,6 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
         if not isinstance(v, yaml.ScalarNode) or v.tag != "tag:yaml.org,2002:str" or not v.value.strip():
             diag.error(loc_of(v, path), f"the formula for '{key}' must be a C++ expression string or '{NON_DIFFERENTIABLE}'")
             continue
-        if ok and v.value.strip() != NON_DIFFERENTIABLE and optional_lists & set(names):
-            n = sorted(optional_lists & set(names))[0]
-            diag.error(kloc, f"'{n}' is a Tensor?[]: torch::autograd::Function cannot differentiate its elements, so "
-                       "it has no derivative formula", f"declare '{n}: {NON_DIFFERENTIABLE}'")
-            ok = False
         if ok:
             text = v.value.strip()
             uses = () if text == NON_DIFFERENTIABLE else tuple(scan(text, schema_names))

@@ -151,6 +151,14 @@ GRADLIB_DECLS = """\
   kernels: {CPU: first_plus_cpu}
   header: lists.h
 
+- func: plus_present(Tensor x, Tensor?[] ys) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: first_plus_cpu}
+  header: lists.h
+  derivatives:
+    x: grad
+    ys: present_grads(grad, ys)
+
 - func: scale.out(Tensor self, float factor, *, Tensor(a!) out) -> Tensor(a!)
   dtypes: [float32, float64]
   kernels: {CPU: scale_out_cpu}
@@ -242,6 +250,12 @@ at::Tensor first_plus_cpu(const at::Tensor& x, const c10::List<std::optional<at:
     const std::optional<at::Tensor> y = ys.get(i);
     if (y.has_value()) out.add_(*y);
   }
+  return out;
+}
+// plus_present's formula for its Tensor?[]: grad for each given element, undefined for None.
+inline std::vector<at::Tensor> present_grads(const at::Tensor& grad, const std::vector<at::Tensor>& ys) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& y : ys) out.push_back(y.defined() ? grad : at::Tensor());
   return out;
 }
 template <typename scalar_t> void scale_out_cpu(const at::Tensor& self, double factor, at::Tensor& out) {
@@ -368,6 +382,13 @@ x, y = f64(3, grad=False), f64(3)
 out = ops.first_plus_nd(x, [None, y])
 assert out.requires_grad
 raises(lambda: out.sum().backward(), "derivative for gradlib::first_plus_nd is not implemented")
+# A Tensor?[] with a formula: each given element gets its gradient, absent ones none.
+x, a, b = f64(3), f64(3), f64(3)
+torch.autograd.gradcheck(lambda x, a, b: ops.plus_present(x, [a, None, b]), (x, a, b))
+torch.autograd.gradgradcheck(lambda x, a, b: ops.plus_present(x, [a, None, b]), (x, a, b))
+c = f64(3, grad=False)
+ops.plus_present(x, [None, c, a]).sum().backward()
+assert torch.equal(a.grad, torch.ones(3, dtype=torch.float64)) and c.grad is None
 # Declared non_differentiable, the Tensor?[] has no gradient; x has its formula's.
 x = f64(3)
 ops.first_plus(x, [y, None]).sum().backward()
@@ -467,9 +488,6 @@ assert torch.equal(base.grad, torch.ones(3, dtype=torch.float64)) and torch.equa
 
 
 @pytest.mark.parametrize("decl, expected", [
-    ("- func: f(Tensor x, Tensor?[] ys) -> Tensor\n  dtypes: [float32]\n  like: x\n"
-     "  derivatives:\n    x: grad\n    ys: grad\n",
-     "declarations/ops.yaml:6:5: error: 'ys' is a Tensor?[]: torch::autograd::Function cannot differentiate"),
     ("- func: f(Tensor x, Tensor[] ys) -> Tensor\n  dtypes: [float32]\n  like: x\n"
      "  derivatives:\n    x: grad\n",
      "declarations/ops.yaml:5:5: error: no derivative formula for Tensor argument 'ys'"),

@@ -56,6 +56,7 @@ class AutogradPlan:
 
     struct: str
     params: str  # the Autograd kernel's parameters, as the dispatcher passes them
+    forward_params: str  # the Function's forward parameters (a Tensor?[] as an at::TensorList)
     returns: str  # its return type
     forward_returns: str  # at::Tensor or torch::autograd::variable_list
     op_type: str  # the typed dispatcher signature
@@ -136,8 +137,9 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
     tensor_args = [a for a in args if is_tensor(unwrap_optional(a.type)) and not isinstance(a.type, ListType)]
     # Tensor[] arguments: torch::autograd::Function makes each element an input of its own
     # (custom_function.h, ExtractVariables), so their gradients are spread over the flat list
-    # backward returns.  (A Tensor?[] is one input that is not a Variable: non_differentiable.)
-    lists = [a for a in args if is_tensor_list(a.type) and not isinstance(a.type.elem, OptionalType)]
+    # backward returns.  A Tensor?[] reaches the Function as its given elements and their
+    # mask (see _finish); its formula sees every position, undefined where none was given.
+    lists = [a for a in args if is_tensor_list(a.type)]
     uses = d.uses()
     used = {u.name for u in uses}
 
@@ -165,6 +167,8 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
     size = {a.name: scope.fresh(f"{ids[a.name]}_size") for a in lists}
     slot = {a.name: scope.fresh(f"{ids[a.name]}_slot") for a in tensor_args + lists} if lists else {}
     list_grads = {a.name: scope.fresh(f"{ids[a.name]}_grads") for a in lists}
+    optional_names = {a.name for a in lists if _is_optional_list(a)}
+    given = {n: scope.fresh(f"{ids[n]}_given") for n in optional_names}
     extra = written_not_returned(s)
 
     forward: list[str] = []
@@ -182,13 +186,17 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
         forward.append("ctx->save_for_backward({" + ", ".join(items) + "});")
     for a in lists:
         forward.append(f"ctx->saved_data[{cpp_string(a.name + '_size')}] = static_cast<int64_t>({ids[a.name]}.size());")
+        if _is_optional_list(a):  # which positions were given: the formula sees every position
+            forward.append(f"ctx->saved_data[{cpp_string(a.name + '_given')}] = "
+                           f"opwrap::rt::mask_list({ids[a.name]}_given);")
     for a in saved_values:
         forward.append(f"ctx->saved_data[{cpp_string(a.name)}] = {ids[a.name]};")
     for n, m in metadata:
         forward.append(f"ctx->saved_data[{cpp_string(n + '_' + METADATA[m][0])}] = {ids[n]}.{m}();")
     for n, m in list_metadata:
         suffix, _, save, _ = LIST_METADATA[m]
-        forward.append(f"ctx->saved_data[{cpp_string(n + '_' + suffix)}] = {save}({ids[n]});")
+        value = f"opwrap::rt::all_positions({ids[n]}, {ids[n]}_given)" if n in optional_names else ids[n]
+        forward.append(f"ctx->saved_data[{cpp_string(n + '_' + suffix)}] = {save}({value});")
     for a in tensor_args:
         if a.is_optional:
             v = ids[a.name]
@@ -208,7 +216,11 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
     # The number of gradients backward returns: one per argument, one per element of a list.
     for a in lists:
         backward.append(f"const size_t {size[a.name]} = ctx->saved_data[{cpp_string(a.name + '_size')}].toInt();")
-    n_slots = " + ".join([str(len(args) - len(lists))] + [size[a.name] for a in lists])
+        if a.name in optional_names:
+            backward.append(f"const c10::List<bool> {given[a.name]} = "
+                            f"ctx->saved_data[{cpp_string(a.name + '_given')}].toBoolList();")
+    # (A Tensor?[] is two parameters of the Function: its given elements and their mask.)
+    n_slots = " + ".join([str(len(args) - len(lists) + len(optional_names))] + [size[a.name] for a in lists])
     if not any(f.differentiable for f in d.formulas) or not any(d.output_differentiability):
         backward.append(f"return torch::autograd::variable_list({n_slots});  // no input has a gradient")
         return _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids)
@@ -224,8 +236,12 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
         offset = [str(len(save_tensors))]
         for n in save_lists:
             first = " + ".join(offset)
-            backward.append(f"const std::vector<at::Tensor> {ids[n]}(saved.begin() + {first}, "
-                            f"saved.begin() + {first} + {size[n]});")
+            if n in optional_names:  # every position, undefined where nothing was given
+                backward.append(f"const std::vector<at::Tensor> {ids[n]} = opwrap::rt::all_positions("
+                                f"at::TensorList(saved.data() + {first}, {size[n]}), {given[n]});")
+            else:
+                backward.append(f"const std::vector<at::Tensor> {ids[n]}(saved.begin() + {first}, "
+                                f"saved.begin() + {first} + {size[n]});")
             offset.append(size[n])
     for a in saved_values:
         t = _saveable_type(a.type)
@@ -254,6 +270,8 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
             backward.append(f"next_edge += {size[n]};")
             backward.append(f"const size_t {slot[n]} = next_slot;")
             backward.append(f"next_slot += {size[n]};")
+            if n in optional_names:
+                backward.append("next_slot++;  // its mask")
             continue
         if a in tensor_args:
             if a.is_optional:
@@ -279,6 +297,8 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
         needs = [f"needs_list({edge[n]}, {size[n]})" if n in list_names else f"needs({edge[n]})" for n in f.inputs]
         line = f'#line {f.loc.line} {cpp_string(f.loc.path)}'
         scatter = [f"  opwrap::rt::scatter_list_grads({op_name}, {cpp_string(n)}, {list_grads[n]}, {size[n]}, "
+                   f"grad_inputs, {slot[n]}, {edge[n]}, needs);" if n not in optional_names else
+                   f"  opwrap::rt::scatter_optional_list_grads({op_name}, {cpp_string(n)}, {list_grads[n]}, {given[n]}, "
                    f"grad_inputs, {slot[n]}, {edge[n]}, needs);" for n in f.inputs if n in list_names]
         if len(f.inputs) == 1:
             n = f.inputs[0]
@@ -325,23 +345,37 @@ def _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids) -> A
     forward_returns = "torch::autograd::variable_list" if multi else "at::Tensor"
     op_type = cpp.dispatcher_signature(s)
     call_args = ", ".join(ids[a.name] for a in args)
+    # A Tensor?[] is passed to Function::apply as an at::TensorList of its given elements
+    # (apply makes each an input; an undefined tensor cannot be one) and the mask of which
+    # positions were given, and turned back into the dispatcher's c10::List for the redispatch.
+    optional_lists = [a for a in args if _is_optional_list(a)]
+    forward_args = ", ".join(f"opwrap::rt::to_optional_list({ids[a.name]}, {ids[a.name]}_given)"
+                             if a in optional_lists else ids[a.name] for a in args)
+    apply_args = ", ".join(f"at::TensorList({ids[a.name]}_elements), {ids[a.name]}_given"
+                           if a in optional_lists else ids[a.name] for a in args)
+    apply_prelude = tuple(line for a in optional_lists for line in (
+        f"const std::vector<at::Tensor> {ids[a.name]}_elements = opwrap::rt::given_elements({ids[a.name]});",
+        f"const std::vector<bool> {ids[a.name]}_given = opwrap::rt::given_mask({ids[a.name]});"))
+    forward_params = ", ".join(f"at::TensorList {ids[a.name]}, const std::vector<bool>& {ids[a.name]}_given"
+                               if a in optional_lists else f"{cpp.argument_type(a)} {ids[a.name]}" for a in args)
     forward_result = ("{" + ", ".join(ret_ids + extra) + "}") if multi else ret_ids[0]
     returns_decl = "at::Tensor " + ", ".join(ret_ids)
-    call = (f"std::tie({', '.join(ret_ids)}) = op.call({call_args})" if len(rets) > 1
-            else f"{ret_ids[0]} = op.call({call_args})")
+    call = (f"std::tie({', '.join(ret_ids)}) = op.call({forward_args})" if len(rets) > 1
+            else f"{ret_ids[0]} = op.call({forward_args})")
     # A return that is a written argument is that argument (the kernel returns a reference).
     aliased = [s.aliased_argument(r) for r in s.returns]
     results = [ids[a.name] if a is not None and a.is_write else f"outs[{i}]" for i, a in enumerate(aliased)]
     apply_result: tuple[str, ...]
     if len(rets) > 1:
-        apply_result = (f"const torch::autograd::variable_list outs = {struct}::apply({call_args});",
+        apply_result = (f"const torch::autograd::variable_list outs = {struct}::apply({apply_args});",
                         "return {" + ", ".join(results) + "};")
     elif results[0] != "outs[0]":
-        apply_result = (f"{struct}::apply({call_args});", f"return {results[0]};")
+        apply_result = (f"{struct}::apply({apply_args});", f"return {results[0]};")
     elif multi:
-        apply_result = (f"return {struct}::apply({call_args})[0];",)
+        apply_result = (f"return {struct}::apply({apply_args})[0];",)
     else:
-        apply_result = (f"return {struct}::apply({call_args});",)
+        apply_result = (f"return {struct}::apply({apply_args});",)
+    apply_result = apply_prelude + apply_result
 
     includes = [f"<{h}>" for h in op_headers(d)]
     library_ops = library_ops or {}
@@ -362,11 +396,16 @@ def _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids) -> A
     return AutogradPlan(
         no_grad_tensors=", ".join(tensors) if shortcut else "", call_args=call_args,
         struct=struct, params=", ".join(f"{cpp.argument_type(a)} {ids[a.name]}" for a in args),
+        forward_params=forward_params,
         returns=cpp.returns_type(s), forward_returns=forward_returns, op_type=op_type, returns_decl=returns_decl,
         call=call, forward=tuple(forward), forward_result=forward_result,
         backward=tuple(line if line.startswith("#line") else "    " + line for line in backward),
         apply_result=apply_result, includes=tuple(includes), once_differentiable=d.once_differentiable,
         op_calls=op_calls, function=f"{ident}_autograd")
+
+
+def _is_optional_list(a) -> bool:
+    return is_tensor_list(a.type) and isinstance(a.type.elem, OptionalType)
 
 
 def _fresh_result(ids: dict[str, str], name: str) -> str:

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -40,6 +41,59 @@ inline bool needs_autograd_one(at::TensorList ts, bool grad_mode) {
   return false;
 }
 
+inline bool needs_autograd_one(const c10::List<std::optional<at::Tensor>>& ts, bool grad_mode) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    if (needs_autograd_one(static_cast<std::optional<at::Tensor>>(ts.get(i)), grad_mode)) return true;
+  }
+  return false;
+}
+
+// A Tensor?[] as torch::autograd::Function sees it: its given elements (each an input; an
+// undefined tensor cannot be one) and the mask of the positions given; and back: the
+// dispatcher's list for the redispatch, every position (undefined where none was given) for
+// the formula, and the formula's gradients (one per position) into the flat gradient list.
+inline std::vector<at::Tensor> given_elements(const c10::List<std::optional<at::Tensor>>& ts) {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::optional<at::Tensor> t = ts.get(i);
+    if (t.has_value() && t->defined()) out.push_back(*t);
+  }
+  return out;
+}
+
+inline std::vector<bool> given_mask(const c10::List<std::optional<at::Tensor>>& ts) {
+  std::vector<bool> out;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::optional<at::Tensor> t = ts.get(i);
+    out.push_back(t.has_value() && t->defined());
+  }
+  return out;
+}
+
+inline c10::List<bool> mask_list(const std::vector<bool>& mask) {
+  c10::List<bool> out;
+  for (const bool given : mask) out.push_back(given);
+  return out;
+}
+
+template <typename Mask>
+c10::List<std::optional<at::Tensor>> to_optional_list(at::TensorList given, const Mask& mask) {
+  c10::List<std::optional<at::Tensor>> out;
+  size_t k = 0;
+  for (size_t i = 0; i < mask.size(); ++i) {
+    out.push_back(mask[i] ? std::optional<at::Tensor>(given[k++]) : std::nullopt);
+  }
+  return out;
+}
+
+template <typename Mask>
+std::vector<at::Tensor> all_positions(at::TensorList given, const Mask& mask) {
+  std::vector<at::Tensor> out;
+  size_t k = 0;
+  for (size_t i = 0; i < mask.size(); ++i) out.push_back(mask[i] ? given[k++] : at::Tensor());
+  return out;
+}
+
 // True when grad mode is on and a tensor requires grad, or a tensor has a forward gradient.
 template <typename... Tensors>
 inline bool needs_autograd(const Tensors&... tensors) {
@@ -53,7 +107,7 @@ inline bool needs_autograd(const Tensors&... tensors) {
 
 inline c10::IValue save_list_sizes(at::TensorList ts) {
   c10::impl::GenericList out(c10::AnyType::get());
-  for (const at::Tensor& t : ts) out.push_back(c10::IValue(t.sizes().vec()));
+  for (const at::Tensor& t : ts) out.push_back(c10::IValue(t.defined() ? t.sizes().vec() : std::vector<int64_t>()));
   return out;
 }
 
@@ -65,7 +119,9 @@ inline std::vector<std::vector<int64_t>> load_list_sizes(const c10::IValue& v) {
 
 inline c10::IValue save_list_sym_sizes(at::TensorList ts) {
   c10::impl::GenericList out(c10::AnyType::get());
-  for (const at::Tensor& t : ts) out.push_back(c10::IValue(t.sym_sizes()));
+  for (const at::Tensor& t : ts) {
+    out.push_back(t.defined() ? c10::IValue(t.sym_sizes()) : c10::IValue(std::vector<int64_t>()));
+  }
   return out;
 }
 
@@ -77,7 +133,9 @@ inline std::vector<std::vector<c10::SymInt>> load_list_sym_sizes(const c10::IVal
 
 inline c10::IValue save_list_scalar_types(at::TensorList ts) {
   std::vector<int64_t> out;
-  for (const at::Tensor& t : ts) out.push_back(static_cast<int64_t>(t.scalar_type()));
+  for (const at::Tensor& t : ts) {
+    out.push_back(static_cast<int64_t>(t.defined() ? t.scalar_type() : at::ScalarType::Undefined));
+  }
   return c10::IValue(out);
 }
 
@@ -98,6 +156,22 @@ void scatter_list_grads(const char* op, const char* arg, const std::vector<at::T
               " gradients, but '", arg, "' has ", size, " tensors");
   for (size_t i = 0; i < size; ++i) {
     if (needs(edge + i)) grad_inputs[slot + i] = grads[i];
+  }
+}
+
+// The same for a Tensor?[] (`given`: the positions given): the formula gave one gradient per
+// position; those of given elements go to their inputs, in order.
+template <typename Needs>
+void scatter_optional_list_grads(const char* op, const char* arg, const std::vector<at::Tensor>& grads,
+                                 const c10::List<bool>& given, std::vector<at::Tensor>& grad_inputs, size_t slot,
+                                 size_t edge, Needs&& needs) {
+  TORCH_CHECK(grads.size() == given.size(), op, ": the derivative formula for '", arg, "' gave ", grads.size(),
+              " gradients, but '", arg, "' has ", given.size(), " positions");
+  size_t k = 0;
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (!given.get(i)) continue;
+    if (needs(edge + k)) grad_inputs[slot + k] = grads[i];
+    ++k;
   }
 }
 
