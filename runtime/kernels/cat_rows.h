@@ -24,6 +24,7 @@ template <typename scalar_t>
 void cat_rows_cpu(at::TensorList tensors, at::Tensor& result) {
   scalar_t* out = result.mutable_data_ptr<scalar_t>();
   for (const at::Tensor& t : tensors) {
+    if (t.numel() == 0) continue;  // (an empty tensor's data pointer may be null: no memcpy)
     const at::Tensor c = t.contiguous();
     std::memcpy(out, c.const_data_ptr<scalar_t>(), sizeof(scalar_t) * c.numel());
     out += c.numel();
@@ -37,7 +38,9 @@ std::vector<at::Tensor> chunk_rows_cpu(const at::Tensor& self, int64_t chunks) {
   const scalar_t* in = self.const_data_ptr<scalar_t>();
   for (int64_t i = 0; i < chunks; ++i) {
     at::Tensor block = at::empty({rows, cols}, self.options());
-    std::memcpy(block.mutable_data_ptr<scalar_t>(), in + i * rows * cols, sizeof(scalar_t) * rows * cols);
+    if (rows * cols != 0) {  // (an empty tensor's data pointer may be null: no memcpy)
+      std::memcpy(block.mutable_data_ptr<scalar_t>(), in + i * rows * cols, sizeof(scalar_t) * rows * cols);
+    }
     out.push_back(std::move(block));
   }
   return out;

@@ -20,6 +20,7 @@ void reshape_and_cache_cpu(const at::Tensor& key, const at::Tensor& value, at::T
   TORCH_CHECK(kv_cache_dtype == "auto", "opwrap::reshape_and_cache: kv_cache_dtype '", kv_cache_dtype,
               "' is not supported; expected 'auto'");
   const int64_t T = key.size(0), row = key.size(1) * key.size(2);
+  if (T == 0 || row == 0) return;  // nothing to copy (and empty tensors' data pointers may be null)
   const slot_t* slots = slot_mapping.const_data_ptr<slot_t>();
   const scalar_t* k = key.const_data_ptr<scalar_t>();
   const scalar_t* v = value.const_data_ptr<scalar_t>();
