@@ -19,6 +19,15 @@ y = torch.ones(2)
 ops.addmv_(y, w, torch.ones(3), beta=2, alpha=1)
 print("addmv_(ones, w, ones, beta=2) ->", y)
 print("fill_natural([2, 3])     =", ops.fill_natural([2, 3]))
+# Index tensors beside float data, a dtype argument, an out= overload, tensor lists.
+table = torch.arange(8.0).reshape(4, 2)
+print("embedding_bag_sum(table, int32 indices, offsets) =",
+      ops.embedding_bag_sum(table, torch.tensor([0, 3, 1], dtype=torch.int32), torch.tensor([0, 2], dtype=torch.int32)))
+print("to_dtype(a, torch.int64)  =", ops.to_dtype(a, torch.int64))
+out = torch.empty(0)
+ops.myadd(a, b, out=out)
+print("myadd(a, b, out=out)      -> out resized to", tuple(out.shape))
+print("cat_rows([w, x]).shape    =", tuple(ops.cat_rows([w, x]).shape))
 try:
     ops.linear(x, torch.ones(2, 4))
 except RuntimeError as e:
