@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,19 +168,27 @@ class Declaration:
                       if is_tensor(unwrap_optional(a.type)) or is_list_of_tensors(a)), "")
         return (DTypeVar("scalar_t", owner, self.dtypes),)
 
+    def variable(self, name: str) -> DTypeVar:
+        """The dtype variable called `name` (its template parameter)."""
+        return next(v for v in self.variables if v.name == name)
+
+    def dtype_combinations(self) -> list[tuple[DType, ...]]:
+        """Every combination of the variables' dtypes, in the variables' order: the kernel's
+        instantiations (and the test cases)."""
+        return list(itertools.product(*(v.dtypes for v in self.variables)))
+
     def dtype_var(self, name: str) -> DTypeVar | None:
         """The variable of a tensor argument or return: the one a `dtypes:` mapping gives it,
         else (a return) the one of the tensor its dtype rule names, else (an argument) the
         primary.  None for a return whose dtype has no variable (a dtype name, a ScalarType
         argument or a promotion that the mapping does not type)."""
         owners = dict(self.dtype_owners)
-        by_name = {v.name: v for v in self.variables}
         if name in owners:
-            return by_name[owners[name]]
+            return self.variable(owners[name])
         if name in self.return_names:
-            if self.schema.aliased_argument(self.schema.returns[self.return_names.index(name)]) is not None:
-                a = self.schema.aliased_argument(self.schema.returns[self.return_names.index(name)])
-                return self.dtype_var(a.name)
+            aliased = self.schema.aliased_argument(self.schema.returns[self.return_names.index(name)])
+            if aliased is not None:
+                return self.dtype_var(aliased.name)
             rule = self.output_dtype_rule(name)
             if rule is None:
                 return self.variables[0]

@@ -93,10 +93,8 @@ def differentiable_inputs(decl: Declaration) -> set[str]:
 def dtype_combinations(decl: Declaration) -> list[dict[str, Any]]:
     """Every combination of the op's dtype variables (codegen/dtype_rules.py): dicts from
     variable name to DType, the primary (`scalar_t`) first.  One variable: its dtypes."""
-    import itertools
-
-    variables = decl.variables
-    return [dict(zip((v.name for v in variables), combo)) for combo in itertools.product(*(v.dtypes for v in variables))]
+    names = [v.name for v in decl.variables]
+    return [dict(zip(names, combo)) for combo in decl.dtype_combinations()]
 
 
 def case_id(decl: Declaration, combo: dict[str, Any]) -> str:

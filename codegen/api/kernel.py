@@ -15,12 +15,10 @@ wrapper allocates; its return type is the tuple of the returns it makes itself
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from ..schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, is_tensor, unwrap_optional
 from ..dtype_rules import DTypeVar, render_cpp as render_rule
-from ..dtypes import DType
 from ..shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape, is_list_output, render_cpp,
                       variables)
 from . import types
@@ -73,9 +71,8 @@ def combo_key(combo) -> str:
 
 def symbols(decl, namespace: str, device: str) -> Symbols:
     suffix = device.lower()
-    combos = itertools.product(*(v.dtypes for v in decl.variables))
     return Symbols(f"{decl.ident}_{suffix}", f"::{namespace}::kernels::{decl.kernel(device)}",
-                   tuple((combo_key(c), f"{decl.ident}_{suffix}_{combo_key(c)}") for c in combos))
+                   tuple((combo_key(c), f"{decl.ident}_{suffix}_{combo_key(c)}") for c in decl.dtype_combinations()))
 
 
 def template_header(decl) -> str:
@@ -134,10 +131,6 @@ class KernelCall:
     dispatch: tuple[tuple[str, str, DTypeVar], ...]
     needs_empty: bool
     includes: tuple[str, ...] = ()  # headers the wrapper needs beyond the template's own
-
-    def combinations(self) -> list[tuple[DType, ...]]:
-        """Every combination of the variables' dtypes the kernel is instantiated for."""
-        return list(itertools.product(*(v.dtypes for _, _, v in self.dispatch)))
 
     def switch(self, function_for) -> list[str]:
         """The dtype dispatch: nested `switch`es over the variables, each case calling
@@ -289,7 +282,7 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         owned = dict(decl.dtype_owners).get(o.name)
         out_dtype = _output_dtype(o, ident, dtype)
         if owned:  # the return declares a dtype variable: its rule's value, checked against its list
-            var = next(v for v in decl.variables if v.name == owned)
+            var = decl.variable(owned)
             local = var_value[owned] = scope.fresh(f"{o.name}_dtype")
             var_source[owned] = o.name
             checks.append(f"const at::ScalarType {local} = {out_dtype};")
@@ -331,8 +324,9 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
             dt = rule.fixed if rule is not None and rule.fixed else decl.dtypes[0]
             checks.append(f"const at::ScalarType {dtype} = at::ScalarType::{dt.scalar_type};")
     checks.extend(overlap_checks(decl, ident))
-    if decl.index_bounds and device == "CPU":
-        checks.extend(_index_checks(decl, names, device))
+    index_checks = _index_checks(decl, names, device)
+    if index_checks:
+        checks.extend(index_checks)
         includes.add("opwrap/runtime/index.h")
     if any(o.dtype_rule is not None and o.dtype_rule.kind == "promote" for o in all_outputs):
         includes.add("opwrap/runtime/dtype_rules.h")

@@ -46,7 +46,7 @@ class CpuKernels(Plugin):
             if split:  # one unit per dtype of the primary variable, with every combination it has
                 t2 = "cpu/op_dtype.cpp.j2"
                 for dt in d.dtypes:
-                    combos = [c for c in call.combinations() if c[0] == dt]
+                    combos = [c for c in d.dtype_combinations() if c[0] == dt]
                     functions = [(split_fn[combo_key(c)], ", ".join(x.name for x in c),
                                   call.forward(sym.instantiation(c))) for c in combos]
                     yield Output(f"cpu/{d.ident}_{dt.name}.cpp",

@@ -66,15 +66,13 @@ def _dtype_checks(d, lit: str, names: dict[str, str]) -> list[str]:
         if a in lists:
             ref = owner.get(var.name)
             body.append(f"_runtime.check_list({lit}, {py_string(a.name)}, {value}, "
-                        f"{_tuple([dt.python for dt in var.dtypes])}, {py_string(', '.join(dt.name for dt in var.dtypes))}, "
-                        f"{py_string(ref or '')}, {names[ref] if ref else 'None'})")
+                        f"{_allowed(var)}, {py_string(ref or '')}, {names[ref] if ref else 'None'})")
             continue
         if first is None:
             continue
         if var.name not in owner:
             guard = f"if {value} is not None: " if a.is_optional else ""
-            body.append(f"{guard}_runtime.check_dtype({lit}, {py_string(a.name)}, {value}, "
-                        f"{_tuple([dt.python for dt in var.dtypes])}, {py_string(', '.join(dt.name for dt in var.dtypes))})")
+            body.append(f"{guard}_runtime.check_dtype({lit}, {py_string(a.name)}, {value}, {_allowed(var)})")
             if not a.is_optional:
                 owner[var.name] = a.name
             if a is not first:
@@ -87,6 +85,11 @@ def _dtype_checks(d, lit: str, names: dict[str, str]) -> list[str]:
                 body.append(f"_runtime.check_device({lit}, {py_string(a.name)}, {value}, {py_string(first.name)}, "
                             f"{names[first.name]})")
     return body
+
+
+def _allowed(var) -> str:
+    """A dtype variable's dtypes as the runtime checks take them: (torch dtypes), "names"."""
+    return f"{_tuple([dt.python for dt in var.dtypes])}, {py_string(', '.join(dt.name for dt in var.dtypes))}"
 
 
 def _tuple(items: list[str]) -> str:
@@ -168,15 +171,16 @@ def fake_function(d, ns: str) -> dict | None:
     lists = [a for a in s.arguments if is_list_of_tensors(a)]
     if required:
         device, dispatched = f"{names[required[0].name]}.device", f"{names[required[0].name]}.dtype"
-    elif d.tensor_inputs or lists:
+    elif d.tensor_inputs or lists:  # the first tensor given, as the real wrapper dispatches
         given = _tuple([names[a.name] for a in s.arguments if a in d.tensor_inputs or a in lists])
-        device, dispatched = f"_runtime.first_given({given}).device", f"_runtime.first_given({given}).dtype"
+        body.append(f"_first = _runtime.first_given({given})")
+        device, dispatched = "_first.device", "_first.dtype"
     else:
         device, dispatched = '"cpu"', d.dtypes[0].python if d.dtypes else "torch.float32"
     results = []
     for i, (o, r) in enumerate(zip(d.outputs(), s.returns)):
+        dtype = render_rule(o.dtype_rule, names) if o.dtype_rule is not None else dispatched
         if is_list_output(o.shape):  # a Tensor[] return: one new tensor per element of its shape rule
-            dtype = render_rule(o.dtype_rule, names) if o.dtype_rule is not None else dispatched
             results.append(f"_out{i}")
             body.append(f"_out{i} = [_runtime.new_output({lit}, {py_string(o.name)}, "
                         f"{python_output_shape(o.shape, names=names)}, {dtype}, {device}) "
@@ -184,7 +188,6 @@ def fake_function(d, ns: str) -> dict | None:
         elif o.made_by == "alias" and o.aliases in {a.name for a in d.out_arguments}:
             # An out= argument: checked against the result's dtype and device, and resized to
             # its shape rule as at::native::resize_output does (warning when it held elements).
-            dtype = render_rule(o.dtype_rule, names) if o.dtype_rule is not None else dispatched
             shape = (python_output_shape(o.shape, names=names) if o.shape is not None
                      else f"{names[d.like]}.shape" if d.like else "None")
             body.append(f"_runtime.resize_out({lit}, {py_string(o.aliases)}, {names[o.aliases]}, {shape}, {dtype}, "
@@ -196,13 +199,10 @@ def fake_function(d, ns: str) -> dict | None:
             results.append(f"_out{i}")
             body.append(f"_out{i} = _runtime.data_dependent_int({lit})")
         else:
-            dtype = render_rule(o.dtype_rule, names) if o.dtype_rule is not None else dispatched
             var = dict(d.dtype_owners).get(o.name)
             if var is not None:  # the return has dtypes of its own: its rule's value is among them
-                v = next(x for x in d.variables if x.name == var)
                 body.append(f"_runtime.check_output_dtype({lit}, {py_string(o.name)}, {dtype}, "
-                            f"{_tuple([dt.python for dt in v.dtypes])}, {py_string(', '.join(dt.name for dt in v.dtypes))}, "
-                            f"{py_string(o.dtype_rule.text if o.dtype_rule else '')})")
+                            f"{_allowed(d.variable(var))}, {py_string(o.dtype_rule.text if o.dtype_rule else '')})")
             shape = python_output_shape(o.shape, names=names) if o.shape is not None else f"{names[d.like]}.shape"
             results.append(f"_out{i}")
             body.append(f"_out{i} = _runtime.new_output({lit}, {py_string(o.name)}, {shape}, {dtype}, {device})")

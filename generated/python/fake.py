@@ -49,7 +49,8 @@ def _cat_rows_fake(tensors):
         else:
             torch._check(_e0.size(1) == D, lambda: f"opwrap::cat_rows: argument 'tensors[{_i0}]' has size {_e0.size(1)} at dimension 1, but expected D = {D}")
     torch._check(D is not None, lambda: "opwrap::cat_rows: argument 'tensors' holds no tensor, but its shape [_, D] must give D")
-    _out0 = _runtime.new_output('opwrap::cat_rows', 'result', [sum((t.size(0)) for t in tensors if t is not None), D], _runtime.first_given((tensors,)).dtype, _runtime.first_given((tensors,)).device)
+    _first = _runtime.first_given((tensors,))
+    _out0 = _runtime.new_output('opwrap::cat_rows', 'result', [sum((t.size(0)) for t in tensors if t is not None), D], _first.dtype, _first.device)
     return _out0
 
 

@@ -346,8 +346,7 @@ inline void check_list_element(const char* op, const char* arg, size_t i, const 
   check_tensor(op, element.c_str(), t, device);
   if (device != c10::DeviceType::CPU && first.defined()) check_same_device(op, element.c_str(), t, first, first_name);
   check_dtype_in(op, element.c_str(), t, allowed, names);
-  TORCH_CHECK(t.scalar_type() == expected, op, ": argument '", element, "' has dtype ", t.scalar_type(),
-              ", but expected ", expected, " (the dtype of '", reference, "')");
+  check_same_dtype(op, element.c_str(), t, expected, reference);
 }
 
 inline void check_list(const char* op, const char* arg, at::TensorList ts, c10::DeviceType device,
