@@ -11,19 +11,22 @@ STAMP  := $(VENV)/.installed-stamp
 
 venv: $(STAMP)
 
-# The editable install skips the C++ extension (OPWRAP_NO_EXTENSION=1): `make build`
-# compiles it with ninja into build/, rebuilding only what changed.  It is setuptools'
-# strict mode, so that mypy and pyright find `opwrap` (the default mode's import hook they
-# cannot follow): a tree of links, one per file, in build/__editable__.opwrap-*.  The stamp
-# lists the modules linked; when one is added or removed, the tree is gone (`make clean`), or
-# pip installed opwrap since (a plain `pip install -e .`), the install runs again.
+# Two editable installs: the toolchain (opwrap-codegen, toolchain/pyproject.toml) and the op
+# library opwrap, whose editable install compiles nothing: `make build` compiles it with ninja
+# into build/, rebuilding only what changed.  Both are setuptools' strict mode, so that mypy
+# and pyright find `opwrap` and `opwrap_codegen` (the default mode's import hook they cannot
+# follow): trees of links, one per file, in build/__editable__.opwrap-* and
+# toolchain/build/__editable__.opwrap_codegen-*.  The stamp lists the modules linked; when one
+# is added or removed, a tree is gone (`make clean`), or pip installed either since (a plain
+# `pip install -e .`), the install runs again.
 # scripts/venv-install installs with uv when it can (a fresh venv: 35 s with a cold uv cache
 # against pip's 70 s here), with pip otherwise (OPWRAP_INSTALLER=pip).  Both byte-compile every module.  Keep that:
 # with PYTHONDONTWRITEBYTECODE=1 in the environment (as on this project's machines) Python
 # never caches what pip did not compile, and every `import torch` compiles torch again (+4 s).
 EDITABLE_FILES := $(sort $(wildcard codegen/*.py codegen/*/*.py runtime/opwrap/*.py generated/python/*.py generated/python/*.pyi))
-EDITABLE_STALE := $(if $(wildcard build/__editable__.opwrap-*/opwrap/__init__.py),$(filter-out $(EDITABLE_FILES),$(file <$(STAMP)))$(filter-out $(file <$(STAMP)),$(EDITABLE_FILES)),missing)
-$(STAMP): pyproject.toml setup.py $(wildcard $(VENV)/lib/python*/site-packages/__editable__.opwrap-*.pth) $(if $(EDITABLE_STALE),$(VENV)/.relink)
+EDITABLE_TREES := $(wildcard build/__editable__.opwrap-*/opwrap/__init__.py toolchain/build/__editable__.opwrap_codegen-*/opwrap_codegen/__init__.py)
+EDITABLE_STALE := $(if $(filter 2,$(words $(EDITABLE_TREES))),$(filter-out $(EDITABLE_FILES),$(file <$(STAMP)))$(filter-out $(file <$(STAMP)),$(EDITABLE_FILES)),missing)
+$(STAMP): pyproject.toml toolchain/pyproject.toml $(wildcard $(VENV)/lib/python*/site-packages/__editable__.opwrap*.pth) $(if $(EDITABLE_STALE),$(VENV)/.relink)
 	@$(PHASE) venv sh -c '\
 	  { [ -x $(PY) ] || $(PYTHON) -m venv $(VENV); } && \
 	  $(PY) scripts/venv-install'
@@ -73,7 +76,7 @@ ASAN_TESTS ?= tests/test_ops.py tests/test_misuse.py tests/test_pointwise.py tes
   tests/test_autograd.py tests/test_classes.py tests/test_vmap.py tests/test_autocast.py tests/test_pt2.py
 test-asan: venv
 	@$(PHASE) asan-build $(CODEGEN) build --sanitize --no-generate
-	@$(PHASE) asan-pytest sh -c 'runtime=$$($(PY) -c "from codegen.build import sanitizer_runtime; print(sanitizer_runtime() or \"\")"); \
+	@$(PHASE) asan-pytest sh -c 'runtime=$$($(PY) -c "from opwrap_codegen.build import sanitizer_runtime; print(sanitizer_runtime() or \"\")"); \
 	  [ -n "$$runtime" ] || { echo "no AddressSanitizer runtime (libasan.so) for this compiler" >&2; exit 1; }; \
 	  LD_PRELOAD=$$runtime ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OPWRAP_LIBRARY=build/sanitize/_C.so \
@@ -97,7 +100,7 @@ bench: build
 # generated and compiled (large units, at low priority); prints how many are accepted and
 # compile, and the reasons for the rest, grouped.  SURVEY_ARGS, e.g. `--sample` or `--json FILE`.
 survey: venv
-	@$(PHASE) survey $(PY) -m codegen.survey $(SURVEY_ARGS)
+	@$(PHASE) survey $(PY) -m opwrap_codegen.survey $(SURVEY_ARGS)
 
 # On a machine with a GPU: build with CUDA (an error if it cannot be built), run the CUDA
 # tests (every op and dtype against the CPU kernel) and the CUDA benchmark against aten.
@@ -108,4 +111,4 @@ gpu-test: venv
 	@$(PHASE) gpu-bench $(PY) benchmarks/cuda_bench.py
 
 clean:
-	rm -rf build
+	rm -rf build toolchain/build

@@ -174,8 +174,8 @@ def compile_seconds(cxx: str, cflags: str, source: Path, workdir: Path) -> float
 
 
 def build_times(report: Report, full: bool):
-    from codegen import build as cbuild
-    from codegen.config import load_config
+    from opwrap_codegen import build as cbuild
+    from opwrap_codegen.config import load_config
 
     config = load_config(ROOT)
     build_dir = config.path("build")
@@ -220,7 +220,7 @@ def build_times(report: Report, full: bool):
     if full:
         with tempfile.TemporaryDirectory() as tmp:
             t = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "codegen.cli", "build", "--no-cuda", "--no-ccache",
+            r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-cuda", "--no-ccache",
                                 "--build-dir", tmp], cwd=ROOT, capture_output=True, text=True,
                                env=dict(os.environ, MAX_JOBS=str(os.cpu_count() or 2)))
             full_s = time.perf_counter() - t
@@ -231,7 +231,7 @@ def build_times(report: Report, full: bool):
     log = build_dir / ".ninja_log"
     before = log.stat().st_size if log.exists() else 0
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "codegen.cli", "build"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build"], cwd=ROOT, capture_output=True, check=True)
     noop_s = time.perf_counter() - t
     rebuilt = sum(n for n, _ in cbuild.compile_times(log, before).values())
     report.add("build", "no-op `codegen build`", None, seconds=noop_s, objects_rebuilt=rebuilt)
@@ -256,17 +256,17 @@ def _build_pointwise_library(n: int, root: Path) -> tuple[float, float, int]:
     """A `codegen init` library of `n` pointwise ops (every CPU capability, autograd, the
     bindings), built fresh without CUDA or a compiler cache: (wall seconds, compiler
     seconds summed over the objects, objects)."""
-    from codegen import build as cbuild
+    from opwrap_codegen import build as cbuild
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                MAX_JOBS=str(os.cpu_count() or 2))
-    subprocess.run([sys.executable, "-m", "codegen.cli", "init", str(root)], env=env, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "init", str(root)], env=env, check=True, capture_output=True)
     for p in (root / "declarations").iterdir():
         p.unlink()
     for p in (root / "kernels").iterdir():
         p.unlink()
     (root / "declarations" / "ops.yaml").write_text("".join(POINTWISE_OP.format(i=i) for i in range(n)))
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "codegen.cli", "build", "--no-cuda", "--no-ccache"], cwd=root, env=env,
+    r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-cuda", "--no-ccache"], cwd=root, env=env,
                        capture_output=True, text=True)
     wall = time.perf_counter() - t
     if r.returncode != 0:
@@ -335,7 +335,7 @@ def codegen_times(report: Report, n: int):
         results = {}
         for step in ("generate", "no-op regenerate"):
             t = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "codegen.cli", "generate", "--timings"], cwd=root, env=env,
+            r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "generate", "--timings"], cwd=root, env=env,
                                capture_output=True, text=True)
             secs = time.perf_counter() - t
             if r.returncode != 0:

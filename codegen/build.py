@@ -1,9 +1,9 @@
 """Build glue over torch.utils.cpp_extension: one source list, two entry points.
 
 ``build()`` is the one build: ninja, through ``torch.utils.cpp_extension.load``, into the
-project's build directory.  ``codegen build`` / ``make build`` run it, and so do wheels
-(setup.py, with ``need_gpu=False`` and the directory ``wheel_build_dir`` picks), which then
-package what it made.
+project's build directory.  ``codegen build`` / ``make build`` run it (through
+``build_project``), and so do wheels (``opwrap_codegen.backend``, with ``need_gpu=False`` and
+the directory ``wheel_build_dir`` picks), which then package what it made.
 
 CUDA sources (``.cu``) are compiled by ``codegen build`` where they can run: torch is a CUDA
 build, a toolkit is found (see ``cuda_env``) and a GPU is visible.  Elsewhere they are
@@ -13,11 +13,14 @@ whenever torch and the toolkit can (``OPWRAP_CUDA=1/0`` forces the choice): the 
 that builds a wheel is rarely the one that runs it.
 
 Each build writes ``<library>.json`` beside the library: what it holds (CUDA or not, the
-selected ops and dtypes), for tools and tests that need to know what they loaded.
+selected ops and dtypes, the torch it was compiled against), for tools and tests that need
+to know what they loaded, and for the loader, which refuses a library compiled against
+another torch release with an ImportError instead of an undefined-symbol failure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
@@ -91,7 +94,7 @@ def support_include_dir() -> Path:
     if here.is_dir():
         return here
     from importlib.resources import files
-    return Path(str(files("codegen") / "include"))
+    return Path(str(files("opwrap_codegen") / "include"))
 
 
 def sources(config: Config, cuda: bool = False) -> list[Path]:
@@ -171,7 +174,7 @@ def ninja_beside_python() -> str | None:
 
 def use_ninja_beside_python() -> None:
     """cpp_extension runs the `ninja` first on PATH.  Put the one beside this Python first,
-    so that every way of running a build (make, an activated venv, `python -m codegen.cli`)
+    so that every way of running a build (make, an activated venv, `python -m opwrap_codegen.cli`)
     runs one ninja: versions write .ninja_log in different formats (1.11: v5, 1.13: v7),
     and each discards the other's and recompiles everything."""
     ninja = ninja_beside_python()
@@ -266,8 +269,9 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if fast_done is not None:
             fast_done.result()
     out = build_dir / f"{config.library}.so"
+    import torch
     manifest = {"cuda": env is not None, "sanitize": sanitize, "optimize": None if sanitize else optimize,
-                "selection": selection}
+                "selection": selection, "torch": torch_location(), "torch_version": torch.__version__}
     write_if_changed(manifest_path(out), json.dumps(manifest, indent=2) + "\n")
     log(f"codegen build: {out} ({len(srcs)} sources, {time.perf_counter() - t0:.1f}s)")
     for kind, (count, secs) in compile_times(fast_log, fast_start).items():
@@ -315,6 +319,35 @@ def compile_times(ninja_log: Path, start: int) -> dict[str, tuple[int, float]]:
     return {k: (n, secs) for k, (n, secs) in out.items()}
 
 
+def build_project(config: Config, *, selection=None, log=print, **options) -> Path:
+    """`codegen build` after its generate step, for the CLI and the wheel backend alike: a
+    selective build (`selection`, from opwrap_codegen.selection.parse) is generated into
+    <build>/generated from the same declarations and compiled from there, generated/ left
+    as it is; then the build, holding the locks (one build of a build directory at a time,
+    and the generated tree unchanged under it).  `options` go to `build`.  Raises
+    CodegenError for a selection that does not fit the declarations."""
+    from .locking import locked
+    from .pipeline import generate
+    from .writer import write_tree
+    if selection:
+        notes: list[str] = []
+        files = generate(config, selection, notes).files
+        for note in notes:
+            log(f"codegen build: {note}")
+        config = dataclasses.replace(config, generated=str(config.path("build") / "generated"))
+        with locked(config.path("generated"), log):
+            write_tree(config.path("generated"), files)
+    with locked(config.path("generated"), log, shared=True), locked(config.path("build"), log):
+        return build(config, log=log, selection=selection.as_dict() if selection else None, **options)
+
+
+def torch_release() -> str:
+    """The release of the torch this process builds against, as `major.minor` (2.14): a
+    library compiled against one works with that release only (torch's C++ ABI)."""
+    import torch
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
 def wheel_cuda() -> bool | None:
     """The CUDA choice of a wheel build: OPWRAP_CUDA=1/0 forces it; unset, CUDA is built
     whenever torch and the toolkit can (the machine that builds a wheel is rarely the one
@@ -323,11 +356,23 @@ def wheel_cuda() -> bool | None:
     return None if flag is None else flag == "1"
 
 
-def wheel_build_dir(config: Config, log=print) -> Path:
+def wheel_build_dir(config: Config, cuda: bool | None = None, optimize: int = DEFAULT_OPTIMIZE,
+                    selection: dict | None = None) -> Path:
     """Where a wheel build compiles: the development build directory itself when the wheel
-    wants what is built there (CUDA or not), so that a wheel made after `make build` compiles
-    nothing; otherwise `<build>/wheel`, so the two builds do not undo each other."""
-    env = resolve_cuda(config, wheel_cuda(), lambda *_: None, need_gpu=False)
+    wants what was built there (CUDA or not, the -O level, the selection) with this same
+    torch, so that a wheel made after `make build` compiles nothing; otherwise
+    `<build>/wheel`, so the two builds do not undo each other (a build-isolated wheel is
+    compiled against the torch of its own temporary environment)."""
+    env = resolve_cuda(config, cuda, lambda *_: None, need_gpu=False)
     built = manifest(config.path("build") / f"{config.library}.so")
-    same = not built or (bool(built.get("cuda")) == (env is not None) and not built.get("selection"))
+    same = not built or (bool(built.get("cuda")) == (env is not None) and not built.get("sanitize")
+                         and built.get("optimize") == optimize and built.get("selection") == selection
+                         and built.get("torch") == torch_location())
     return config.path("build") if same else config.path("build") / "wheel"
+
+
+def torch_location() -> str:
+    """The folder of the torch this process imports (without importing it)."""
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    return str(Path(spec.origin).parent) if spec and spec.origin else ""

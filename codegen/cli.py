@@ -38,8 +38,12 @@ def _generate(config: Config, selection=None, notes=None):
     try:
         return generate(config, selection, notes)
     except CodegenError as e:
-        n = len(e.diagnostics)
-        raise BadInput(f"{e}\n{n} error{'s' if n != 1 else ''}") from None
+        raise _bad_declarations(e) from None
+
+
+def _bad_declarations(e: CodegenError) -> BadInput:
+    n = len(e.diagnostics)
+    return BadInput(f"{e}\n{n} error{'s' if n != 1 else ''}")
 
 
 def _log(message: str) -> None:
@@ -132,7 +136,6 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verb
 
     from . import build as build_mod
     from . import selection as selection_mod
-    from .locking import locked
     if sanitize:
         _run_with_sanitizer_runtime()
     config = _config(project)
@@ -144,19 +147,11 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verb
     if build_dir or sanitize:
         target = Path(build_dir).resolve() if build_dir else config.path("build") / "sanitize"
         config = dataclasses.replace(config, build=str(target))
-    if selection:
-        # The selected library, generated beside the build from the same declarations.
-        notes: list[str] = []
-        files = _generate(config, selection, notes).files
-        for note in notes:
-            _log(f"codegen build: {note}")
-        config = dataclasses.replace(config, generated=str(config.path("build") / "generated"))
-        _write(config, files)
     try:
-        # One build of a build directory at a time; the generated tree must not change under it.
-        with locked(config.path("generated"), _log, shared=True), locked(config.path("build"), _log):
-            out = build_mod.build(config, verbose=verbose, use_ccache=ccache, cuda=cuda, log=_log, sanitize=sanitize,
-                                  selection=selection.as_dict() if selection else None, optimize=optimize)
+        out = build_mod.build_project(config, selection=selection, verbose=verbose, use_ccache=ccache, cuda=cuda,
+                                      log=_log, sanitize=sanitize, optimize=optimize)
+    except CodegenError as e:
+        raise _bad_declarations(e) from None
     except (RuntimeError, ValueError, OSError) as e:
         click.echo(f"codegen build: failed: {e}", err=True)
         sys.exit(EXIT_DRIFT)
@@ -187,7 +182,7 @@ def _run_with_sanitizer_runtime() -> None:
         click.echo("codegen build: failed: --sanitize needs the compiler's AddressSanitizer runtime (libasan.so)", err=True)
         sys.exit(EXIT_DRIFT)
     env = dict(os.environ, LD_PRELOAD=runtime, ASAN_OPTIONS="detect_leaks=0", **{_REEXEC: "1"})
-    sys.exit(subprocess.run([sys.executable, "-m", "codegen.cli", *sys.argv[1:]], env=env).returncode)
+    sys.exit(subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", *sys.argv[1:]], env=env).returncode)
 
 
 @main.command(name="list", help="List the declared ops, one line each: name, dtypes, devices.")
@@ -211,8 +206,7 @@ def stubs(project):
     try:
         lib = load_declarations(config)
     except CodegenError as e:
-        n = len(e.diagnostics)
-        raise BadInput(f"{e}\n{n} error{'s' if n != 1 else ''}") from None
+        raise _bad_declarations(e) from None
     written, existing, failed = write_stubs(lib)
     for path in written:
         click.echo(f"wrote {path.relative_to(config.root)}", err=True)

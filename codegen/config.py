@@ -14,6 +14,7 @@ class Config:
     root: Path
     namespace: str
     package: str = ""  # the Python package of the op library; defaults to the namespace
+    package_dir: str = ""  # its folder; defaults to the package's name (dots as slashes) at the root
     declarations: str = "declarations"
     generated: str = "generated"
     kernels: str = "runtime/kernels"  # hand-written kernel headers
@@ -28,10 +29,18 @@ class Config:
     unity: int = 8
     plugins: tuple[str, ...] = ()  # "module:attribute" of third-party plugins
     templates: str = ""  # a directory of templates overriding the built-in ones
+    # Requirements of the built wheel besides torch, which the build backend pins to the
+    # release it compiled against ([project] dependencies is dynamic: see backend.py).
+    dependencies: tuple[str, ...] = ()
 
     @property
     def python_package(self) -> str:
         return self.package or self.namespace
+
+    @property
+    def python_dir(self) -> str:
+        """The Python package's folder, relative to the root."""
+        return self.package_dir or self.python_package.replace(".", "/")
 
     def path(self, name: str) -> Path:
         return self.root / getattr(self, name)
@@ -86,9 +95,9 @@ def _line_of(path: Path, needle: str) -> int:
     return 1
 
 
-_STRINGS = ("package", "declarations", "generated", "kernels", "build", "library", "templates")
-_LISTS = ("include", "sources", "plugins")
-_INSIDE = ("declarations", "generated", "kernels", "build")  # directories codegen reads or writes
+_STRINGS = ("package", "package_dir", "declarations", "generated", "kernels", "build", "library", "templates")
+_LISTS = ("include", "sources", "plugins", "dependencies")
+_INSIDE = ("declarations", "generated", "kernels", "build", "package_dir")  # directories codegen reads or writes
 
 
 def _check_values(table: dict) -> list[str]:

@@ -674,7 +674,7 @@ def builtin_fields() -> dict[str, Field]:
     return fields
 
 
-if __name__ == "__main__":  # python -m codegen.fields: the README's field table
-    from codegen import fields as _this  # (this file runs as __main__: its classes are not the module's)
+if __name__ == "__main__":  # python -m opwrap_codegen.fields: the README's field table
+    from opwrap_codegen import fields as _this  # (this file runs as __main__: its classes are not the module's)
 
     print(_this.reference(_this.builtin_fields()), end="")

@@ -34,7 +34,7 @@ _DIMENSION = OneOf(Int(), String(nonempty=True), noun="a dimension (an integer, 
 
 # The fields of an op declaration that the core model understands, typed as plugins type
 # theirs (codegen/fields.py); one table with the plugins' fields, from which the README's
-# field table is generated (`python -m codegen.fields`).  Each value is checked against its
+# field table is generated (`python -m opwrap_codegen.fields`).  Each value is checked against its
 # type first; the parsers below then read what the type cannot say.
 CORE_FIELDS: dict[str, Field] = {
     "func": Field(Schema(), "the schema, in PyTorch's schema language (required). Types come from here only. No "
@@ -73,7 +73,7 @@ CORE_FIELDS: dict[str, Field] = {
                                    nouns="bounds or [low, high] pairs")),
                    "integer tensor argument to the range its values must lie in: `high` (from 0) or `[low, high]` "
                    "(low included, high excluded), shape-rule expressions such as `weight.size(0)`; checked by the "
-                   "CPU wrapper before the kernel runs, and used by `codegen.testing` to make valid samples."),
+                   "CPU wrapper before the kernel runs, and used by `opwrap_codegen.testing` to make valid samples."),
     "contiguous": Field(Bool(), "pass contiguous inputs to the kernel (default `true`); a non-contiguous in-place "
                         "argument is computed in a contiguous copy and written back."),
     "split_types": Field(Bool(), "one translation unit per dtype, compiled in parallel (cwrap's split_types). "

@@ -127,7 +127,7 @@ def plugin_fields(plugins: list[Plugin], config: Config, diag: Diagnostics) -> d
             field = as_field(spec)
             if field is None:
                 diag.error(config_loc(config), f"plugin '{p.name}' declares field '{name}' with {type(spec).__name__}, "
-                           "not a codegen.fields.Field or a description string")
+                           "not an opwrap_codegen.fields.Field or a description string")
             elif name in CORE_FIELDS or name in fields:
                 diag.error(config_loc(config), f"plugin '{p.name}' declares field '{name}', which is already taken")
             else:

@@ -17,7 +17,7 @@ def builtin_templates_dir() -> Path:
     if BUILTIN_TEMPLATES.is_dir():
         return BUILTIN_TEMPLATES
     from importlib.resources import files
-    return Path(str(files("codegen") / "templates"))
+    return Path(str(files("opwrap_codegen") / "templates"))
 
 
 # A line of generated C++ that ends a `#line <n> "<declaration>"` region: replaced, once the

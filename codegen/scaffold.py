@@ -6,27 +6,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+_TOOLCHAIN = Path(__file__).resolve().parent  # this package's folder: frames inside it are the toolchain's
+
+from . import __version__
+
 if TYPE_CHECKING:
     from .config import Config
     from .model import Declaration, Library
 
-_PYPROJECT = '''[build-system]
-requires = ["setuptools>=77", "torch>=2.6", "opwrap"]
-build-backend = "setuptools.build_meta"
+_PYPROJECT = '''# `pip wheel .` or `python -m build` makes a wheel (see "Ship your op library" in opwrap's
+# README): the build backend checks generated/, compiles it and packages the library.
+[build-system]
+requires = ["opwrap-codegen=={version}"]
+build-backend = "opwrap_codegen.backend"
 
 [project]
 name = "{ns}"
 version = "0.1.0"
-requires-python = ">=3.10"
-dependencies = ["torch>=2.6"]
-
-[tool.setuptools]
-package-dir = {{ "{ns}" = "{ns}", "{ns}._generated" = "generated/python" }}
-packages = ["{ns}", "{ns}._generated"]
-
-[tool.setuptools.package-data]
-"{ns}" = ["py.typed"]
-"{ns}._generated" = ["*.pyi"]
+requires-python = ">=3.11"
+# torch, pinned by the build to the release it compiles against, and [tool.codegen] dependencies
+dynamic = ["dependencies"]
 
 [tool.codegen]
 namespace = "{ns}"
@@ -34,16 +33,6 @@ declarations = "declarations"
 generated = "generated"
 kernels = "kernels"
 build = "build"
-'''
-
-# setuptools' editable install maps the package-dir table above with an import hook, which
-# mypy and pyright cannot follow; strict mode links the files into a plain folder instead.
-_SETUP_CFG = '''# `pip install -e .` (after `codegen generate`) in setuptools' strict mode: the package's
-# files are linked into build/__editable__.*, a folder on sys.path that mypy and pyright
-# read (the default mode is an import hook they cannot follow).  Install again after adding
-# or removing a file under {ns}/ or generated/python, or deleting build/.
-[editable_wheel]
-mode = strict
 '''
 
 _DECLARATION = '''# One entry per op; see the opwrap README for every field.
@@ -111,8 +100,7 @@ __all__ = ["ops", "library_path"]
 
 def scaffold(target: Path, namespace: str) -> list[Path]:
     files = {
-        target / "pyproject.toml": _PYPROJECT.format(ns=namespace),
-        target / "setup.cfg": _SETUP_CFG.format(ns=namespace),
+        target / "pyproject.toml": _PYPROJECT.format(ns=namespace, version=__version__),
         target / "declarations" / "scale.yaml": _DECLARATION.format(ns=namespace),
         target / "kernels" / "scale.h": _KERNEL.format(ns=namespace),
         target / namespace / "__init__.py": _INIT.format(ns=namespace),
@@ -182,7 +170,7 @@ def kernel_stubs(lib: "Library") -> tuple[list[Stub], list[tuple["Declaration", 
 def _describe(e: Exception) -> str:
     """`Type: message (in file.py:function)`, the innermost frame in the toolchain."""
     import traceback
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if "codegen" in Path(f.filename).parts]
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if _TOOLCHAIN in Path(f.filename).resolve().parents]
     where = f" (in {Path(frames[-1].filename).name}:{frames[-1].name})" if frames else ""
     return f"{type(e).__name__}: {e}{where}"
 

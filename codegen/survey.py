@@ -21,7 +21,7 @@ quoted names replaced) and grouped, so that each group is one thing to fix in th
 Why here, in the toolchain package: it drives the toolchain's own API (the schema parser,
 ``codegen init``'s scaffold, ``codegen stubs``, the pipeline, the build), so it moves with
 it; the tests import it (``tests/test_native_functions.py`` compiles a fixed sample in CI),
-and ``make survey`` runs it on every schema: ``python -m codegen.survey``.
+and ``make survey`` runs it on every schema: ``python -m opwrap_codegen.survey``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
+
+_TOOLCHAIN = Path(__file__).resolve().parent  # this package's folder: frames inside it are the toolchain's
 
 NAMESPACE = "survey"
 OUTCOMES = ("not declared", "refused", "crashed", "no stub", "not compiled", "compiled")
@@ -271,7 +273,7 @@ def _find_crashes(root: Path, ops: list[Op], survey: Survey, log) -> set[str]:
 
 def _exception_reason(e: BaseException) -> tuple[str, str]:
     """`Type: message in file:function`, the innermost frame in codegen/."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if "codegen" in Path(f.filename).parts]
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if _TOOLCHAIN in Path(f.filename).resolve().parents]
     where = f" in {Path(frames[-1].filename).name}:{frames[-1].name}" if frames else ""
     first = str(e).splitlines()[0] if str(e) else ""
     return f"{type(e).__name__}: {first}{where}", "".join(traceback.format_exception(e))[-2000:]
@@ -279,7 +281,7 @@ def _exception_reason(e: BaseException) -> tuple[str, str]:
 
 # ---------------------------------------------------------------------------- units
 
-CPU_CAPABILITIES = {"AVX2", "AVX512"}  # unit groups compiled for one CPU capability (codegen.build.sources)
+CPU_CAPABILITIES = {"AVX2", "AVX512"}  # unit groups compiled for one CPU capability (opwrap_codegen.build.sources)
 
 
 def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[str]] | None = None,
@@ -409,7 +411,7 @@ def compile_library(root: Path, jobs: int, log=print, optimize: int = 0) -> tupl
     (whether the library built and loaded, everything the compilers printed)."""
     env = dict(os.environ, MAX_JOBS=str(jobs))
     nice = ["nice", "-n", "10"] if shutil.which("nice") else []
-    cmd = [*nice, sys.executable, "-m", "codegen.cli", "build", "--no-generate", "--no-cuda", "--no-ccache",
+    cmd = [*nice, sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-generate", "--no-cuda", "--no-ccache",
            f"-O{optimize}"]
     r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     output = r.stdout + r.stderr
@@ -535,7 +537,7 @@ def report(survey: Survey, top: int = 40) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m codegen.survey", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m opwrap_codegen.survey", description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, help="project directory to make (default: a new temporary one, kept)")
     parser.add_argument("--ops", nargs="*", help="only these schemas (name.overload); --sample: the CI sample")
     parser.add_argument("--sample", action="store_true", help="only the CI sample (SAMPLE)")

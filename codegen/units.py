@@ -80,7 +80,7 @@ def text(group: str, members: list[str]) -> str:
     lines = [f"// A translation unit of group '{group}': {len(members)} generated "
              f"source{'s' if len(members) != 1 else ''}, compiled together so that their headers are parsed once.",
              "// Each is readable on its own; `[tool.codegen] unity` sets how many share a unit."]
-    # Found through the generated directory on the include path (codegen.build.include_dirs),
+    # Found through the generated directory on the include path (opwrap_codegen.build.include_dirs),
     # so __FILE__, the dispatcher's "registered at" and compiler messages name the source.
     lines += [f'#include "{m}"' for m in members]
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ import pytest
 from filelock import FileLock  # a dependency of torch
 
 ROOT = Path(__file__).resolve().parent.parent
-CODEGEN = [sys.executable, "-m", "codegen.cli"]
+CODEGEN = [sys.executable, "-m", "opwrap_codegen.cli"]
 
 
 def run_codegen(*args, cwd=ROOT, env=None):

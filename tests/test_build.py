@@ -117,7 +117,7 @@ def test_init_makes_a_separate_library_that_builds_and_loads(mylib):
                          text=True, env=env)
     assert out.returncode == 0 and out.stdout.splitlines()[-1] == "tensor([2., 2., 2.])", out.stdout + out.stderr
     # and compiles nothing: `codegen` from the venv's bin (the ninja beside it first on PATH)
-    # and `python -m codegen.cli` (the tests') run the same ninja, which keeps one build log
+    # and `python -m opwrap_codegen.cli` (the tests') run the same ninja, which keeps one build log
     assert "compiled" not in out.stderr, out.stderr
     # A selective build: only `scale`, only float32.  The other ops are not registered, float64
     # is refused naming the op and dtype, and the library is smaller.
@@ -167,25 +167,34 @@ def test_cli_help_and_exit_codes():
 
 @pytest.mark.slow(20)
 def test_wheel_packages_what_codegen_build_compiles(tmp_path):
-    """`pip wheel .` runs the ninja build of `codegen build` (setup.py) and packages its two
-    modules as a platform wheel; after `make build` it compiles nothing (the same build
-    directory, sources and flags).  The installed wheel loads its library from beside the
-    package, with no source tree around."""
+    """`pip wheel .` (opwrap_codegen.backend) runs the ninja build of `codegen build` and
+    packages its two modules as a platform wheel; without build isolation, after `make
+    build`, it compiles nothing (the same build directory, sources, flags and torch).  The
+    installed wheel loads its library from beside the package, with no source tree around.
+    The toolchain is not in it: that is the opwrap-codegen distribution."""
     wheels = tmp_path / "wheels"
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
                         "-w", str(wheels), str(ROOT)], capture_output=True, text=True,
                        # CUDA is built and tested by `codegen build`; the wheel's CPU part proves the packaging.
-                       env={**{k: v for k, v in os.environ.items() if k != "OPWRAP_NO_EXTENSION"}, "OPWRAP_CUDA": "0"})
+                       env={**os.environ, "OPWRAP_CUDA": "0"})
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "compiled" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
     (wheel,) = wheels.glob("opwrap-*.whl")
     assert not wheel.name.endswith("-none-any.whl"), wheel.name  # a platform wheel
     import zipfile
+
+    import torch
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("opwrap/_C") and n.endswith(".so") for n in names), names
+    assert any(n.startswith("opwrap/_C") and n.endswith(".json") for n in names), names  # the torch it needs
     assert any(n.startswith("opwrap/_generated/_fast") and n.endswith(".so") for n in names), names
-    for expected in ("opwrap/_generated/__init__.py", "codegen/templates/cpu/op.cpp.j2",
-                     "codegen/include/opwrap/runtime/checks.h"):
-        assert expected in names
+    assert "opwrap/_generated/__init__.py" in names and "opwrap/py.typed" in names
+    assert not any(n.startswith(("codegen/", "opwrap_codegen/")) for n in names), names
+    metadata = zipfile.ZipFile(wheel).read("opwrap-0.1.0.dist-info/METADATA").decode()
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    assert f"Requires-Dist: torch=={release}.*" in metadata.splitlines(), metadata
+    from opwrap_codegen import __version__
+    assert f"Requires-Dist: opwrap-codegen=={__version__}" in metadata.splitlines(), metadata
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     script = ("import torch, opwrap\n"
@@ -218,7 +227,7 @@ def test_sanitizer_build_reports_memory_errors_and_undefined_behaviour(tmp_path)
         "  for (int64_t i = 0; i < out.numel(); ++i) o[i] = in[i] + T(2147483647);\n}\n}\n")
     r = run_codegen("build", "--sanitize", cwd=lib)
     assert r.returncode == 0, r.stderr
-    from codegen.build import sanitizer_runtime
+    from opwrap_codegen.build import sanitizer_runtime
     env = {**os.environ, "PYTHONPATH": str(lib), "LD_PRELOAD": sanitizer_runtime(), "ASAN_OPTIONS": "detect_leaks=0",
            "SANLIB_LIBRARY": str(lib / "build" / "sanitize" / "_C.so")}
     for call, report in (("past_end(torch.ones(5))", "AddressSanitizer: heap-buffer-overflow"),

@@ -5,11 +5,11 @@ dtype with the CPU kernel.  `make gpu-test` runs them there."""
 
 import pytest
 
-from codegen.api.kernel import tensor_arguments
+from opwrap_codegen.api.kernel import tensor_arguments
 import torch
 
 import opwrap
-from codegen import build, cuda_env, testing
+from opwrap_codegen import build, cuda_env, testing
 from conftest import ROOT
 from references import PREPARE
 

@@ -390,12 +390,12 @@ def test_third_party_fields_are_typed_and_plain_descriptions_mean_any_value(proj
 # ------------------------------------------------------------------ tags of the installed torch
 def test_tags_are_those_of_the_installed_torch():
     import torch
-    from codegen.fields import torch_tags
+    from opwrap_codegen.fields import torch_tags
     assert set(torch_tags()) == set(torch.Tag.__members__)
 
 
 def test_any_torch_tag_is_accepted_and_an_unknown_one_lists_them(project):
-    from codegen.fields import torch_tags
+    from opwrap_codegen.fields import torch_tags
     ok = "- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n  tags: [needs_exact_strides, core]\n"
     err = check_error(project, ok.replace("needs_exact_strides", "needs_exact_stride"),
                       "declarations/ops.yaml:4:10: error: unknown tag 'needs_exact_stride'\n"
@@ -451,9 +451,9 @@ def test_an_alias_bomb_is_refused_quickly(project, use, expected):
 
 def test_an_alias_bomb_costs_milliseconds_in_process(project):
     import time
-    from codegen.config import load_config
-    from codegen.diagnostics import CodegenError
-    from codegen.pipeline import generate
+    from opwrap_codegen.config import load_config
+    from opwrap_codegen.diagnostics import CodegenError
+    from opwrap_codegen.pipeline import generate
     (project / "declarations" / "ops.yaml").write_text(_alias_bomb(12, "doc"))
     t0 = time.perf_counter()
     with pytest.raises(CodegenError) as e:
@@ -510,23 +510,23 @@ def test_all_errors_of_all_ops_in_one_run(project):
 
 def test_the_readme_field_table_is_generated_from_the_field_records():
     """Core and built-in plugin fields are one table of typed records; the README's table is
-    `python -m codegen.fields`."""
+    `python -m opwrap_codegen.fields`."""
     from pathlib import Path
-    from codegen.fields import builtin_fields, reference
-    from codegen.loader import CORE_FIELDS
+    from opwrap_codegen.fields import builtin_fields, reference
+    from opwrap_codegen.loader import CORE_FIELDS
     fields = builtin_fields()
     assert set(CORE_FIELDS) < set(fields) and {"autocast", "vmap", "method", "cuda_header"} <= set(fields)
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    assert reference(fields) in readme, "README's field table is stale: paste `python -m codegen.fields` into it"
+    assert reference(fields) in readme, "README's field table is stale: paste `python -m opwrap_codegen.fields` into it"
 
 
 def test_one_wrong_field_value_gives_one_error(project):
     """Each field of valid ops, given a value of the wrong type: exactly one error, at that
     value (no check that depends on the field reports it again, e.g. as a missing field)."""
     import yaml
-    from codegen.config import load_config
-    from codegen.diagnostics import CodegenError
-    from codegen.pipeline import generate
+    from opwrap_codegen.config import load_config
+    from opwrap_codegen.diagnostics import CodegenError
+    from opwrap_codegen.pipeline import generate
     for name in ("lin.h", "lin.cuh"):
         (project / "kernels" / name).write_text("")
     ops = [

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import opwrap  # noqa: F401  (loads the library)
-from codegen import testing
+from opwrap_codegen import testing
 from conftest import ROOT
 from references import PREPARE, REFERENCES
 
@@ -20,7 +20,7 @@ def op_of(decl):
 
 def cases(filter=lambda decl, dtype: True, gradients=False):
     """(decl, primary DType, the other variables' DTypes) for every combination of the op's
-    dtype variables (codegen.testing.dtype_combinations); `gradients`: those gradcheck fits."""
+    dtype variables (opwrap_codegen.testing.dtype_combinations); `gradients`: those gradcheck fits."""
     out = []
     for d in DECLS:
         for combo in testing.dtype_combinations(d):
@@ -82,7 +82,7 @@ def test_a_wrong_result_dtype_fails_the_reference_check():
 
 
 # ------------------------------------------------------------------ samples for the declaration features
-# Declarations only (nothing is built): what codegen.testing makes of per-argument dtypes,
+# Declarations only (nothing is built): what opwrap_codegen.testing makes of per-argument dtypes,
 # index bounds, ScalarType arguments, out= overloads, Tensor[] and Generator? arguments.
 FEATURES = """\
 - func: ebag(Tensor weight, Tensor indices, Tensor offsets) -> Tensor

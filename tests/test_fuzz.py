@@ -17,11 +17,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from codegen import fields as F
-from codegen.config import load_config
-from codegen.diagnostics import CodegenError
-from codegen.pipeline import generate
-from codegen.schema import FunctionSchema, SchemaError
+from opwrap_codegen import fields as F
+from opwrap_codegen.config import load_config
+from opwrap_codegen.diagnostics import CodegenError
+from opwrap_codegen.pipeline import generate
+from opwrap_codegen.schema import FunctionSchema, SchemaError
 from conftest import run_codegen
 
 # Whether inputs are new on each run (the "ci" profile, seeded, the seed printed with a

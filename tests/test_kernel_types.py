@@ -11,9 +11,9 @@ import textwrap
 
 import pytest
 
-from codegen.api import types
-from codegen.api.names import Scope, cpp_string
-from codegen.schema import FunctionSchema
+from opwrap_codegen.api import types
+from opwrap_codegen.api.names import Scope, cpp_string
+from opwrap_codegen.schema import FunctionSchema
 from conftest import ROOT, run_codegen
 
 # Every argument type the issue lists, and every return type.
@@ -42,7 +42,7 @@ def test_every_listed_type_has_a_row():
 
 def test_readme_type_table_is_the_code():
     readme = (ROOT / "README.md").read_text()
-    assert types.markdown_table() in readme, "README's type table differs: paste codegen.api.types.markdown_table()"
+    assert types.markdown_table() in readme, "README's type table differs: paste opwrap_codegen.api.types.markdown_table()"
 
 
 def test_scope_and_string_literals():

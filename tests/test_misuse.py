@@ -1,5 +1,5 @@
 """Tensors that break an op's contract, for every declared op and dtype (derived from the
-declarations by codegen.testing.misuse_cases): each call raises a RuntimeError naming the op
+declarations by opwrap_codegen.testing.misuse_cases): each call raises a RuntimeError naming the op
 and the argument, or, where the call is valid (zero-size, non-contiguous and expanded inputs),
 gives the reference's result; a spy on the op (testing.LayoutSpy) checks that non-contiguous
 and expanded inputs reach it so.  Every combination of an op's dtype variables is a case.
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import opwrap  # noqa: F401  (loads the library)
-from codegen import testing
+from opwrap_codegen import testing
 from conftest import ROOT
 from references import PREPARE, REFERENCES
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import opwrap
-from codegen.config import load_config
-from codegen.pipeline import generate
+from opwrap_codegen.config import load_config
+from opwrap_codegen.pipeline import generate
 from conftest import ROOT
 
 ops = torch.ops.opwrap

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen.config import load_config
-from codegen.pipeline import generate
-from codegen.writer import diff_tree, write_tree
+from opwrap_codegen.config import load_config
+from opwrap_codegen.pipeline import generate
+from opwrap_codegen.writer import diff_tree, write_tree
 from conftest import ROOT, run_codegen
 
 
@@ -127,7 +127,7 @@ def test_third_party_plugin_from_entry_point(repo_copy, tmp_path_factory):
     dist = site / "opwrap_docs_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: opwrap-docs-plugin\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[codegen.plugins]\nopref = opwrap_docs_plugin:OpReference\n")
+    (dist / "entry_points.txt").write_text("[opwrap_codegen.plugins]\nopref = opwrap_docs_plugin:OpReference\n")
     _add_plugin_project(repo_copy, "opref")
     r = run_codegen("generate", cwd=repo_copy, env={"PYTHONPATH": f"{ROOT}{os.pathsep}{site}"})
     assert r.returncode == 0, r.stderr

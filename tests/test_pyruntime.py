@@ -12,7 +12,7 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from codegen import pyruntime as rt
+from opwrap_codegen import pyruntime as rt
 from conftest import ROOT
 
 NS = "opwrap_rt_test"
@@ -50,7 +50,7 @@ def test_runtime_imports_nothing_from_the_toolchain():
     tree = ast.parse((ROOT / "codegen" / "pyruntime.py").read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported == {"__future__", "glob", "importlib", "os", "typing", "warnings", "pathlib", "types", "torch"}, imported
+    assert imported == {"__future__", "glob", "importlib", "json", "os", "typing", "warnings", "pathlib", "types", "torch"}, imported
 
 
 def test_registered_and_register_fake_skip_ops_a_build_left_out():
@@ -196,3 +196,20 @@ def test_install_fast_path_binds_names_to_compiled_functions():
     namespace = {"f": wrapper}
     rt.install_fast_path(None, {"f": wrapper}, namespace)  # no fast bindings were built: nothing changes
     assert namespace["f"] is wrapper
+
+
+def test_a_library_built_against_another_torch_release_is_refused_by_name(tmp_path):
+    """The loader reads `<library>.json` (written by every build, shipped in wheels) and refuses
+    a library compiled against another torch release with an ImportError naming both, before
+    torch.ops.load_library could fail on an undefined symbol."""
+    (tmp_path / "_C.so").write_bytes(b"not a library")
+    lib = rt.Library("mylib", "mylib", "_C", tmp_path / "_generated", "../build", "MYLIB_LIBRARY", [])
+    (tmp_path / "_C.json").write_text('{"torch_version": "2.9.1+cpu"}')
+    with pytest.raises(ImportError, match=r"mylib: .*_C\.so was compiled against torch 2\.9\.1\+cpu, but this is torch "
+                                          + torch.__version__.replace("+", r"\+")):
+        lib.load()
+    # The same release (another patch or build) passes the check; the file then fails to load, by name.
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    (tmp_path / "_C.json").write_text(f'{{"torch_version": "{major}.{minor}.99+other"}}')
+    with pytest.raises(ImportError, match=r"(?s)mylib: cannot load .*_C\.so: .*rebuild it with this torch"):
+        lib.load()

@@ -247,7 +247,7 @@ def test_mypy_strict_accepts_the_runtime_module(tmp_path, mypy_cache):
 @pytest.mark.slow(15)
 @pytest.mark.xdist_group("mypy")
 def test_mypy_strict_reads_an_editable_install_of_a_codegen_init_library(tmp_path, mypy_cache):
-    """`pip install -e` of a library made by `codegen init` (strict mode, from its setup.cfg),
+    """`pip install -e` of a library made by `codegen init` (strict mode: the backend's default),
     into a throwaway venv layered over this one (torch, pip and mypy come from here)."""
     lib = tmp_path / "mylib"
     assert run_codegen("init", str(lib)).returncode == 0
@@ -257,7 +257,8 @@ def test_mypy_strict_reads_an_editable_install_of_a_codegen_init_library(tmp_pat
     python = venv / "bin" / "python"
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    parent = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]  # this venv's
+    # this venv's packages, and the link trees of its editable installs (opwrap_codegen: the backend)
+    parent = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") or "__editable__" in p]
     Path(site, "_parent_venv.pth").write_text("".join(p + "\n" for p in parent))
     r = subprocess.run([python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "-e", str(lib)],
                        capture_output=True, text=True, env={**CLEAN_ENV, "PIP_NO_INDEX": "1"})

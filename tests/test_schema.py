@@ -1,4 +1,4 @@
-"""codegen.schema against torch's own parser: every registered schema, thousands of
+"""opwrap_codegen.schema against torch's own parser: every registered schema, thousands of
 mutations of them, and hand-written cases for each feature of the language."""
 
 import random
@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from codegen.schema import (Argument, BaseType, FunctionSchema, ListType, OptionalType,
+from opwrap_codegen.schema import (Argument, BaseType, FunctionSchema, ListType, OptionalType,
                             SchemaError)
 
 CORPUS = sorted({str(s) for s in torch._C._jit_get_all_schemas()})

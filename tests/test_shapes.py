@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from codegen import shapes as S
-from codegen.diagnostics import Diagnostics, Loc
-from codegen.schema import FunctionSchema
+from opwrap_codegen import shapes as S
+from opwrap_codegen.diagnostics import Diagnostics, Loc
+from opwrap_codegen.schema import FunctionSchema
 from conftest import ROOT, run_codegen
 from test_declaration_errors import check_error
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen.config import load_config
-from codegen.pipeline import generate
-from codegen.writer import diff_tree, existing_files, unsafe_path, write_tree
+from opwrap_codegen.config import load_config
+from opwrap_codegen.pipeline import generate
+from opwrap_codegen.writer import diff_tree, existing_files, unsafe_path, write_tree
 from conftest import ROOT, run_codegen
 
 N_OPS = 150
@@ -53,7 +53,7 @@ def test_killed_generate_leaves_old_or_new_files(tmp_path):
         (Kill points timed from the start instead miss the writing on a loaded machine, where
         starting up takes a varying time: a parallel test run is one.)"""
         before = [d.stat().st_mtime_ns for d in dirs]
-        p = subprocess.Popen([sys.executable, "-m", "codegen.cli", "generate"], cwd=tmp_path, env=env,
+        p = subprocess.Popen([sys.executable, "-m", "opwrap_codegen.cli", "generate"], cwd=tmp_path, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while p.poll() is None and [d.stat().st_mtime_ns for d in dirs] == before:
             time.sleep(0.001)
@@ -207,7 +207,7 @@ def test_config_cannot_point_codegen_outside_the_project(tmp_path, setting, mess
 
 def test_plugin_emitting_an_unsafe_path_is_an_error(project):
     (project / "evil_plugin.py").write_text(
-        "from codegen.plugins.base import Output, Plugin\n"
+        "from opwrap_codegen.plugins.base import Output, Plugin\n"
         "class Evil(Plugin):\n    name = 'evil'\n"
         "    def emit(self, lib, ctx):\n        yield Output('../../escaped.txt', 'x')\n")
     with open(project / "pyproject.toml", "a") as f:

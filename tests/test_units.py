@@ -3,9 +3,9 @@ in the units of its group or alone, and `[tool.codegen] unity` sets how many sha
 
 import re
 
-from codegen import units
-from codegen.config import load_config
-from codegen.pipeline import generate
+from opwrap_codegen import units
+from opwrap_codegen.config import load_config
+from opwrap_codegen.pipeline import generate
 from conftest import ROOT
 
 INCLUDE = re.compile(r'^#include "(.+)"$', re.M)

@@ -2,7 +2,7 @@
 
 ``[tool.codegen] plugins`` lists third-party plugins, each either ``"module:attr"`` (the
 project root is importable while loading) or the name of an entry point in the
-``codegen.plugins`` group.  Nothing installed is loaded unless it is named.
+``opwrap_codegen.plugins`` group.  Nothing installed is loaded unless it is named.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:
             continue
         plugin = obj() if isinstance(obj, type) else obj
         if not isinstance(plugin, Plugin) or not plugin.name:
-            diag.error(loc, f"plugin '{spec}' is not a codegen.plugins.Plugin with a name")
+            diag.error(loc, f"plugin '{spec}' is not an opwrap_codegen.plugins.Plugin with a name")
             continue
         if any(p.name == plugin.name for p in plugins):
             diag.error(loc, f"plugin '{spec}' reuses the name '{plugin.name}'")
@@ -69,9 +69,9 @@ def _resolve(spec: str, config: Config, diag: Diagnostics, loc: Loc):
         finally:
             if added:
                 sys.path.remove(root)
-    matches = [ep for ep in entry_points(group="codegen.plugins") if ep.name == spec]
+    matches = [ep for ep in entry_points(group="opwrap_codegen.plugins") if ep.name == spec]
     if not matches:
-        diag.error(loc, f"no plugin '{spec}': not 'module:attr' and no 'codegen.plugins' entry point of that name")
+        diag.error(loc, f"no plugin '{spec}': not 'module:attr' and no 'opwrap_codegen.plugins' entry point of that name")
         return None
     try:
         return matches[0].load()

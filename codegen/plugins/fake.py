@@ -102,7 +102,7 @@ class FakeKernels(Plugin):
     def transform(self, lib, diag):
         """Every op with a generated fake kernel that computes all its returns is declared
         pt2_compliant_tag: its fake kernel comes from the same shape rule as its real
-        outputs, and codegen.testing's opcheck suite (run by the library's tests) checks
+        outputs, and opwrap_codegen.testing's opcheck suite (run by the library's tests) checks
         the claim for every op and dtype.  Left out: ops with a data-dependent scalar
         return (opcheck's fake tests do not take them), and ops with an argument named like
         a Python keyword, which torch (2.14) cannot check or compile: torch.fx makes a Python

@@ -8,7 +8,7 @@ import it: the loader (`__init__.py`), the typed wrappers (`ops.py`), the fake k
 (`fake.py`), the batching rules (`vmap.py`) and the fake classes (`classes.py`).  Those
 modules then hold only per-op data and calls; the logic they share is here, in one real
 module that is type-checked (`mypy --strict`) and unit-tested once (tests/test_pyruntime.py
-imports it as `codegen.pyruntime`).
+imports it as `opwrap_codegen.pyruntime`).
 
 Why a copy and not an import of the toolchain: a library built with opwrap (a wheel, or a
 checkout with its committed `generated/`) then has no run-time dependency on the code
@@ -25,6 +25,7 @@ from __future__ import annotations
 import glob
 import importlib
 import importlib.util
+import json
 import os
 import typing
 import warnings
@@ -49,6 +50,11 @@ def registered(op: str) -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _release(version: str) -> list[str]:
+    """'2.14.1+cu130' -> ['2', '14']: torch's C++ ABI holds within a release."""
+    return version.split("+")[0].split(".")[:2]
 
 
 class Library:
@@ -96,6 +102,20 @@ class Library:
                 return module
         return None
 
+    def check_torch(self, path: str) -> None:
+        """A library compiled against another torch release than the running one would fail
+        with an undefined symbol, or worse: refuse it by the `<library>.json` its build wrote
+        beside it (a wheel carries it too), naming both releases."""
+        try:
+            with open(Path(path).with_suffix(".json"), encoding="utf-8") as f:
+                built = str(json.load(f).get("torch_version") or "")
+        except (OSError, ValueError, AttributeError):
+            return
+        if built and _release(built) != _release(torch.__version__):
+            raise ImportError(f"{self.namespace}: {path} was compiled against torch {built}, but this is torch "
+                              f"{torch.__version__}; rebuild it (`codegen build`), or install the {self.package} "
+                              f"built for this torch")
+
     def load(self) -> str:
         """Load the library once, then import the companion modules that exist (fake
         kernels, batching rules, typed wrappers); return the library's path."""
@@ -107,7 +127,12 @@ class Library:
                 f"{self.namespace}: the compiled library '{self.library}' was not found beside the package or in "
                 f"{(self.here / self.build_rel).resolve()}; run `codegen build` (or `make build`) first")
         path = str(candidates[0].resolve())
-        torch.ops.load_library(path)  # type: ignore[no-untyped-call]
+        self.check_torch(path)
+        try:
+            torch.ops.load_library(path)  # type: ignore[no-untyped-call]
+        except OSError as e:
+            raise ImportError(f"{self.namespace}: cannot load {path}: {e}\n(a library compiled against another torch "
+                              f"than this one, {torch.__version__}, fails so: rebuild it with this torch)") from e
         self.path = path
         for companion in self.companions:
             if importlib.util.find_spec(f"{self.package}.{companion}") is not None:

@@ -4,8 +4,8 @@ as plugins type their fields (codegen/fields.py: checked by the loader before th
 sees it), and `see_also:`, declared the older way with only a description (any plain YAML
 value, given to the plugin frozen: lists as tuples)."""
 
-from codegen.fields import Field, String
-from codegen.plugins import Output, Plugin
+from opwrap_codegen.fields import Field, String
+from opwrap_codegen.plugins import Output, Plugin
 
 
 class OpReference(Plugin):

@@ -1,0 +1,314 @@
+"""The PEP 517 build backend of op libraries: in pyproject.toml,
+
+    [build-system]
+    requires = ["opwrap-codegen==0.1.0"]
+    build-backend = "opwrap_codegen.backend"
+
+and `pip wheel .`, `pip install .` and `python -m build` (build isolation or not) then:
+
+1. **check the generated tree.**  When generated/ is there (committed), it must be exactly what
+   the declarations and templates produce: drift fails the build with `codegen check`'s diff,
+   as CI does, and is never silently regenerated.  When it is not there, it is generated.
+2. **compile** with `codegen build`'s own ninja build (build.build_project, over
+   torch.utils.cpp_extension): the same sources and flags as development builds.  CUDA is
+   compiled when torch and the toolkit can (GPU or not: the machine that builds a wheel is
+   rarely the one that runs it); `-C cuda=true|false` (or OPWRAP_CUDA=1/0) decides instead.
+   `-C optimize=0..3` sets the -O level (3), `-C ops=a,b` and `-C dtypes=...` make a
+   selective build, as `codegen build --ops/--dtypes` do.
+3. **package** with setuptools: the Python package, the generated modules as
+   `<package>._generated` (their .pyi stubs and the package's py.typed included), the compiled
+   library and the fast bindings, as a platform wheel.  Its dependencies pin torch to the
+   release it was compiled against (`torch==2.14.*`: torch's C++ ABI holds within a release
+   only), plus `[tool.codegen] dependencies`.  That is why `[project] dependencies` must be
+   `dynamic`: a backend may fill in only the fields a project declares dynamic (PEP 621).
+
+An sdist holds what a wheel is built from: pyproject.toml, the readme, the Python package, the
+declarations, kernels, generated tree, include directories, sources and templates that
+`[tool.codegen]` names, and whatever a MANIFEST.in adds.  `pip install -e .` (PEP 660)
+compiles nothing: `codegen build` builds into the build directory, where the package finds
+the library; it is setuptools' strict mode unless `-C editable_mode=...` says otherwise, so
+that mypy and pyright can read the package.
+
+setuptools does the packaging (metadata from [project], the wheel's tags, file names and
+RECORD); this module says what a setup.py would have said, from [tool.codegen].
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+from setuptools import Extension, setup
+# setuptools.build_meta is an instance of this class; its run_setup runs a project's setup.py
+# (setuptools' own legacy backend overrides it the same way).  An op library has no setup.py:
+# run_setup below calls setup() with the arguments [tool.codegen] implies.
+from setuptools.build_meta import _BuildMetaBackend
+from setuptools.command.build_ext import build_ext
+from setuptools.command.sdist import sdist
+
+from .config import Config, load_config
+from .diagnostics import CodegenError
+
+TORCH_REQUIREMENT = "torch>=2.6"  # what an sdist or an editable install asks for: nothing is compiled yet
+SETTINGS = ("cuda", "optimize", "ops", "dtypes")  # this backend's -C keys; the rest go to setuptools
+
+
+class BuildError(Exception):
+    """A build that cannot go on, with a message the user acts on (printed without a traceback)."""
+
+
+def _settings(config_settings: dict | None) -> tuple[dict[str, str], dict]:
+    """(this backend's settings, the rest for setuptools).  A repeated -C key arrives as a list."""
+    ours, rest = {}, {}
+    for key, value in (config_settings or {}).items():
+        name = key.lstrip("-").replace("-", "_")
+        if name in SETTINGS:
+            ours[name] = ",".join(value) if isinstance(value, list) else str(value)
+        else:
+            rest[key] = value
+    return ours, rest
+
+
+def _cuda_choice(settings: dict[str, str]) -> bool | None:
+    from .build import wheel_cuda
+    value = settings.get("cuda", "").strip().lower()
+    if value in ("", "auto"):
+        return wheel_cuda()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise BuildError(f"-C cuda={settings['cuda']}: expected true, false or auto")
+
+
+def _optimize(settings: dict[str, str]) -> int:
+    from .build import DEFAULT_OPTIMIZE, OPTIMIZE_LEVELS
+    value = settings.get("optimize", str(DEFAULT_OPTIMIZE))
+    if value not in {str(n) for n in OPTIMIZE_LEVELS}:
+        raise BuildError(f"-C optimize={value}: expected one of {', '.join(map(str, OPTIMIZE_LEVELS))}")
+    return int(value)
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------ the three steps
+
+
+def check_generated(config: Config, drift: bool = True) -> None:
+    """Step 1: a committed generated/ must be current (`drift`: an editable install leaves a
+    tree being worked on to `codegen build`); a missing one is generated."""
+    from .locking import locked
+    from .pipeline import generate
+    from .writer import diff_tree, write_tree
+    directory = config.path("generated")
+    if directory.is_dir() and not drift:
+        return
+    files = generate(config).files
+    if not directory.is_dir():
+        _log(f"opwrap_codegen.backend: {config.generated}/ is not there; generating it")
+        with locked(directory, _log):
+            write_tree(directory, files)
+        return
+    with locked(directory, _log, shared=True, create=False):
+        diff = diff_tree(directory, files, config.generated)
+    if diff:
+        shown = "".join(diff[:400])
+        raise BuildError(f"{shown}{'...' if len(diff) > 400 else ''}\n"
+                         f"{config.root / config.generated}: error: has drifted from the declarations and templates "
+                         f"(the diff above); run `codegen generate` and commit the result (a build never rewrites a "
+                         f"generated tree it was given)")
+
+
+def compile_library(config: Config, settings: dict[str, str]) -> dict[str, Path]:
+    """Step 2: the ninja build; returns {extension module name: built file}."""
+    import dataclasses
+
+    from . import build, selection
+    chosen = selection.parse(tuple(filter(None, settings.get("ops", "").split(","))),
+                             tuple(filter(None, settings.get("dtypes", "").split(","))))
+    cuda, optimize = _cuda_choice(settings), _optimize(settings)
+    target = build.wheel_build_dir(config, cuda, optimize, chosen.as_dict() if chosen else None)
+    config = dataclasses.replace(config, build=str(target))
+    library = build.build_project(config, selection=chosen or None, cuda=cuda, optimize=optimize, need_gpu=False,
+                                  log=_log)
+    package = config.python_package
+    built = {f"{package}.{config.library}": library}
+    fast = library.parent / "python" / f"{build.FAST_MODULE}.so"
+    if fast.is_file():
+        built[f"{package}._generated.{build.FAST_MODULE}"] = fast
+    return built
+
+
+def _project_table(root: Path) -> dict:
+    return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
+
+
+def _check_dynamic(root: Path) -> None:
+    if "dependencies" in _project_table(root).get("dynamic", []):
+        return
+    text = (root / "pyproject.toml").read_text(encoding="utf-8").splitlines()
+    line = next((i for i, s in enumerate(text, 1) if s.strip() == "[project]"), 1)
+    raise BuildError(f"{root / 'pyproject.toml'}:{line}:1: error: [project] must list dependencies in `dynamic`: the "
+                     "opwrap build backend pins torch to the release the library is compiled against; put any other "
+                     "requirements in [tool.codegen] dependencies")
+
+
+def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict:
+    """Step 3: setup()'s arguments for `mode` ("wheel", "metadata", "sdist" or "editable")."""
+    from . import build
+    package, generated = config.python_package, f"{config.generated}/python"
+    package_dir = config.root / config.python_dir
+    if not (package_dir / "__init__.py").is_file():
+        raise BuildError(f"{package_dir}: error: the Python package '{package}' is not there (no __init__.py); "
+                         "[tool.codegen] package_dir names its folder")
+    subpackages = sorted(p.parent.relative_to(package_dir).as_posix().replace("/", ".")
+                         for p in package_dir.rglob("__init__.py") if p.parent != package_dir)
+    torch = TORCH_REQUIREMENT
+    if mode in ("wheel", "metadata"):
+        torch = f"torch=={build.torch_release()}.*"
+
+    class BuildExt(build_ext):
+        """Compiles with ninja once, then hands each module to setuptools' file layout."""
+
+        def run(self) -> None:
+            self.built = compile_library(config, settings)
+            super().run()
+
+        def build_extension(self, ext: Extension) -> None:
+            import shutil
+            target = self.get_ext_fullpath(ext.name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(self.built[ext.name], target)
+            manifest = build.manifest_path(self.built[ext.name])
+            if ext.name == f"{package}.{config.library}" and manifest.is_file():
+                # what the library holds and the torch it was compiled against, for the loader
+                shutil.copyfile(manifest, Path(target).with_suffix(".json"))
+
+    class Sdist(sdist):
+        """Adds the op library's sources to setuptools' defaults (package, readme, pyproject)."""
+
+        def add_defaults(self) -> None:
+            super().add_defaults()
+            root = config.root
+            folders = [config.declarations, config.kernels, config.generated, *config.include]
+            if config.templates:
+                folders.append(config.templates)
+            for rel in folders:
+                self.filelist.extend(_files_under(root, root / rel, config))
+            for pattern in config.sources:
+                self.filelist.extend(str(p.relative_to(root)) for p in sorted(root.glob(pattern)) if p.is_file())
+
+    ext_modules = []
+    if mode == "wheel":
+        ext_modules.append(Extension(f"{package}.{config.library}", sources=[]))
+        if build.fast_source(config) is not None:
+            ext_modules.append(Extension(f"{package}._generated.{build.FAST_MODULE}", sources=[]))
+    return dict(
+        packages=[package, *(f"{package}.{sub}" for sub in subpackages), f"{package}._generated"],
+        package_dir={package: config.python_dir, f"{package}._generated": generated},
+        package_data={package: ["py.typed", "*.pyi", "**/*.pyi"], f"{package}._generated": ["*.pyi"]},
+        include_package_data=False,
+        install_requires=[*config.dependencies, torch],
+        ext_modules=ext_modules,
+        cmdclass={"build_ext": BuildExt, "sdist": Sdist},
+        # setuptools stages a wheel's files in <build_base>/lib*; kept apart from the ninja
+        # build and emptied before each wheel (setuptools never removes what it staged there)
+        options={"build": {"build_base": str(_staging(config))}},
+        zip_safe=False,
+    )
+
+
+def _staging(config: Config) -> Path:
+    return config.path("build") / "setuptools"
+
+
+def _files_under(root: Path, folder: Path, config: Config) -> list[str]:
+    if not folder.is_dir():
+        return []
+    build_dir = config.path("build")
+    return [str(p.relative_to(root)) for p in sorted(folder.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts and build_dir not in p.parents]
+
+
+# ------------------------------------------------------------------------- the PEP 517 hooks
+
+
+class _Backend(_BuildMetaBackend):
+    mode = "wheel"
+    settings: dict[str, str] = {}
+
+    def run_setup(self, setup_script: str = "setup.py") -> None:
+        root = Path.cwd()
+        config = load_config(root)
+        _check_dynamic(root)
+        # (the metadata step too: setuptools needs the generated package's folder to exist)
+        check_generated(config, drift=self.mode != "editable")
+        if self.mode == "wheel":
+            import shutil
+            shutil.rmtree(_staging(config), ignore_errors=True)
+        setup(**setup_arguments(config, self.mode, self.settings))
+
+
+_BACKEND = _Backend()
+
+
+def _run(mode: str, hook, config_settings: dict | None, *args):
+    """Runs a setuptools hook in `mode`; a declaration or build error ends the build with
+    its message and exit status 2, not a traceback."""
+    try:
+        ours, rest = _settings(config_settings)
+        if mode == "editable" and not {"editable_mode", "editable-mode"} & set(rest):
+            rest["editable_mode"] = "strict"
+        _BACKEND.mode, _BACKEND.settings = mode, ours
+        return hook(*args, rest)
+    except CodegenError as e:
+        n = len(e.diagnostics)
+        _log(f"{e}\n{n} error{'s' if n != 1 else ''}")
+    except BuildError as e:
+        _log(str(e))
+    raise SystemExit(2)
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []  # torch and the toolchain's own requirements come with opwrap-codegen
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    return _run("metadata", lambda d, cs: _BACKEND.prepare_metadata_for_build_wheel(d, cs), config_settings,
+                metadata_directory)
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    return _run("wheel", lambda d, cs: _BACKEND.build_wheel(d, cs, metadata_directory), config_settings,
+                wheel_directory)
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    return _run("sdist", lambda d, cs: _BACKEND.build_sdist(d, cs), config_settings, sdist_directory)
+
+
+def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
+    return _run("editable", lambda d, cs: _BACKEND.prepare_metadata_for_build_editable(d, cs), config_settings,
+                metadata_directory)
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    return _run("editable", lambda d, cs: _BACKEND.build_editable(d, cs, metadata_directory), config_settings,
+                wheel_directory)
+
+
+__all__ = ["build_wheel", "build_sdist", "build_editable", "get_requires_for_build_wheel",
+           "get_requires_for_build_sdist", "get_requires_for_build_editable", "prepare_metadata_for_build_wheel",
+           "prepare_metadata_for_build_editable"]
