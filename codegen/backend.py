@@ -99,14 +99,15 @@ def _log(message: str) -> None:
 
 
 def check_generated(config: Config, drift: bool = True) -> None:
-    """Step 1: a committed generated/ must be current (`drift`: an editable install leaves a
-    tree being worked on to `codegen build`); a missing one is generated."""
-    from .locking import locked
-    from .pipeline import generate
-    from .writer import diff_tree, write_tree
+    """Step 1: a committed generated/ must be current (`drift`; an editable install leaves a
+    tree being worked on to `codegen build`, an sdist to the wheel built from it); a missing
+    one is generated."""
     directory = config.path("generated")
     if directory.is_dir() and not drift:
         return
+    from .locking import locked
+    from .pipeline import generate
+    from .writer import diff_tree, write_tree
     files = generate(config).files
     if not directory.is_dir():
         _log(f"opwrap_codegen.backend: {config.generated}/ is not there; generating it")
@@ -189,10 +190,11 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
                 shutil.copyfile(manifest, Path(target).with_suffix(".json"))
 
     class Sdist(sdist):
-        """Adds the op library's sources to setuptools' defaults (package, readme, pyproject)."""
+        """Adds the op library's sources to what setuptools' file list holds (the package,
+        readme, pyproject.toml and MANIFEST.in's files), just before the archive is made:
+        setuptools builds that list in egg_info, from its own sdist class's defaults."""
 
-        def add_defaults(self) -> None:
-            super().add_defaults()
+        def make_distribution(self) -> None:
             root = config.root
             folders = [config.declarations, config.kernels, config.generated, *config.include]
             if config.templates:
@@ -201,6 +203,9 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
                 self.filelist.extend(_files_under(root, root / rel, config))
             for pattern in config.sources:
                 self.filelist.extend(str(p.relative_to(root)) for p in sorted(root.glob(pattern)) if p.is_file())
+            self.filelist.sort()
+            self.filelist.remove_duplicates()
+            super().make_distribution()
 
     ext_modules = []
     if mode == "wheel":
@@ -245,8 +250,9 @@ class _Backend(_BuildMetaBackend):
         root = Path.cwd()
         config = load_config(root)
         _check_dynamic(root)
-        # (the metadata step too: setuptools needs the generated package's folder to exist)
-        check_generated(config, drift=self.mode != "editable")
+        # The metadata step too: setuptools needs the generated package's folder to exist.  An
+        # sdist packages the tree as it is; the wheel built from it checks it.
+        check_generated(config, drift=self.mode in ("wheel", "metadata"))
         if self.mode == "wheel":
             import shutil
             shutil.rmtree(_staging(config), ignore_errors=True)

@@ -105,7 +105,7 @@ def scaffold(target: Path, namespace: str) -> list[Path]:
         target / "kernels" / "scale.h": _KERNEL.format(ns=namespace),
         target / namespace / "__init__.py": _INIT.format(ns=namespace),
         target / namespace / "py.typed": "",  # PEP 561: type checkers read the package's types
-        target / ".gitignore": "/build/\n__pycache__/\n",
+        target / ".gitignore": "/build/\n/dist/\n*.egg-info/\n__pycache__/\n",
     }
     for path in files:
         if path.exists():

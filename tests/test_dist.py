@@ -1,0 +1,172 @@
+"""Shipping, as a user does it, with pip's build isolation: the toolchain wheel (opwrap-codegen,
+pure Python), a `codegen init` library built into a platform wheel with `pip wheel`, this
+repository built with `python -m build` (an sdist, then a wheel from that sdist), and both
+wheels installed into a fresh venv and used from outside any source tree.
+
+The toolchain is not published, so pip gets its wheel through --find-links.  Every
+environment takes the torch this venv has (a build constraint: pip applies no constraint to
+build environments by itself), which lies on this machine's disk.  The two isolated builds
+run at once: each spends most of a minute installing torch into its environment, which
+overlaps the other's compiling."""
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_codegen
+
+PIP = [sys.executable, "-m", "pip"]
+
+AXPY = ("- func: axpy(Tensor x, Tensor y, Scalar a=2) -> Tensor\n"
+        "  doc: a * x + y, elementwise.\n"
+        "  dtypes: [float32, float64]\n"
+        "  pointwise: a * x + y\n"
+        "  derivatives: {x: grad * a, y: grad}\n")
+
+USE = '''
+import sys
+import torch
+import mylib
+import opwrap
+
+assert "site-packages" in mylib.library_path and "site-packages" in opwrap.library_path
+x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+y = torch.randn(3, 4, dtype=torch.float64)
+assert torch.equal(mylib.ops.scale(x, 2.0), x * 2)
+assert torch.allclose(mylib.ops.axpy(x, y, 0.5), 0.5 * x + y)
+assert torch.autograd.gradcheck(lambda t: mylib.ops.scale(t, 1.5), (x,))
+assert torch.autograd.gradcheck(lambda t: mylib.ops.axpy(t, y), (x,))
+compiled = torch.compile(lambda t, u: mylib.ops.axpy(mylib.ops.scale(t, 3.0), u), fullgraph=True, backend="eager")
+assert torch.allclose(compiled(x.detach(), y), 3 * x.detach() * 2 + y)
+with torch._subclasses.fake_tensor.FakeTensorMode():
+    fake = mylib.ops.axpy(torch.empty(5, 2), torch.empty(5, 2))
+    assert fake.shape == (5, 2) and fake.dtype == torch.float32
+try:
+    mylib.ops.scale(torch.ones(2, dtype=torch.int32), 2.0)
+except RuntimeError as e:
+    print(str(e).splitlines()[0])
+print(opwrap.ops.myadd(torch.ones(2), torch.ones(2)).tolist())
+'''
+
+TYPED = '''
+import torch
+import mylib
+
+y: torch.Tensor = mylib.ops.axpy(torch.ones(2), torch.ones(2))
+mylib.ops.scale(y, "two")
+'''
+
+
+def _run(cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+
+
+def _ok(r):
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    return r
+
+
+@pytest.mark.slow(420)
+def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
+    import torch
+    links, wheels = tmp_path / "links", tmp_path / "wheels"
+    constraint = tmp_path / "build-constraints.txt"
+    constraint.write_text(f"torch=={torch.__version__.split('+')[0]}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPWRAP_")}
+    env.update(PIP_BUILD_CONSTRAINT=str(constraint), PIP_DISABLE_PIP_VERSION_CHECK="1")
+
+    # The toolchain: a pure Python wheel, built with isolation, compiling nothing.
+    _ok(_run([*PIP, "wheel", "-q", "--no-deps", "-w", links, ROOT / "toolchain"], env=env))
+    (toolchain,) = links.glob("opwrap_codegen-*.whl")
+    assert toolchain.name.endswith("-py3-none-any.whl"), toolchain.name
+    names = zipfile.ZipFile(toolchain).namelist()
+    assert "opwrap_codegen/backend.py" in names and "opwrap_codegen/templates/cpu/op.cpp.j2" in names
+    assert "opwrap_codegen/include/opwrap/runtime/checks.h" in names
+    assert not any(n.endswith(".so") for n in names) and not any(n.startswith("codegen/") for n in names)
+
+    # A library made by `codegen init`: the example op (derivatives) and a pointwise op.
+    lib = tmp_path / "mylib"
+    _ok(run_codegen("init", str(lib)))
+    (lib / "declarations" / "axpy.yaml").write_text(AXPY)
+    assert not (lib / "setup.py").exists() and not (lib / "setup.cfg").exists()
+    _ok(run_codegen("generate", cwd=lib))  # committed, as a library keeps it
+
+    # Drift fails the build (no isolation here: the check is what is tested, not pip).
+    decl = lib / "declarations" / "axpy.yaml"
+    decl.write_text(AXPY.replace("elementwise", "element by element"))
+    no_constraint = {k: v for k, v in env.items() if k != "PIP_BUILD_CONSTRAINT"}  # pip refuses it without isolation
+    r = _run([*PIP, "wheel", "--no-build-isolation", "--no-deps", "-w", tmp_path / "stale", lib], env=no_constraint)
+    assert r.returncode != 0 and "has drifted from the declarations and templates" in r.stdout + r.stderr, r.stderr
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
+    decl.write_text(AXPY)
+
+    # Both isolated builds at once: the library with pip, the repository with python -m build.
+    find = ["--find-links", links]
+    settings = ["-C", "cuda=false", "-C", "optimize=0"]
+    lib_build = subprocess.Popen([*PIP, "wheel", "--no-deps", "-w", wheels, *find, *settings, lib], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    repo_copy = tmp_path / "repo"  # as a fresh clone has it: no build/ of this checkout to reuse
+    _export(ROOT, repo_copy)
+    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, "-C", "cuda=false", "-C", "optimize=0", repo_copy],
+                      env=env)
+    lib_out = lib_build.communicate()[0]
+    assert lib_build.returncode == 0, lib_out[-4000:]
+    _ok(repo_build)
+    assert "Successfully built opwrap-0.1.0.tar.gz and opwrap-0.1.0-" in repo_build.stdout, repo_build.stdout[-2000:]
+
+    (lib_wheel,) = wheels.glob("mylib-*.whl")
+    (repo_wheel,) = wheels.glob("opwrap-*.whl")
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    for wheel in (lib_wheel, repo_wheel):
+        assert not wheel.name.endswith("-none-any.whl") and "linux" in wheel.name, wheel.name  # a platform wheel
+        z = zipfile.ZipFile(wheel)
+        metadata = next(z.read(n).decode() for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        assert f"Requires-Dist: torch=={release}.*" in metadata.splitlines(), metadata
+    names = zipfile.ZipFile(lib_wheel).namelist()
+    for expected in ("mylib/py.typed", "mylib/_generated/ops.pyi", "mylib/_generated/fake.py"):
+        assert expected in names, names
+    assert any(re.fullmatch(r"mylib/_C\..*\.so", n) for n in names) and any(n.startswith("mylib/_generated/_fast") for n in names)
+
+    # A fresh venv: both wheels, the toolchain from --find-links, torch from this disk.
+    venv = tmp_path / "venv"
+    _ok(_run([sys.executable, "-m", "venv", venv]))
+    python = venv / "bin" / "python"
+    # (by file: PyPI has projects named mylib and opwrap, which pip would otherwise consider too)
+    _ok(_run([python, "-m", "pip", "install", "-q", *find, lib_wheel, repo_wheel], env=env))
+    user = tmp_path / "user"  # outside every source tree
+    user.mkdir()
+    out = _ok(_run([python, "-c", USE], cwd=user, env=env))
+    assert out.stdout.splitlines() == [
+        "mylib::scale: argument 'self' has dtype Int, but expected one of: float32, float64", "[2.0, 2.0]"], out.stdout
+    # The toolchain came along (opwrap requires it): its command works on the installed library's project.
+    r = _ok(_run([venv / "bin" / "codegen", "list"], cwd=lib, env=env))
+    assert r.stdout.splitlines() == ["mylib::axpy\tfloat32,float64\tCPU,CUDA", "mylib::scale\tfloat32,float64\tCPU"], r.stdout
+    # The stubs, as mypy --strict sees the installed package.
+    (user / "typed.py").write_text(TYPED)
+    r = _run([sys.executable, "-m", "mypy", "--strict", "--python-executable", python, "--no-incremental", "typed.py"],
+             cwd=user, env=env)
+    assert 'Argument 2 to "scale" has incompatible type "str"; expected "float"' in r.stdout, r.stdout + r.stderr
+    assert r.stdout.count("error:") == 1, r.stdout
+
+    # Beside another torch release: pip's resolver refuses, nothing is installed.
+    r = _run([python, "-m", "pip", "install", "--dry-run", *find, lib_wheel, "torch==2.13.0"], env=env)
+    assert r.returncode != 0 and "ResolutionImpossible" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+    assert f"mylib 0.1.0 depends on torch=={release}.*" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+
+
+def _export(root: Path, target: Path) -> None:
+    """The committed-or-not source files of this checkout (what a fresh clone would hold, plus
+    uncommitted edits), without build outputs: `git ls-files` of tracked and untracked files."""
+    files = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for rel in filter(None, files):
+        src = root / rel
+        if src.is_file():
+            dst = target / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(src.read_bytes())
