@@ -51,6 +51,7 @@ try:
 except RuntimeError as e:
     print(str(e).splitlines()[0])
 print(opwrap.ops.myadd(torch.ones(2), torch.ones(2)).tolist())
+print(opwrap.ops.fill_natural([3]).tolist(), hasattr(torch.ops.opwrap, "linear"))
 '''
 
 TYPED = '''
@@ -112,7 +113,9 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     repo_copy = tmp_path / "repo"  # as a fresh clone has it: no build/ of this checkout to reuse
     _export(ROOT, repo_copy)
-    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, "-C", "cuda=false", "-C", "optimize=0", repo_copy],
+    # The repository's wheel holds two ops (a selective build, -C ops=): compiling all of them
+    # is `make build`'s test; the packaging is this one's.
+    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, *settings, "-C", "ops=myadd,fill_natural", repo_copy],
                       env=env)
     lib_out = lib_build.communicate()[0]
     assert lib_build.returncode == 0, lib_out[-4000:]
@@ -142,7 +145,8 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     user.mkdir()
     out = _ok(_run([python, "-c", USE], cwd=user, env=env))
     assert out.stdout.splitlines() == [
-        "mylib::scale: argument 'self' has dtype Int, but expected one of: float32, float64", "[2.0, 2.0]"], out.stdout
+        "mylib::scale: argument 'self' has dtype Int, but expected one of: float32, float64", "[2.0, 2.0]",
+        "[0, 1, 2] False"], out.stdout
     # The toolchain came along (opwrap requires it): its command works on the installed library's project.
     r = _ok(_run([venv / "bin" / "codegen", "list"], cwd=lib, env=env))
     assert r.stdout.splitlines() == ["mylib::axpy\tfloat32,float64\tCPU,CUDA", "mylib::scale\tfloat32,float64\tCPU"], r.stdout
@@ -170,3 +174,49 @@ def _export(root: Path, target: Path) -> None:
             dst = target / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(src.read_bytes())
+
+
+# ------------------------------------------------------------- the backend's own checks (fast)
+
+
+def test_backend_settings_are_checked_and_the_rest_go_to_setuptools():
+    from opwrap_codegen import backend
+    ours, rest = backend._settings({"cuda": "false", "--optimize": "0", "ops": ["a", "b"], "editable_mode": "strict"})
+    assert ours == {"cuda": "false", "optimize": "0", "ops": "a,b"} and rest == {"editable_mode": "strict"}
+    assert backend._cuda_choice({"cuda": "true"}) is True and backend._cuda_choice({"cuda": "off"}) is False
+    with pytest.raises(backend.BuildError, match="-C cuda=maybe: expected true, false or auto"):
+        backend._cuda_choice({"cuda": "maybe"})
+    with pytest.raises(backend.BuildError, match="-C optimize=4: expected one of 0, 1, 2, 3"):
+        backend._optimize({"optimize": "4"})
+
+
+def test_static_dependencies_are_refused_at_their_line(tmp_path):
+    """The backend pins torch, so [project] dependencies must be dynamic; a project that lists
+    them statically gets path:line:col and exit status 2 from the build, not a traceback."""
+    lib = tmp_path / "statlib"
+    _ok(run_codegen("init", str(lib)))
+    pyproject = lib / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('dynamic = ["dependencies"]', 'dependencies = ["numpy"]'))
+    line = pyproject.read_text().splitlines().index("[project]") + 1
+    r = _run([*PIP, "wheel", "--no-build-isolation", "--no-deps", "-w", tmp_path / "w", lib])
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and f"{pyproject}:{line}:1: error: [project] must list dependencies in `dynamic`" in out, out
+    assert "Traceback" not in out, out[-3000:]
+
+
+def test_sdist_holds_what_the_wheel_is_built_from(tmp_path):
+    """An sdist of a `codegen init` library: declarations, kernels, the generated tree and the
+    package, and no build outputs."""
+    import tarfile
+    lib = tmp_path / "sdlib"
+    _ok(run_codegen("init", str(lib)))
+    _ok(run_codegen("generate", cwd=lib))
+    (lib / "build").mkdir()
+    (lib / "build" / "junk.o").write_text("")
+    _ok(_run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", tmp_path / "dist", lib]))
+    (sdist,) = (tmp_path / "dist").glob("sdlib-0.1.0.tar.gz")
+    names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+    for expected in ("pyproject.toml", "declarations/scale.yaml", "kernels/scale.h", "generated/registration.cpp",
+                     "generated/python/ops.pyi", "sdlib/__init__.py", "sdlib/py.typed", "PKG-INFO"):
+        assert expected in names, sorted(names)
+    assert not any(n.startswith("build/") for n in names), sorted(names)
