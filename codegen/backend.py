@@ -263,8 +263,9 @@ _BACKEND = _Backend()
 
 
 def _run(mode: str, hook, config_settings: dict | None, *args):
-    """Runs a setuptools hook in `mode`; a declaration or build error ends the build with
-    its message and exit status 2, not a traceback."""
+    """Runs a setuptools hook in `mode`.  A declaration or configuration error ends the build
+    with its message and exit status 2, a failed compile with exit status 1, not a traceback
+    (exit statuses as `codegen build` has them)."""
     try:
         ours, rest = _settings(config_settings)
         if mode == "editable" and not {"editable_mode", "editable-mode"} & set(rest):
@@ -276,6 +277,9 @@ def _run(mode: str, hook, config_settings: dict | None, *args):
         _log(f"{e}\n{n} error{'s' if n != 1 else ''}")
     except BuildError as e:
         _log(str(e))
+    except (RuntimeError, OSError, ValueError) as e:  # the compile failed: the compiler's output is above
+        _log(f"opwrap_codegen.backend: the build failed: {e}")
+        raise SystemExit(1) from None
     raise SystemExit(2)
 
 

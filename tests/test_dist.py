@@ -220,3 +220,17 @@ def test_sdist_holds_what_the_wheel_is_built_from(tmp_path):
                      "generated/python/ops.pyi", "sdlib/__init__.py", "sdlib/py.typed", "PKG-INFO"):
         assert expected in names, sorted(names)
     assert not any(n.startswith("build/") for n in names), sorted(names)
+
+
+@pytest.mark.slow(40)
+def test_a_kernel_that_does_not_compile_fails_the_wheel_with_the_compiler_output(tmp_path):
+    lib = tmp_path / "badlib"
+    _ok(run_codegen("init", str(lib)))
+    kernel = lib / "kernels" / "scale.h"
+    kernel.write_text(kernel.read_text().replace("in[i] * factor", "in[i] * factr"))
+    r = _run([*PIP, "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", tmp_path / "w", "-C", "cuda=false",
+              "-C", "optimize=0", lib])
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "opwrap_codegen.backend: the build failed" in out, out[-3000:]
+    assert "factr" in out and "was not declared" in out, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
