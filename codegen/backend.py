@@ -52,6 +52,12 @@ from .config import Config, load_config
 from .diagnostics import CodegenError
 
 TORCH_REQUIREMENT = "torch>=2.6"  # what an sdist or an editable install asks for: nothing is compiled yet
+# Requirements that a wheel built in a source checkout takes from a folder beside it rather
+# than from an index: {distribution name: project folder}.  This repository's own build
+# (toolchain/inrepo.py) names its toolchain, so that `pip install .` of a clone works with
+# nothing published.  A wheel built from an sdist, or a project that names none, requires
+# by name only.
+LOCAL_PROJECTS: dict[str, Path] = {}
 SETTINGS = ("cuda", "optimize", "ops", "dtypes")  # this backend's -C keys; the rest go to setuptools
 
 
@@ -168,9 +174,11 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
                          "[tool.codegen] package_dir names its folder")
     subpackages = sorted(p.parent.relative_to(package_dir).as_posix().replace("/", ".")
                          for p in package_dir.rglob("__init__.py") if p.parent != package_dir)
-    torch = TORCH_REQUIREMENT
+    torch, requirements = TORCH_REQUIREMENT, list(config.dependencies)
     if mode in ("wheel", "metadata"):
         torch = f"torch=={build.torch_release()}.*"
+        if not (config.root / "PKG-INFO").is_file():  # a checkout, not an unpacked sdist
+            requirements = [_from_folder(r) for r in requirements]
 
     class BuildExt(build_ext):
         """Compiles with ninja once, then hands each module to setuptools' file layout."""
@@ -217,7 +225,7 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
         package_dir={package: config.python_dir, f"{package}._generated": generated},
         package_data={package: ["py.typed", "*.pyi", "**/*.pyi"], f"{package}._generated": ["*.pyi"]},
         include_package_data=False,
-        install_requires=[*config.dependencies, torch],
+        install_requires=[*requirements, torch],
         ext_modules=ext_modules,
         cmdclass={"build_ext": BuildExt, "sdist": Sdist},
         # setuptools stages a wheel's files in <build_base>/lib*; kept apart from the ninja
@@ -229,6 +237,14 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
 
 def _staging(config: Config) -> Path:
     return config.path("build") / "setuptools"
+
+
+def _from_folder(requirement: str) -> str:
+    """'opwrap-codegen==0.1.0' -> 'opwrap-codegen @ file:///.../toolchain' for LOCAL_PROJECTS."""
+    import re
+    name = re.match(r"[A-Za-z0-9._-]*", requirement).group(0)  # type: ignore[union-attr]
+    folder = LOCAL_PROJECTS.get(name)
+    return f"{name} @ {folder.resolve().as_uri()}" if folder is not None else requirement
 
 
 def _files_under(root: Path, folder: Path, config: Config) -> list[str]:

@@ -106,19 +106,28 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     assert "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
     decl.write_text(AXPY)
 
-    # Both isolated builds at once: the library with pip, the repository with python -m build.
+    # Three isolated builds at once: the library with `pip wheel`; the repository with
+    # `python -m build`; and the repository installed into a fresh venv with a plain
+    # `pip install <clone>` (its toolchain requirement is met from the clone's toolchain/:
+    # no --find-links).  The repository holds two ops here (a selective build, -C ops=):
+    # compiling all of them is `make build`'s test; the packaging is this one's.
     find = ["--find-links", links]
     settings = ["-C", "cuda=false", "-C", "optimize=0"]
+    repo_settings = [*settings, "-C", "ops=myadd,fill_natural"]
     lib_build = subprocess.Popen([*PIP, "wheel", "--no-deps", "-w", wheels, *find, *settings, lib], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    repo_copy = tmp_path / "repo"  # as a fresh clone has it: no build/ of this checkout to reuse
+    repo_copy, clone = tmp_path / "repo", tmp_path / "clone"  # as a fresh clone has it: no build/ to reuse
     _export(ROOT, repo_copy)
-    # The repository's wheel holds two ops (a selective build, -C ops=): compiling all of them
-    # is `make build`'s test; the packaging is this one's.
-    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, *settings, "-C", "ops=myadd,fill_natural", repo_copy],
-                      env=env)
-    lib_out = lib_build.communicate()[0]
-    assert lib_build.returncode == 0, lib_out[-4000:]
+    _export(ROOT, clone)
+    venv = tmp_path / "venv"
+    _ok(_run([sys.executable, "-m", "venv", venv]))
+    python = venv / "bin" / "python"
+    repo_install = subprocess.Popen([python, "-m", "pip", "install", "-q", *repo_settings, "."], cwd=clone, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, *repo_settings, repo_copy], env=env)
+    for process in (lib_build, repo_install):
+        output = process.communicate()[0]
+        assert process.returncode == 0, output[-4000:]
     _ok(repo_build)
     assert "Successfully built opwrap-0.1.0.tar.gz and opwrap-0.1.0-" in repo_build.stdout, repo_build.stdout[-2000:]
 
@@ -135,12 +144,12 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
         assert expected in names, names
     assert any(re.fullmatch(r"mylib/_C\..*\.so", n) for n in names) and any(n.startswith("mylib/_generated/_fast") for n in names)
 
-    # A fresh venv: both wheels, the toolchain from --find-links, torch from this disk.
-    venv = tmp_path / "venv"
-    _ok(_run([sys.executable, "-m", "venv", venv]))
-    python = venv / "bin" / "python"
-    # (by file: PyPI has projects named mylib and opwrap, which pip would otherwise consider too)
-    _ok(_run([python, "-m", "pip", "install", "-q", *find, lib_wheel, repo_wheel], env=env))
+    # The wheel built from the sdist requires the toolchain by name (for an index); the one
+    # `pip install .` made in the clone, from the clone's folder.
+    metadata = zipfile.ZipFile(repo_wheel).read("opwrap-0.1.0.dist-info/METADATA").decode().splitlines()
+    assert "Requires-Dist: opwrap-codegen==0.1.0" in metadata, metadata
+    # The library's wheel into the same venv (by file: PyPI has a project named mylib).
+    _ok(_run([python, "-m", "pip", "install", "-q", lib_wheel], env=env))
     user = tmp_path / "user"  # outside every source tree
     user.mkdir()
     out = _ok(_run([python, "-c", USE], cwd=user, env=env))
@@ -234,3 +243,14 @@ def test_a_kernel_that_does_not_compile_fails_the_wheel_with_the_compiler_output
     assert r.returncode != 0 and "opwrap_codegen.backend: the build failed" in out, out[-3000:]
     assert "factr" in out and "was not declared" in out, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
+
+
+def test_one_toolchain_version():
+    """opwrap requires the toolchain of its own commit, and `codegen init` pins the running one."""
+    import tomllib
+
+    from opwrap_codegen import __version__
+    from opwrap_codegen.scaffold import _PYPROJECT
+    table = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert table["tool"]["codegen"]["dependencies"] == [f"opwrap-codegen=={__version__}"]
+    assert f'requires = ["opwrap-codegen=={__version__}"]' in _PYPROJECT.format(ns="x", version=__version__)

@@ -23,9 +23,15 @@ if "opwrap_codegen" not in sys.modules:
     sys.modules["opwrap_codegen"] = _module
     _spec.loader.exec_module(_module)
 
+from opwrap_codegen import backend as _backend  # noqa: E402
 from opwrap_codegen.backend import (build_editable, build_sdist, build_wheel,  # noqa: E402,F401
                                     get_requires_for_build_sdist, prepare_metadata_for_build_editable,
                                     prepare_metadata_for_build_wheel)
+
+# opwrap requires the toolchain (for the `codegen` command).  Built in a clone, its wheel takes
+# it from toolchain/ beside it, so `pip install .` needs no index that holds opwrap-codegen;
+# built from the sdist (`python -m build`), it requires opwrap-codegen by name.
+_backend.LOCAL_PROJECTS["opwrap-codegen"] = _REPO / "toolchain"
 
 
 def _toolchain_requirements() -> list[str]:
