@@ -48,7 +48,7 @@ from setuptools.build_meta import _BuildMetaBackend
 from setuptools.command.build_ext import build_ext
 from setuptools.command.sdist import sdist
 
-from .config import Config, load_config
+from .config import Config, line_of, load_config
 from .diagnostics import CodegenError
 
 TORCH_REQUIREMENT = "torch>=2.6"  # what an sdist or an editable install asks for: nothing is compiled yet
@@ -111,17 +111,14 @@ def check_generated(config: Config, drift: bool = True) -> None:
     directory = config.path("generated")
     if directory.is_dir() and not drift:
         return
-    from .locking import locked
     from .pipeline import generate
-    from .writer import diff_tree, write_tree
+    from .writer import diff_tree_locked, write_tree_locked
     files = generate(config).files
     if not directory.is_dir():
         _log(f"opwrap_codegen.backend: {config.generated}/ is not there; generating it")
-        with locked(directory, _log):
-            write_tree(directory, files)
+        write_tree_locked(directory, files, _log)
         return
-    with locked(directory, _log, shared=True, create=False):
-        diff = diff_tree(directory, files, config.generated)
+    diff = diff_tree_locked(directory, files, config.generated, _log)
     if diff:
         shown = "".join(diff[:400])
         raise BuildError(f"{shown}{'...' if len(diff) > 400 else ''}\n"
@@ -150,16 +147,11 @@ def compile_library(config: Config, settings: dict[str, str]) -> dict[str, Path]
     return built
 
 
-def _project_table(root: Path) -> dict:
-    return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
-
-
 def _check_dynamic(root: Path) -> None:
-    if "dependencies" in _project_table(root).get("dynamic", []):
+    pyproject = root / "pyproject.toml"
+    if "dependencies" in tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {}).get("dynamic", []):
         return
-    text = (root / "pyproject.toml").read_text(encoding="utf-8").splitlines()
-    line = next((i for i, s in enumerate(text, 1) if s.strip() == "[project]"), 1)
-    raise BuildError(f"{root / 'pyproject.toml'}:{line}:1: error: [project] must list dependencies in `dynamic`: the "
+    raise BuildError(f"{pyproject}:{line_of(pyproject, '[project]')}:1: error: [project] must list dependencies in `dynamic`: the "
                      "opwrap build backend pins torch to the release the library is compiled against; put any other "
                      "requirements in [tool.codegen] dependencies")
 
@@ -278,7 +270,7 @@ class _Backend(_BuildMetaBackend):
 _BACKEND = _Backend()
 
 
-def _run(mode: str, hook, config_settings: dict | None, *args):
+def _run(mode: str, config_settings: dict | None, hook):
     """Runs a setuptools hook in `mode`.  A declaration or configuration error ends the build
     with its message and exit status 2, a failed compile with exit status 1, not a traceback
     (exit statuses as `codegen build` has them)."""
@@ -287,7 +279,7 @@ def _run(mode: str, hook, config_settings: dict | None, *args):
         if mode == "editable" and not {"editable_mode", "editable-mode"} & set(rest):
             rest["editable_mode"] = "strict"
         _BACKEND.mode, _BACKEND.settings = mode, ours
-        return hook(*args, rest)
+        return hook(rest)
     except CodegenError as e:
         n = len(e.diagnostics)
         _log(f"{e}\n{n} error{'s' if n != 1 else ''}")
@@ -312,27 +304,26 @@ def get_requires_for_build_editable(config_settings=None):
 
 
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
-    return _run("metadata", lambda d, cs: _BACKEND.prepare_metadata_for_build_wheel(d, cs), config_settings,
-                metadata_directory)
+    return _run("metadata", config_settings,
+                lambda rest: _BACKEND.prepare_metadata_for_build_wheel(metadata_directory, rest))
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    return _run("wheel", lambda d, cs: _BACKEND.build_wheel(d, cs, metadata_directory), config_settings,
-                wheel_directory)
+    return _run("wheel", config_settings, lambda rest: _BACKEND.build_wheel(wheel_directory, rest, metadata_directory))
 
 
 def build_sdist(sdist_directory, config_settings=None):
-    return _run("sdist", lambda d, cs: _BACKEND.build_sdist(d, cs), config_settings, sdist_directory)
+    return _run("sdist", config_settings, lambda rest: _BACKEND.build_sdist(sdist_directory, rest))
 
 
 def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
-    return _run("editable", lambda d, cs: _BACKEND.prepare_metadata_for_build_editable(d, cs), config_settings,
-                metadata_directory)
+    return _run("editable", config_settings,
+                lambda rest: _BACKEND.prepare_metadata_for_build_editable(metadata_directory, rest))
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    return _run("editable", lambda d, cs: _BACKEND.build_editable(d, cs, metadata_directory), config_settings,
-                wheel_directory)
+    return _run("editable", config_settings,
+                lambda rest: _BACKEND.build_editable(wheel_directory, rest, metadata_directory))
 
 
 __all__ = ["build_wheel", "build_sdist", "build_editable", "get_requires_for_build_wheel",

@@ -328,24 +328,26 @@ def build_project(config: Config, *, selection=None, log=print, **options) -> Pa
     CodegenError for a selection that does not fit the declarations."""
     from .locking import locked
     from .pipeline import generate
-    from .writer import write_tree
+    from .writer import write_tree_locked
     if selection:
         notes: list[str] = []
         files = generate(config, selection, notes).files
         for note in notes:
             log(f"codegen build: {note}")
         config = dataclasses.replace(config, generated=str(config.path("build") / "generated"))
-        with locked(config.path("generated"), log):
-            write_tree(config.path("generated"), files)
+        write_tree_locked(config.path("generated"), files, log)
     with locked(config.path("generated"), log, shared=True), locked(config.path("build"), log):
         return build(config, log=log, selection=selection.as_dict() if selection else None, **options)
 
 
 def torch_release() -> str:
     """The release of the torch this process builds against, as `major.minor` (2.14): a
-    library compiled against one works with that release only (torch's C++ ABI)."""
+    library compiled against one works with that release only (torch's C++ ABI).  The rule
+    is the loader's (pyruntime), which refuses a library built for another release."""
     import torch
-    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+    from .pyruntime import torch_release as release_of
+    return release_of(torch.__version__)
 
 
 def wheel_cuda() -> bool | None:

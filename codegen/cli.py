@@ -51,14 +51,12 @@ def _log(message: str) -> None:
 
 
 def _write(config: Config, files: dict[str, str]):
-    """Write the generated tree, holding its lock (two writers at once would race on removals)."""
-    from .locking import locked
-    from .writer import write_tree
-    with locked(config.path("generated"), _log):
-        try:
-            return write_tree(config.path("generated"), files)
-        except ValueError as e:  # a link in generated/ leading out of it
-            raise BadInput(f"{config.generated}: error: {e}") from None
+    """Write the generated tree, holding its lock."""
+    from .writer import write_tree_locked
+    try:
+        return write_tree_locked(config.path("generated"), files, _log)
+    except ValueError as e:  # a link in generated/ leading out of it
+        raise BadInput(f"{config.generated}: error: {e}") from None
 
 
 project_option = click.option("--project", "-C", type=click.Path(exists=True, file_okay=False),
@@ -95,12 +93,10 @@ def generate(project, timings):
               "produce. Exit 0 if so; exit 1 with a unified diff on stdout otherwise.")
 @project_option
 def check(project):
-    from .locking import locked
-    from .writer import diff_tree
+    from .writer import diff_tree_locked
     config = _config(project)
     result = _generate(config)
-    with locked(config.path("generated"), _log, shared=True, create=False):  # not while a writer is midway
-        diff = diff_tree(config.path("generated"), result.files, config.generated)
+    diff = diff_tree_locked(config.path("generated"), result.files, config.generated, _log)
     if diff:
         sys.stdout.writelines(diff)
         click.echo(f"codegen check: {config.generated}/ has drifted from the declarations and templates; "

@@ -72,7 +72,7 @@ def load_config(project: Path | None = None) -> Config:
         raise CodegenError([Diagnostic(Loc(path, 1, 1), f"cannot read pyproject.toml: {e}")])
     table = data.get("tool", {}).get("codegen", {})
     errors = []
-    line = _line_of(pyproject, "[tool.codegen]")
+    line = line_of(pyproject, "[tool.codegen]")
     for key in sorted(set(table) - _KEYS):
         errors.append(Diagnostic(Loc(path, line, 1), f"unknown [tool.codegen] key '{key}'", did_you_mean(key, _KEYS)))
     ns = table.get("namespace")
@@ -88,7 +88,8 @@ def load_config(project: Path | None = None) -> Config:
     return Config(root=pyproject.parent, **values)
 
 
-def _line_of(path: Path, needle: str) -> int:
+def line_of(path: Path, needle: str) -> int:
+    """The 1-based line of `path` that is `needle` (stripped), or 1."""
     for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if line.strip() == needle:
             return i

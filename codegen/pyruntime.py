@@ -50,9 +50,10 @@ def registered(op: str) -> bool:
     return True
 
 
-def _release(version: str) -> list[str]:
-    """'2.14.1+cu130' -> ['2', '14']: torch's C++ ABI holds within a release."""
-    return version.split("+")[0].split(".")[:2]
+def torch_release(version: str) -> str:
+    """'2.14.1+cu130' -> '2.14': torch's C++ ABI holds within a release.  (The build backend
+    pins a wheel's torch with the same rule.)"""
+    return ".".join(version.split("+")[0].split(".")[:2])
 
 
 class Library:
@@ -109,7 +110,7 @@ class Library:
                 built = str(json.load(f).get("torch_version") or "")
         except (OSError, ValueError, AttributeError):
             return
-        if built and _release(built) != _release(torch.__version__):
+        if built and torch_release(built) != torch_release(torch.__version__):
             raise ImportError(f"{self.namespace}: {path} was compiled against torch {built}, but this is torch "
                               f"{torch.__version__}; rebuild it (`codegen build`), or install the {self.package} "
                               f"built for this torch")

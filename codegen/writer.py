@@ -120,5 +120,19 @@ def diff_tree(root: Path, files: dict[str, str], label: str) -> list[str]:
     return out
 
 
+def write_tree_locked(root: Path, files: dict[str, str], log=lambda m: None) -> WriteReport:
+    """`write_tree` holding the tree's lock: two writers at once would race on removals."""
+    from .locking import locked
+    with locked(root, log):
+        return write_tree(root, files)
+
+
+def diff_tree_locked(root: Path, files: dict[str, str], label: str, log=lambda m: None) -> list[str]:
+    """`diff_tree` holding the tree's lock shared: not while a writer is midway."""
+    from .locking import locked
+    with locked(root, log, shared=True, create=False):
+        return diff_tree(root, files, label)
+
+
 def _read_lines(p: Path) -> list[str]:
     return p.read_bytes().decode("utf-8", errors="replace").splitlines(keepends=True)
