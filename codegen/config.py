@@ -19,7 +19,10 @@ class Config:
     generated: str = "generated"
     kernels: str = "runtime/kernels"  # hand-written kernel headers
     include: tuple[str, ...] = ()  # further include directories for the build
-    sources: tuple[str, ...] = ()  # further hand-written C++ sources (globs) for the build
+    sources: tuple[str, ...] = ()  # further hand-written sources (globs) for the build: C++, CUDA (.cu), C (.c)
+    # Cargo crates (directories) whose `[lib] crate-type` includes "staticlib": built with
+    # cargo and linked into the library (kernels behind a C ABI; see build.native_link_inputs)
+    crates: tuple[str, ...] = ()
     build: str = "build"
     library: str = "_C"  # name of the shared library built from generated/ and sources
     split_types: bool = False  # one translation unit per op and dtype, for every op
@@ -97,8 +100,9 @@ def line_of(path: Path, needle: str) -> int:
 
 
 _STRINGS = ("package", "package_dir", "declarations", "generated", "kernels", "build", "library", "templates")
-_LISTS = ("include", "sources", "plugins", "dependencies")
+_LISTS = ("include", "sources", "plugins", "dependencies", "crates")
 _INSIDE = ("declarations", "generated", "kernels", "build", "package_dir")  # directories codegen reads or writes
+_INSIDE_LISTS = ("crates",)  # lists of such directories
 
 
 def _check_values(table: dict) -> list[str]:
@@ -125,6 +129,12 @@ def _check_values(table: dict) -> list[str]:
         if isinstance(v, str) and not _inside_project(v):
             errors.append(f"[tool.codegen] {key} must be a directory inside the project (relative, without '..'), "
                           f"not '{v}'")
+    for key in _INSIDE_LISTS:
+        v = table.get(key)
+        for item in v if isinstance(v, list) else ():
+            if isinstance(item, str) and not _inside_project(item):
+                errors.append(f"[tool.codegen] {key} must list directories inside the project (relative, without "
+                              f"'..'), not '{item}'")
     gen = table.get("generated", "generated")
     if isinstance(gen, str) and _inside_project(gen):
         for key, default in (("declarations", "declarations"), ("kernels", "runtime/kernels")):
