@@ -23,8 +23,8 @@ and `pip wheel .`, `pip install .` and `python -m build` (build isolation or not
    `dynamic`: a backend may fill in only the fields a project declares dynamic (PEP 621).
 
 An sdist holds what a wheel is built from: pyproject.toml, the readme, the Python package, the
-declarations, kernels, generated tree, include directories, sources and templates that
-`[tool.codegen]` names, and whatever a MANIFEST.in adds.  `pip install -e .` (PEP 660)
+declarations, kernels, generated tree, include directories, sources, crates (less their
+`target/`) and templates that `[tool.codegen]` names, and whatever a MANIFEST.in adds.  `pip install -e .` (PEP 660)
 compiles nothing: `codegen build` builds into the build directory, where the package finds
 the library; it is setuptools' strict mode unless `-C editable_mode=...` says otherwise, so
 that mypy and pyright can read the package.
@@ -195,14 +195,7 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
         setuptools builds that list in egg_info, from its own sdist class's defaults."""
 
         def make_distribution(self) -> None:
-            root = config.root
-            folders = [config.declarations, config.kernels, config.generated, *config.include]
-            if config.templates:
-                folders.append(config.templates)
-            for rel in folders:
-                self.filelist.extend(_files_under(root, root / rel, config))
-            for pattern in config.sources:
-                self.filelist.extend(str(p.relative_to(root)) for p in sorted(root.glob(pattern)) if p.is_file())
+            self.filelist.extend(sdist_sources(config))
             self.filelist.sort()
             self.filelist.remove_duplicates()
             super().make_distribution()
@@ -225,6 +218,27 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
         options={"build": {"build_base": str(_staging(config))}},
         zip_safe=False,
     )
+
+
+def sdist_sources(config: Config) -> list[str]:
+    """What an sdist holds besides setuptools' own list, relative to the root: the
+    declarations, kernels, generated tree, include directories and templates, each crate of
+    `[tool.codegen] crates` less its `target/` (cargo's output when built by hand), and the
+    files `[tool.codegen] sources` matches (C++, CUDA and C)."""
+    root = config.root
+    folders = [config.declarations, config.kernels, config.generated, *config.include]
+    if config.templates:
+        folders.append(config.templates)
+    files = []
+    for rel in folders:
+        files.extend(_files_under(root, root / rel, config))
+    for rel in config.crates:
+        crate = root / rel
+        files.extend(f for f in _files_under(root, crate, config)
+                     if (root / f).relative_to(crate).parts[0] != "target")
+    for pattern in config.sources:
+        files.extend(str(p.relative_to(root)) for p in sorted(root.glob(pattern)) if p.is_file())
+    return files
 
 
 def _staging(config: Config) -> Path:
