@@ -12,6 +12,11 @@ compile check, ``make cuda-check``) and ``False`` (``--no-cuda``) never.  Wheels
 whenever torch and the toolkit can (``OPWRAP_CUDA=1/0`` forces the choice): the machine
 that builds a wheel is rarely the one that runs it.
 
+Kernels behind a plain C ABI come in two more ways, built by one ninja run of their own
+(``<build>/native``) before cpp_extension's and linked into the library: the ``.c`` files of
+``[tool.codegen] sources``, compiled as C, and the Cargo crates of ``[tool.codegen] crates``,
+built with cargo as static libraries (see ``native_link_inputs``).
+
 Each build writes ``<library>.json`` beside the library: what it holds (CUDA or not, the
 selected ops and dtypes, the torch it was compiled against), for tools and tests that need
 to know what they loaded, and for the loader, which refuses a library compiled against
@@ -27,12 +32,14 @@ import os
 import shutil
 import sys
 import time
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import units
-from .config import Config
+from .config import Config, line_of
 from .cuda_env import import_cpp_extension
+from .diagnostics import CodegenError, Diagnostic, Loc
 
 # -Wno-psabi: GCC notes that passing at::vec::Vectorized by value changed ABI in GCC 4.6 (noise).
 CXX_FLAGS = ["-fvisibility-inlines-hidden", "-Wno-psabi"]  # torch adds its own -std (c++17 or c++20)
@@ -97,13 +104,22 @@ def support_include_dir() -> Path:
     return Path(str(files("opwrap_codegen") / "include"))
 
 
+def _matched_sources(config: Config) -> list[Path]:
+    """The files `[tool.codegen] sources` matches, pattern by pattern."""
+    found: list[Path] = []
+    for pattern in config.sources:
+        found.extend(sorted(Path(p) for p in glob.glob(str(config.root / pattern), recursive=True)))
+    return found
+
+
 def sources(config: Config, cuda: bool = False) -> list[Path]:
-    """The C++ (and, with `cuda`, the CUDA) sources: generated/ and `[tool.codegen] sources`."""
+    """The C++ (and, with `cuda`, the CUDA) sources cpp_extension compiles: generated/ and
+    `[tool.codegen] sources`, less the C files (`c_sources`: cpp_extension compiles every
+    file as C++; the native step compiles those as C)."""
     gen = config.path("generated")
     # The unity units and the generated sources no unit includes (codegen/units.py).
     found = units.compiled_sources(gen, exclude={gen / "python" / f"{FAST_MODULE}.cpp"})
-    for pattern in config.sources:
-        found.extend(sorted(Path(p) for p in glob.glob(str(config.root / pattern), recursive=True)))
+    found.extend(p for p in _matched_sources(config) if p.suffix != ".c")
     # CPU-capability builds (units/pointwise.AVX2.0.cpp) link last.  Inline functions from
     # headers are emitted in every object that uses them, compiled for that object's
     # instruction set, and the linker keeps the first copy: the one compiled for every CPU.
@@ -199,10 +215,224 @@ def ccache_wrapper(build_dir: Path) -> str | None:
     return str(link)
 
 
+# ------------------------------------------------------------------ native kernels: C and Rust
+# Kernels behind a plain C ABI: the `.c` files of `[tool.codegen] sources` and the Cargo
+# crates of `[tool.codegen] crates`, built by one ninja run (<build>/native/build.ninja)
+# before cpp_extension's, and linked into the op library (not into the fast bindings).
+
+# The sanitizer build's flags that C compilers take (the others are C++ only: gcc warns).
+C_SANITIZER_FLAGS = [f for f in SANITIZER_CXX_FLAGS if f not in ("-fvisibility-inlines-hidden", "-fno-sanitize=vptr")]
+# What a Rust staticlib that uses std needs from the system on Linux: exactly what
+# `cargo rustc -- --print native-static-libs` prints for x86_64-unknown-linux-gnu (rustc
+# 1.95).  With glibc >= 2.34 util, rt, pthread and dl live in libc: a library linking a
+# crate that uses threads and println! NEEDs only libgcc_s (unwinding) and libc of these.
+RUST_STD_LIBS = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"] if sys.platform.startswith("linux") else []
+# Every symbol of a static archive (a crate's staticlib: its #[no_mangle] functions and all
+# of Rust's std it pulls in) becomes local to the library instead of exported: measured, a
+# crate using Vec, a thread and println! exported 1738 Rust symbols, which would interpose
+# on (or be interposed by) any other Rust-carrying library in the process.  The kernels
+# call them inside the library, where they still resolve; objects (.o) keep their symbols.
+HIDE_ARCHIVE_SYMBOLS = ["-Wl,--exclude-libs,ALL"] if sys.platform.startswith("linux") else []
+CARGO_MISSING = "install Rust: https://rustup.rs or your distribution's cargo package"
+NINJA_STATUS = "opwrap-native: "  # the prefix of ninja's line for each edge it runs (parsed below)
+
+
+@dataclasses.dataclass(frozen=True)
+class Crate:
+    directory: str  # as `[tool.codegen] crates` names it
+    manifest: Path  # its Cargo.toml
+    library: str  # the [lib] name: cargo builds lib<library>.a
+
+
+def c_sources(config: Config) -> list[Path]:
+    """The plain C files of `[tool.codegen] sources`, which the native step compiles as C."""
+    return [p for p in _matched_sources(config) if p.suffix == ".c"]
+
+
+def read_crate(config: Config, directory: str) -> Crate:
+    """The crate in `directory` (one of `[tool.codegen] crates`).  Raises CodegenError when
+    it is no crate, or one cargo would not build as a static library."""
+    manifest = config.root / directory / "Cargo.toml"
+    need = '[lib] crate-type = ["staticlib"]'
+    if not manifest.is_file():
+        pyproject = config.root / "pyproject.toml"
+        raise CodegenError([Diagnostic(Loc(str(pyproject), line_of(pyproject, "[tool.codegen]"), 1),
+                                       f"[tool.codegen] crates names '{directory}', but {manifest} is not there",
+                                       f"each entry is the directory of a Cargo crate whose Cargo.toml has {need}")])
+    try:
+        data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise CodegenError([Diagnostic(Loc(str(manifest), 1, 1), f"cannot read Cargo.toml: {e}")]) from None
+    package, lib = data.get("package"), data.get("lib", {})
+    if not isinstance(package, dict) or not isinstance(package.get("name"), str):
+        raise CodegenError([Diagnostic(Loc(str(manifest), 1, 1), "no [package] name: [tool.codegen] crates lists "
+                                       "crates, not workspaces", f"name the crate's own directory, with {need}")])
+    kinds = lib.get("crate-type", lib.get("crate_type", [])) if isinstance(lib, dict) else []
+    if not isinstance(kinds, list) or "staticlib" not in kinds:
+        line = line_of(manifest, "[lib]")
+        raise CodegenError([Diagnostic(Loc(str(manifest), line, 1),
+                                       f"crate '{package['name']}' is not built as a static library, which the op "
+                                       "library links in", f"add {need} (with any other crate types it needs)")])
+    name = lib.get("name") if isinstance(lib.get("name"), str) else package["name"].replace("-", "_")
+    return Crate(directory, manifest, name)
+
+
+def _ninja_escape(path: Path | str) -> str:
+    """A path as ninja reads it in a build line."""
+    return str(path).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def _ninja_value(text: str) -> str:
+    """A variable's value: shell words (ninja runs commands through /bin/sh), `$` escaped."""
+    return text.replace("$", "$$")
+
+
+def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int = DEFAULT_OPTIMIZE,
+                       sanitize: bool = False) -> list[str]:
+    """The native step: compiles the `.c` files of `[tool.codegen] sources` as C and builds
+    the crates of `[tool.codegen] crates` with cargo, with one run of the ninja beside python
+    over <build_dir>/native/build.ninja, so that a build with nothing changed runs nothing
+    (cargo included) and an edit reruns only what it touches.  Returns the objects and the
+    static libraries to link, in link order (absolute paths); [] when there are none (and
+    nothing is written or run).  Logs one line per compile that ran.
+
+    C: `${CC:-cc} -O<optimize> -fPIC -std=c11` (the sanitizer flags instead of -O with
+    `sanitize`) with the build's include directories, objects in <build_dir>/native/c.
+    Rust: `cargo build --release --offline` into <build_dir>/cargo; the depfile is the `.d`
+    cargo writes beside the library (every source of the crate), with Cargo.toml and
+    Cargo.lock besides, and the edge is `restat`: a cargo run that rebuilt nothing leaves
+    the library's time alone, so nothing downstream counts it as changed."""
+    import shlex
+    import subprocess
+
+    c_files = c_sources(config)
+    crates = [read_crate(config, d) for d in config.crates]
+    if not c_files and not crates:
+        return []
+    cargo = shutil.which("cargo") if crates else None
+    if crates and cargo is None:
+        raise FileNotFoundError(f"[tool.codegen] crates needs cargo, which is not on PATH: {CARGO_MISSING}")
+    ninja = ninja_beside_python() or shutil.which("ninja")
+    if ninja is None:
+        raise FileNotFoundError("ninja is not installed (pip install ninja)")
+    build_dir = Path(os.path.abspath(build_dir))  # cargo's depfile names the library by its absolute path
+    native, target = build_dir / "native", build_dir / "cargo"
+    archives: dict[str, Crate] = {}
+    for crate in crates:
+        if crate.library in archives:
+            raise ValueError(f"crates {archives[crate.library].directory} and {crate.directory} both build "
+                             f"lib{crate.library}.a; give one another [lib] name")
+        archives[crate.library] = crate
+
+    cflags = [*C_SANITIZER_FLAGS] if sanitize else [f"-O{optimize}"]
+    cflags += ["-fPIC", "-std=c11"]
+    includes = [f"-I{d}" for d in include_dirs(config)]
+    lines = ["# Written by opwrap_codegen.build (native_link_inputs) on every build: edits are lost.",
+             "ninja_required_version = 1.7", f"builddir = {_ninja_value(str(native))}",
+             f"cc = {_ninja_value(os.environ.get('CC') or 'cc')}",
+             f"cflags = {_ninja_value(shlex.join(cflags))}", f"includes = {_ninja_value(shlex.join(includes))}",
+             f"cargo = {_ninja_value(shlex.quote(cargo or 'cargo'))}", "",
+             "rule cc", "  command = $cc $cflags -MMD -MF $out.d $includes -c $in -o $out",
+             "  depfile = $out.d", "  deps = gcc", "  description = $what", "",
+             "pool cargo", "  depth = 1", "",  # one cargo at a time: they share the target directory's lock
+             "rule cargo",
+             "  command = CARGO_TERM_COLOR=never $cargo build --quiet --release --offline --manifest-path $manifest "
+             "--target-dir $target_dir",
+             "  depfile = $depfile", "  restat = 1", "  pool = cargo", "  description = $what", ""]
+    outputs: list[tuple[str, Path, str]] = []  # (description, output, what the log line says)
+    for src in c_files:
+        try:
+            rel = src.resolve().relative_to(config.root.resolve())
+        except ValueError:  # a pattern reaching out of the project
+            rel = Path("_outside") / src.resolve().relative_to(src.resolve().anchor)
+        obj = native / "c" / f"{rel}.o"
+        what = f"cc {rel.as_posix()}"
+        lines += [f"build {_ninja_escape(obj)}: cc {_ninja_escape(src.resolve())}", f"  what = {_ninja_value(what)}"]
+        outputs.append((what, obj, f"compiled {rel.as_posix()} as C"))
+    for crate in crates:
+        lib = target / "release" / f"lib{crate.library}.a"
+        implicit = [crate.manifest] + [p for p in [crate.manifest.with_name("Cargo.lock")] if p.is_file()]
+        what = f"cargo {crate.directory}"
+        lines += [f"build {_ninja_escape(lib)}: cargo | {' '.join(_ninja_escape(p) for p in implicit)}",
+                  f"  manifest = {_ninja_value(shlex.quote(str(crate.manifest)))}",
+                  f"  target_dir = {_ninja_value(shlex.quote(str(target)))}",
+                  f"  depfile = {_ninja_value(str(lib.with_suffix('.d')))}", f"  what = {_ninja_value(what)}"]
+        outputs.append((what, lib, f"cargo built {crate.directory} into lib{crate.library}.a"))
+    native.mkdir(parents=True, exist_ok=True)
+    ninja_file = native / "build.ninja"
+    write_if_changed(ninja_file, "\n".join(lines) + "\n")
+
+    before = {out: _mtime_ns(out) for _, out, _ in outputs}
+    env = dict(os.environ, NINJA_STATUS=NINJA_STATUS)
+    run = subprocess.run([ninja, "-f", str(ninja_file)], cwd=native, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, errors="replace")
+    if run.returncode != 0:
+        raise RuntimeError(f"compiling the native kernels failed ({ninja_file}):\n{run.stdout.rstrip()}")
+    ran = set()
+    for line in run.stdout.splitlines():
+        if line.startswith(NINJA_STATUS):
+            ran.add(line[len(NINJA_STATUS):].strip())
+        elif line.strip() and not line.startswith("ninja: "):
+            log(line)  # a compiler's warnings
+    took = _ninja_log_times(native / ".ninja_log")
+    for what, out, message in outputs:
+        if what in ran:
+            secs = took.get(str(out), 0.0)
+            if out.suffix == ".a" and before[out] is not None and before[out] == _mtime_ns(out):
+                message = f"{what}: lib{out.stem.removeprefix('lib')}.a was up to date"  # restat: nothing relinks
+            log(f"codegen build: {message}, {secs:.1f}s")
+    for crate in crates:
+        lib = target / "release" / f"lib{crate.library}.a"
+        if not lib.is_file():
+            raise RuntimeError(f"cargo built {crate.directory} but left no {lib}: a build target set in "
+                               ".cargo/config.toml or CARGO_BUILD_TARGET puts it elsewhere")
+    return [str(out) for _, out, _ in outputs]
+
+
+def native_ldflags(config: Config, inputs: list[str]) -> list[str]:
+    """The link flags that bring `inputs` (native_link_inputs) into the op library: after
+    the library's own objects on cpp_extension's link line (`$cxx $in $ldflags`), so the
+    archives resolve what the kernels call; then what Rust's std needs, and the archives'
+    symbols kept inside the library (RUST_STD_LIBS, HIDE_ARCHIVE_SYMBOLS).  [] without
+    native inputs: the link line stays what it was."""
+    if not inputs:
+        return []
+    return [*inputs, *((RUST_STD_LIBS + HIDE_ARCHIVE_SYMBOLS) if config.crates else [])]
+
+
+def unlink_if_older(library: Path, inputs: list[str]) -> bool:
+    """Removes `library` when one of `inputs` is newer, so that cpp_extension's ninja (which
+    knows only its own objects) links it again; True if it did."""
+    built = _mtime_ns(library)
+    if built is None or not any((_mtime_ns(Path(p)) or 0) > built for p in inputs):
+        return False
+    library.unlink()
+    return True
+
+
+def _mtime_ns(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _ninja_log_times(ninja_log: Path) -> dict[str, float]:
+    """Seconds of the last run of each output in ninja's log."""
+    times = {}
+    if ninja_log.exists():
+        for line in ninja_log.read_text(errors="replace").splitlines():
+            parts = line.split("\t")
+            if len(parts) >= 4 and parts[0].isdigit() and parts[1].isdigit():
+                times[parts[3]] = (int(parts[1]) - int(parts[0])) / 1000
+    return times
+
+
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
           need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE) -> Path:
-    """Compile generated/ and the project's sources into <build>/<library>.so with ninja.
+    """Compile generated/ and the project's sources into <build>/<library>.so with ninja,
+    linking in the C files and crates the native step builds first (native_link_inputs).
     `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS).
     `need_gpu=False` (wheels) builds CUDA whenever torch and the toolkit can, GPU or not.
     `optimize` is the -O level of the host compiler and nvcc (the sanitizer build keeps -O1)."""
@@ -228,6 +458,11 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if obj in stems:
             raise ValueError(f"sources {stems[obj]} and {src} would compile to the same object {obj}")
         stems[obj] = src
+    native = native_link_inputs(config, build_dir, log, optimize, sanitize)
+    if unlink_if_older(build_dir / f"{config.library}.so", native):
+        # cpp_extension skips its ninja run when a load in this process saw the same sources
+        # and flags: forget that one, so the library is linked again
+        getattr(getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None), "entries", {}).pop(config.library, None)
     use_ninja_beside_python()
     if use_ccache is not False and "CXX" not in os.environ:
         wrapper = ccache_wrapper(build_dir)
@@ -258,7 +493,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
             name=config.library,
             sources=[str(s) for s in srcs],
             extra_cflags=cflags + openmp_flags(),
-            extra_ldflags=ldflags + openmp_flags(),
+            extra_ldflags=ldflags + openmp_flags() + native_ldflags(config, native),
             extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env)],
             extra_include_paths=[str(d) for d in include_dirs(config)],
             build_directory=str(build_dir),
