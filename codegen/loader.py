@@ -21,7 +21,7 @@ from .dtype_rules import DTypeVar, RuleError, is_list_of_tensors, parse_rule, te
 from .dtypes import DTYPES, GROUPS
 from . import pointwise as pointwise_expr
 from .fields import (INVALID, Any, Bool, Checker, CppExpr, Enum, Field, Identifier, Int, ListOf, MappingOf, OneOf,
-                     RelativePath, Schema, String, TorchTag, as_field, children, scalar_value)
+                     Pattern, RelativePath, Schema, String, TorchTag, as_field, children, scalar_value)
 from .yaml_nodes import loc_of, scalar_text_loc, text_loc
 from .model import Declaration, Library
 from .schema import BaseType, FunctionSchema, is_tensor, unwrap_optional
@@ -29,6 +29,14 @@ from .shapes import analyze, parse_shape
 
 _DISPATCH_KEYS = ("CPU", "CUDA")
 _DTYPE = Enum(*DTYPES, *GROUPS, what="dtype")
+# `kernels: {CPU: {abi: rust, function: fill_natural}}`: a kernel behind the C ABI (codegen/api/abi.py).
+_IDENT_RE = r"[A-Za-z_][A-Za-z0-9_]*"
+_FOREIGN = MappingOf(Enum("abi", "symbol", "function", what="foreign kernel key"), String(), fixed=(
+    ("abi", Enum("c", "rust", what="kernel ABI")),
+    ("symbol", Identifier(noun="a C symbol prefix", nouns="C symbol prefixes")),
+    ("function", Pattern(rf"{_IDENT_RE}(::{_IDENT_RE})*", "a Rust function path such as 'kernels::huber'",
+                         "Rust function paths")),
+))
 _DIMENSION = OneOf(Int(), String(nonempty=True), noun="a dimension (an integer, a name or an expression)",
                    nouns="dimensions (integers, names or expressions)")
 
@@ -52,8 +60,13 @@ CORE_FIELDS: dict[str, Field] = {
                     "return, `{weight: floating, indices: [int32, int64], offsets: indices}` (below). A tensor of any "
                     "other dtype is a `RuntimeError` naming the op and argument."),
     "kernels": Field(MappingOf(Enum(*_DISPATCH_KEYS, what="dispatch key"),
-                               Identifier(noun="a C++ function template name", nouns="C++ function template names")),
-                     "dispatch key to kernel function template, e.g. `{CPU: myadd_cpu, CUDA: myadd_cuda}`."),
+                               OneOf(Identifier(noun="a C++ function template name", nouns="C++ function template names"),
+                                     _FOREIGN, noun="a C++ function template name or {abi: c|rust, ...}",
+                                     nouns="C++ function template names or {abi: c|rust, ...} mappings")),
+                     "dispatch key to kernel: a C++ function template, e.g. `{CPU: myadd_cpu, CUDA: myadd_cuda}`, or "
+                     "a kernel behind the C ABI, `{abi: c, symbol: name}` (C, CUDA C or any language exporting "
+                     "`name_<dtype>`) or `{abi: rust, function: path}` (a Rust function of a `[tool.codegen] crates` "
+                     "crate); see *Kernels in Rust or C*."),
     "header": Field(RelativePath((".h", ".hpp", ".cuh"), "a relative path inside the kernels directory"),
                     "the CPU kernel header inside the kernels directory (default `<name>.h`, a trailing `_` "
                     "dropped)."),
@@ -254,7 +267,8 @@ class DeclarationLoader:
 
         doc = values.get("doc", "")
         dtypes, dvars, owners = parsed("dtypes", lambda n: self.parse_dtype_field(schema, n, path), ((), (), ()))
-        kernels = values.get("kernels", ())
+        kernels, foreign = parsed("kernels", lambda n: self.parse_kernels(schema, n, values["kernels"], path),
+                                  ((), ()))
         like = values.get("like", "")
         if like and (schema.argument(like) is None or like not in {a.name for a in _tensor_args(schema)}):
             self.diag.error(locs["like"], f"'like: {like}' must name a Tensor argument of {schema.name}")
@@ -284,7 +298,7 @@ class DeclarationLoader:
         extra = tuple((name, values[name]) for name in sorted(values) if name in self.plugin_fields)
         return Declaration(
             schema=schema, path=path, loc=entry_loc, func_loc=loc_of(nodes["func"], path), doc=doc.strip(),
-            dtypes=dtypes, kernels=kernels, header=values.get("header") or f"{schema.base_name.rstrip('_')}.h",
+            dtypes=dtypes, kernels=kernels, foreign=foreign, header=values.get("header") or f"{schema.base_name.rstrip('_')}.h",
             shapes=shapes, shape_plan=plan, output_dtypes=out_dtypes, dtype_rules=rules, dtype_vars=dvars,
             dtype_owners=owners, index_bounds=bounds, like=like,
             contiguous=values.get("contiguous", True), split_types=values.get("split_types", self.config.split_types),
@@ -403,6 +417,40 @@ class DeclarationLoader:
                                     "comes from (a ScalarType argument, 'promote(a, b)', ...)"
                                     if rule is None else
                                     f"return '{v.owner}' has the dtype of '{rule.names[0]}'; leave it out of 'dtypes'")
+
+    def parse_kernels(self, schema: FunctionSchema, node: yaml.MappingNode, value, path: str):
+        """`kernels:` as (dispatch key, name) pairs, and the kernels behind the C ABI as
+        (dispatch key, ForeignKernel): `{abi: c, symbol: s}` exports `s_<dtypes>`;
+        `{abi: rust, function: f}` is `crate::f`, exported by the generated Rust bindings as
+        `<namespace>_<op>_<key>_<dtypes>` (or `symbol`'s prefix)."""
+        from .model import ForeignKernel
+        ident = schema.base_name + (f"_{schema.overload_name}" if schema.overload_name else "")
+        nodes = {str(k.value): v for k, v in node.value}
+        kernels, foreign = [], []
+        for key, spec in value:
+            if isinstance(spec, str):
+                kernels.append((key, spec))
+                continue
+            fields, where = dict(spec), loc_of(nodes[key], path)
+            abi = fields.get("abi")
+            if abi is None:
+                self.diag.error(where, f"the {key} kernel needs 'abi: c' or 'abi: rust'",
+                                "a C++ kernel is named by its function template alone: `{" + key + ": " + ident + "_"
+                                + key.lower() + "}`")
+                continue
+            if abi == "rust" and key != "CPU":
+                self.diag.error(where, f"a Rust kernel runs on the CPU; the {key} kernel is 'abi: c' "
+                                "(a .cu file in [tool.codegen] sources exporting the symbols)")
+                continue
+            if abi == "c" and "function" in fields:
+                self.diag.error(where, "'function' names the Rust function of an 'abi: rust' kernel",
+                                "an 'abi: c' kernel is named by 'symbol'")
+                continue
+            symbol = fields.get("symbol") or f"{self.config.namespace}_{ident}_{key.lower()}"
+            function = fields.get("function") or (ident if abi == "rust" else "")
+            foreign.append((key, ForeignKernel(abi, symbol, function, where)))
+            kernels.append((key, symbol))
+        return tuple(kernels), tuple(foreign)
 
     def parse_index(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
         from .model import IndexBound
@@ -530,7 +578,7 @@ class DeclarationLoader:
 
 
 # Fields an out= overload takes from its functional op when it declares no kernel of its own.
-_INHERITED = ("dtypes", "dtype_vars", "dtype_owners", "kernels", "header", "like", "contiguous", "split_types",
+_INHERITED = ("dtypes", "dtype_vars", "dtype_owners", "kernels", "foreign", "header", "like", "contiguous", "split_types",
               "pointwise", "expression", "index_bounds")
 
 

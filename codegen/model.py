@@ -29,6 +29,22 @@ class IndexBound:
 
 
 @dataclass(frozen=True)
+class ForeignKernel:
+    """A kernel behind the C ABI (runtime/include/opwrap/kernel_abi.h, codegen/api/abi.py):
+    the wrapper calls `<symbol>_<dtypes>` (`<dtypes>`: the combination's dtype names joined
+    by '_').  `abi: rust`: the generated Rust bindings export those symbols and call
+    `crate::<function>`; `abi: c`: the user's C, CUDA C, ... exports them."""
+
+    abi: str  # "c" or "rust"
+    symbol: str
+    function: str  # abi rust: the Rust function's path in its crate
+    loc: Loc
+
+    def symbol_for(self, combo) -> str:
+        return self.symbol + "_" + "_".join(d.name for d in combo)
+
+
+@dataclass(frozen=True)
 class OutputSpec:
     """One return, and who makes it (`made_by`):
 
@@ -58,6 +74,7 @@ class Declaration:
     doc: str = ""
     dtypes: tuple[DType, ...] = ()
     kernels: tuple[tuple[str, str], ...] = ()  # (dispatch key, C++ function template name)
+    foreign: tuple[tuple[str, ForeignKernel], ...] = ()  # (dispatch key, a kernel behind the C ABI)
     header: str = ""  # kernel header, relative to the kernels directory
     shapes: tuple[Shape, ...] = ()
     shape_plan: ShapePlan | None = None
@@ -107,6 +124,10 @@ class Declaration:
 
     def kernel(self, key: str) -> str | None:
         return dict(self.kernels).get(key)
+
+    def foreign_kernel(self, key: str) -> ForeignKernel | None:
+        """The kernel of dispatch key `key` when it is behind the C ABI (`{abi: c|rust, ...}`)."""
+        return dict(self.foreign).get(key)
 
     def failed(self, name: str) -> bool:
         """Whether field `name` was given with a wrong value (see `invalid_fields`)."""

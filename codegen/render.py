@@ -35,7 +35,7 @@ def resolve_line_markers(text: str, path: str) -> str:
     return "\n".join(lines)
 
 
-_COMMENT = {".py": "#", ".pyi": "#", ".md": None, ".cpp": "//", ".cu": "//", ".h": "//", ".cuh": "//"}
+_COMMENT = {".py": "#", ".pyi": "#", ".md": None, ".cpp": "//", ".cu": "//", ".h": "//", ".cuh": "//", ".rs": "//"}
 
 
 def banner(path: str, plugin: str, sources: tuple[str, ...]) -> str:

@@ -156,8 +156,8 @@ def kernel_stubs(lib: "Library") -> tuple[list[Stub], list[tuple["Declaration", 
     stubs: list[Stub] = []
     failed: list[tuple["Declaration", str]] = []
     for d in lib.declarations:
-        if not d.kernel("CPU"):  # none, or generated (pointwise expressions)
-            continue
+        if not d.kernel("CPU") or d.foreign_kernel("CPU") is not None:
+            continue  # none, generated (pointwise expressions), or behind the C ABI (generated/abi/<op>.h)
         try:
             signature, returns = _kernel_signature(d, lib.namespace)
         except Exception as e:  # an op the emitter cannot handle (yet): reported, not fatal

@@ -21,7 +21,7 @@ from ..schema import Argument, BaseType, FunctionSchema, ListType, OptionalType,
 from ..dtype_rules import DTypeVar, render_cpp as render_rule
 from ..shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape, is_list_output, render_cpp,
                       variables)
-from . import types
+from . import abi, types
 from .names import Scope, cpp_ident, cpp_string
 
 DEVICE_TYPES = {"CPU": "c10::DeviceType::CPU", "CUDA": "c10::DeviceType::CUDA"}
@@ -131,6 +131,12 @@ class KernelCall:
     dispatch: tuple[tuple[str, str, DTypeVar], ...]
     needs_empty: bool
     includes: tuple[str, ...] = ()  # headers the wrapper needs beyond the template's own
+    # A kernel behind the C ABI (codegen/api/abi.py): the statements making the call's context
+    # and views before the dispatch, the arguments of each symbol, what follows the dispatch.
+    abi_context: str = ""
+    abi_setup: tuple[str, ...] = ()
+    abi_args: str = ""
+    abi_after: tuple[str, ...] = ()
 
     def switch(self, function_for) -> list[str]:
         """The dtype dispatch: nested `switch`es over the variables, each case calling
@@ -152,7 +158,10 @@ class KernelCall:
         return level(0, (), "")
 
     def call(self, function: str) -> str:
-        """The statement calling `function` (a kernel instantiation) with the kernel's arguments."""
+        """The statement calling `function` (a kernel instantiation, or a foreign kernel's
+        symbol) with the kernel's arguments."""
+        if self.abi_context:
+            return f"{self.abi_context}.check({function}({self.abi_context}.context(), {self.abi_args}));"
         if self.kernel_result:
             return f"{self.kernel_result}.emplace({function}({self.kernel_args}));"
         return f"{function}({self.kernel_args});"
@@ -332,7 +341,7 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         includes.add("opwrap/runtime/dtype_rules.h")
 
     # Inputs as the kernel sees them.
-    kernel_args, kernel_params, plain, epilogue = [], [], [], []
+    kernel_args, kernel_params, plain, epilogue, kinds = [], [], [], [], []
     for a in s.arguments:
         name = ident[a.name]
         if is_single_tensor(a) and decl.contiguous:
@@ -351,10 +360,12 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
             kernel_args.append(types.to_kernel(a, name))
         kernel_params.append(f"{types.kernel_type(a)} {name}")
         plain.append(name)
+        kinds.append(a.name)
     for name in outputs:
         kernel_args.append(name)
         kernel_params.append(f"at::Tensor& {name}")
         plain.append(name)
+        kinds.append("")
 
     # What the kernel returned: checked (device; dtype where the declaration has a rule) and
     # converted to the dispatcher's return type.
@@ -380,6 +391,33 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
                                     f"{_output_dtype(o, ident, dtype)});")
             results[i] = types.from_kernel(r, f"std::move({value})")
 
+    foreign = decl.foreign_kernel(device)
+    abi_context, abi_setup, abi_args, abi_after = "", [], [], []
+    if foreign is not None:  # the same wrapper; the kernel is a C symbol per dtype combination
+        abi_context = scope.fresh("abi")
+        device_index = f"{first}.device().index()" if first else "-1"
+        stream = ", c10::cuda::getCurrentCUDAStream().stream()" if device != "CPU" else ""
+        if device != "CPU":
+            includes.add("c10/cuda/CUDAStream.h")
+        abi_setup.append(f"opwrap::rt::abi::Call {abi_context}(kOp, {device_type}, {device_index}{stream});")
+        for value, arg_name in zip(kernel_args, kinds):
+            a = s.argument(arg_name) if arg_name else None
+            # out= arguments are outputs: a kernel may resize them (a data-dependent size)
+            kind = abi.row(a).kind if a is not None and a.name not in outs else "output"
+            local = scope.fresh(f"{arg_name or value}_abi") if kind != "value" else ""
+            statements, passed = abi.wrapper_pass(kind, value, local)
+            abi_setup.extend(statements)
+            abi_args.append(passed)
+        returned = []
+        for k, (i, r, o) in enumerate(made):
+            local = scope.fresh(f"{o.name}_abi")
+            abi_setup.append(f"{abi.RETURNS[str(r.type)].c[:-1]} {local}{{}};")
+            abi_args.append(f"&{local}")
+            returned.append(local)
+        if returned:
+            abi_after.append(f"{kernel_result}.emplace({', '.join(returned)});")
+        includes.add("opwrap/runtime/abi.h")
+
     if not results:
         result = ""
     elif len(results) == 1:
@@ -393,7 +431,8 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
     dispatch = tuple((var_value[v.name], cpp_string(var_source.get(v.name, v.owner)), v) for v in decl.variables)
     return KernelCall(symbols(decl, namespace, device), params, returns_type(s), tuple(checks),
                       ", ".join(kernel_params), kernel_returns, ", ".join(kernel_args), ", ".join(plain),
-                      kernel_result, tuple(epilogue), result, dispatch, bool(outputs), tuple(sorted(includes)))
+                      kernel_result, tuple(epilogue), result, dispatch, bool(outputs), tuple(sorted(includes)),
+                      abi_context, tuple(abi_setup), ", ".join(abi_args), tuple(abi_after))
 
 
 def _output_dtype(o, ident: dict[str, str], dispatched: str) -> str:
@@ -476,6 +515,29 @@ def overlap_checks(decl, ident: dict[str, str] | None = None) -> list[str]:
     return out
 
 
+def kernel_header(decl, device: str) -> str:
+    """What a wrapper includes for its kernel: the kernel header (relative to the kernels
+    directory), or for a kernel behind the C ABI its symbols' generated prototypes."""
+    return f"abi/{decl.ident}.h" if decl.foreign_kernel(device) is not None else decl.header
+
+
+def check_foreign(decl, device: str, diag, config=None) -> None:
+    """A kernel behind the C ABI can take every argument and make every return of `decl`,
+    and a Rust kernel has a crate to live in."""
+    spec = decl.foreign_kernel(device)
+    for problem in abi.unsupported(decl):
+        diag.error(spec.loc, problem, "write a C++ kernel for this op")
+    if spec.abi == "rust" and config is not None and not config.crates:
+        diag.error(spec.loc, f"'abi: rust': crate::{spec.function} needs a crate, and [tool.codegen] crates names none",
+                   "add `crates = [\"<directory of the crate's Cargo.toml>\"]` to [tool.codegen] "
+                   "(see *Kernels in Rust or C* in the README)")
+    if spec.abi == "rust":
+        odd = sorted({d.name for c in decl.dtype_combinations() for d in c} - set(abi.RUST_ELEMENTS))
+        if odd:
+            diag.error(spec.loc, f"dtypes {', '.join(odd)} have no Rust element type",
+                       "Rust kernels take " + ", ".join(abi.RUST_ELEMENTS))
+
+
 def check_supported(decl, lib, diag, plugin: str) -> bool:
     """The schema's types have rows in the type table, and the declaration has what the
     wrapper needs.  Returns whether the wrapper can be generated."""
@@ -526,6 +588,6 @@ def check_supported(decl, lib, diag, plugin: str) -> bool:
     return ok
 
 
-__all__ = ["KernelCall", "Symbols", "plan_call", "kernel_signature", "kernel_return_type", "check_supported",
+__all__ = ["KernelCall", "Symbols", "plan_call", "kernel_signature", "kernel_header", "check_foreign", "kernel_return_type", "check_supported",
            "device_checks", "device_guard", "overlap_checks", "dispatch_key", "symbols", "tensor_arguments",
            "DEVICE_TYPES", "cpp_ident"]

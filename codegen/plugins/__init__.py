@@ -14,6 +14,7 @@ from importlib.metadata import entry_points
 from ..config import Config
 from ..diagnostics import Diagnostics, Loc
 from .base import Output, Plugin
+from .abi import AbiBindings
 from .autocast import Autocast
 from .autograd import Autograd
 from .classes import Classes
@@ -32,7 +33,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 def builtin_plugins() -> list[Plugin]:
     """The built-in emitters, in pipeline order."""
-    return [CpuKernels(), CudaKernels(), PointwiseKernels(), Autograd(), Autocast(), Classes(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
+    return [CpuKernels(), CudaKernels(), AbiBindings(), PointwiseKernels(), Autograd(), Autocast(), Classes(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

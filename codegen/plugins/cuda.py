@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..fields import Field, RelativePath
 from .base import Output, Plugin
-from ..api.kernel import check_supported, kernel_signature, plan_call, tensor_arguments
+from ..api.kernel import check_foreign, check_supported, kernel_header, kernel_signature, plan_call, tensor_arguments
 
 
 def cuda_header(decl) -> str:
@@ -30,6 +30,9 @@ class CudaKernels(Plugin):
                        "an op without tensor inputs is registered for every backend from its CPU kernel")
             return
         supported = check_supported(decl, lib, diag, "CUDA")
+        if decl.foreign_kernel("CUDA") is not None:  # no header: the symbols' prototypes are generated
+            check_foreign(decl, "CUDA", diag, lib.config)
+            return
         header = lib.config.path("kernels") / cuda_header(decl)
         if not header.is_file() and not decl.failed("cuda_header") and not decl.failed("header"):
             diag.error(decl.field_loc("cuda_header") if decl.extra_field("cuda_header") else decl.field_loc("kernels"),
@@ -45,6 +48,8 @@ class CudaKernels(Plugin):
                 continue
             call = plan_call(d, ns, "CUDA")
             template = "cuda/op.cu.j2"
-            text = ctx.render(template, namespace=ns, decl=d, call=call, header=cuda_header(d),
-                              dispatch=call.switch(call.symbols.instantiation))
+            foreign = d.foreign_kernel("CUDA")
+            text = ctx.render(template, namespace=ns, decl=d, call=call, foreign=foreign is not None,
+                              header=kernel_header(d, "CUDA") if foreign else cuda_header(d),
+                              dispatch=call.switch(foreign.symbol_for if foreign else call.symbols.instantiation))
             yield Output(f"cuda/{d.ident}.cu", text, (d.path, ctx.template_source(template)), unit="cuda")

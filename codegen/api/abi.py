@@ -1,0 +1,267 @@
+"""Kernels behind the C ABI (`kernels: {CPU: {abi: c|rust, ...}}`): what each schema type is
+in C (runtime/include/opwrap/kernel_abi.h), in the Rust bindings' FFI and in the safe Rust
+function a Rust kernel implements; and, per op, the prototypes of the symbols the wrapper
+calls.
+
+The wrapper around a foreign kernel is the C++ kernel's wrapper (codegen/api/kernel.py:
+checks, contiguity, allocation from the shape rule, dtype dispatch, device guard); only its
+call changes: `plan_call` asks `abi_arguments` here how to pass each argument, and calls one
+symbol per dtype combination (`ForeignKernel.symbol_for`).  The C prototype header
+(`abi/<op>.h`) and the Rust bindings (`rust/kernels.rs`) are rendered from `prototypes`,
+from the same rows, so the wrapper, the header and the bindings cannot disagree: a kernel
+whose signature differs from them does not compile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schema import Argument
+from . import types
+from .names import cpp_ident
+
+
+@dataclass(frozen=True)
+class AbiRow:
+    """One schema type at the C ABI.  `kind` says how the wrapper passes it:
+
+    - ``tensor``: `const opwrap_tensor*` to a view of the (contiguous) input;
+    - ``written``: `opwrap_tensor*` to a view of a tensor written in place (not resizable);
+    - ``optional``: `const opwrap_tensor*`, NULL when absent;
+    - ``list``: `opwrap_tensor_list` of views;
+    - ``value``: `opwrap::rt::abi::arg(value)`, by value (runtime/include/opwrap/runtime/abi.h).
+    """
+
+    c: str  # the C parameter type
+    rust_ffi: str  # its Rust FFI type (the generated bindings' `#[repr(C)]` types)
+    rust: str  # the safe Rust parameter type ({T}: the element type)
+    to_rust: str  # the Rust expression turning the FFI value {} into the safe one (`ctx` in scope)
+    kind: str = "value"
+
+
+_TENSOR = AbiRow("const opwrap_tensor*", "*const RawTensor", "TensorRef<'_, {T}>", "TensorRef::<{T}>::from_raw({})",
+                 "tensor")
+_WRITTEN = AbiRow("opwrap_tensor*", "*mut RawTensor", "TensorMut<'_, {T}>", "TensorMut::<{T}>::from_raw({}, ctx)",
+                  "written")
+_OPTIONAL = AbiRow("const opwrap_tensor*", "*const RawTensor", "Option<TensorRef<'_, {T}>>",
+                   "TensorRef::<{T}>::from_optional({})", "optional")
+_INT = AbiRow("int64_t", "i64", "i64", "{}")
+_OPT_INT = AbiRow("opwrap_optional_int", "OptionalInt", "Option<i64>", "{}.get()")
+_INTS = AbiRow("opwrap_int_array", "IntArray", "&[i64]", "{}.as_slice()")
+_OPT_INTS = AbiRow("opwrap_optional_int_array", "OptionalIntArray", "Option<&[i64]>", "{}.get()")
+_BOOL = AbiRow("bool", "bool", "bool", "{}")
+
+# Every schema type a foreign kernel can take, by the type table's key (types.type_key).
+ROWS: dict[str, AbiRow] = {
+    "Tensor": _TENSOR,
+    "Tensor(a!)": _WRITTEN,
+    "Tensor?": _OPTIONAL,
+    "Tensor(a!)?": AbiRow("opwrap_tensor*", "*mut RawTensor", "Option<TensorMut<'_, {T}>>",
+                          "TensorMut::<{T}>::from_optional({}, ctx)", "optional"),
+    "Tensor[]": AbiRow("opwrap_tensor_list", "RawTensorList", "TensorList<'_, {T}>",
+                       "TensorList::<{T}>::from_raw({})", "list"),
+    "int": _INT,
+    "SymInt": _INT,
+    "int?": _OPT_INT,
+    "SymInt?": _OPT_INT,
+    "int[]": _INTS,
+    "SymInt[]": _INTS,
+    "int[]?": _OPT_INTS,
+    "SymInt[]?": _OPT_INTS,
+    "float": AbiRow("double", "f64", "f64", "{}"),
+    "float?": AbiRow("opwrap_optional_float", "OptionalFloat", "Option<f64>", "{}.get()"),
+    "float[]": AbiRow("opwrap_float_array", "FloatArray", "&[f64]", "{}.as_slice()"),
+    "bool": _BOOL,
+    "SymBool": _BOOL,
+    "bool?": AbiRow("opwrap_optional_bool", "OptionalBool", "Option<bool>", "{}.get()"),
+    "str": AbiRow("opwrap_string", "Str", "&str", "{}.as_str()"),
+    "str?": AbiRow("opwrap_optional_string", "OptionalStr", "Option<&str>", "{}.get()"),
+    "Scalar": AbiRow("opwrap_scalar", "Scalar", "Scalar", "{}"),
+    "ScalarType": AbiRow("int32_t", "i32", "DType", "DType({})"),
+    "ScalarType?": AbiRow("opwrap_optional_dtype", "OptionalDType", "Option<DType>", "{}.get()"),
+}
+
+
+@dataclass(frozen=True)
+class ReturnRow:
+    """A non-Tensor return the kernel computes: a pointer it writes, after the outputs."""
+
+    c: str
+    rust_ffi: str
+    rust: str
+
+
+RETURNS: dict[str, ReturnRow] = {
+    "int": ReturnRow("int64_t*", "*mut i64", "i64"),
+    "SymInt": ReturnRow("int64_t*", "*mut i64", "i64"),
+    "float": ReturnRow("double*", "*mut f64", "f64"),
+    "bool": ReturnRow("bool*", "*mut bool", "bool"),
+    "SymBool": ReturnRow("bool*", "*mut bool", "bool"),
+}
+
+# The Rust element type of each dtype (runtime: templates/abi/kernels.rs.j2).
+RUST_ELEMENTS = {"float32": "f32", "float64": "f64", "float16": "Half", "bfloat16": "BFloat16", "uint8": "u8",
+                 "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "bool": "bool"}
+ANY_ELEMENT = "AnyDType"  # a tensor whose dtype no dtype variable or fixed rule gives
+
+RUST_KEYWORDS = frozenset("""
+as async await break const continue crate dyn else enum extern false fn for if impl in let loop match mod move
+mut pub ref return self Self static struct super trait true type unsafe use where while abstract become box do
+final macro override priv try typeof unsized virtual yield gen ctx
+""".split())
+
+
+def rust_ident(name: str, taken=()) -> str:
+    out = name
+    while out in RUST_KEYWORDS or out in taken:
+        out += "_"
+    return out
+
+
+def row(a: Argument) -> AbiRow | None:
+    """The ABI row of an argument, None when a foreign kernel cannot take its type."""
+    return ROWS.get(types.type_key(a.type, a.is_write))
+
+
+def _kernel_made(decl):
+    from .kernel import _kernel_outputs
+    return _kernel_outputs(decl)
+
+
+def unsupported(decl) -> list[str]:
+    """Why `decl` cannot have a foreign kernel (one message per problem; [] when it can)."""
+    out = []
+    for a in decl.schema.arguments:
+        if row(a) is None:
+            out.append(f"argument '{a.name}' of type {a.type} cannot be passed to a kernel behind the C ABI "
+                       f"(types it takes: {', '.join(sorted(set(ROWS) - {'Tensor(a!)', 'Tensor(a!)?'}))})")
+    for _, r, o in _kernel_made(decl):
+        if str(r.type) not in RETURNS:
+            what = "a view of an input" if o.made_by == "alias" else f"a {r.type} the kernel makes"
+            out.append(f"return '{o.name}' is {what}; a kernel behind the C ABI returns int, float or bool values, "
+                       "and writes Tensor outputs the wrapper allocates from a shape rule (`\"?n\"` for a size "
+                       "it finds out: it resizes the output)")
+    return out
+
+
+def element(decl, name: str, combo) -> str:
+    """The Rust element type of tensor argument or return `name` in dtype combination `combo`."""
+    var = decl.dtype_var(name)
+    if var is not None:
+        dt = combo[[v.name for v in decl.variables].index(var.name)]
+        return RUST_ELEMENTS.get(dt.name, ANY_ELEMENT)
+    if name in decl.return_names:
+        rule = decl.output_dtype_rule(name)
+        if rule is not None and rule.fixed is not None:
+            return RUST_ELEMENTS.get(rule.fixed.name, ANY_ELEMENT)
+    return ANY_ELEMENT
+
+
+def dtype_text(decl, name: str, combo) -> str:
+    var = decl.dtype_var(name)
+    if var is not None:
+        return combo[[v.name for v in decl.variables].index(var.name)].name
+    rule = decl.output_dtype_rule(name) if name in decl.return_names else None
+    return rule.fixed.name if rule is not None and rule.fixed is not None else "any dtype"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a foreign kernel's symbol, in order."""
+
+    name: str  # as the schema names it
+    c_name: str
+    rust_name: str
+    c: str  # C type
+    rust_ffi: str
+    rust: str  # safe Rust type ({T} filled in per combination by `rust_type`)
+    to_rust: str
+    tensor: bool  # a tensor (its element type varies with the dtype combination)
+    kind: str  # AbiRow.kind, "output" or "return"
+
+
+def params(decl) -> list[Param]:
+    """The parameters after `opwrap_context* ctx`: the arguments, the outputs the wrapper
+    allocates, then a pointer per non-Tensor return the kernel computes."""
+    from .kernel import _made_by_kernel
+    taken_c, taken_r = {"ctx"}, {"ctx"}
+    out = []
+
+    def add(name, c, ffi, rust, to_rust, tensor, kind):
+        c_name = cpp_ident(name, taken_c)
+        r_name = rust_ident(name, taken_r)
+        taken_c.add(c_name)
+        taken_r.add(r_name)
+        out.append(Param(name, c_name, r_name, c, ffi, rust, to_rust, tensor, kind))
+
+    for a in decl.schema.arguments:
+        r = row(a)
+        if r is None:
+            continue
+        add(a.name, r.c, r.rust_ffi, r.rust, r.to_rust, r.kind != "value", r.kind)
+    for r, o in zip(decl.schema.returns, decl.outputs()):
+        if o.made_by == "wrapper" and not _made_by_kernel(r, o):
+            add(o.name, "opwrap_tensor*", "*mut RawTensor", "TensorMut<'_, {T}>", "TensorMut::<{T}>::from_raw({}, ctx)",
+                True, "output")
+    for _, r, o in _kernel_made(decl):
+        rr = RETURNS.get(str(r.type))
+        if rr is not None:
+            add(o.name, rr.c, rr.rust_ffi, rr.rust, "", False, "return")
+    return out
+
+
+def rust_type(decl, p: Param, combo) -> str:
+    return p.rust.replace("{T}", element(decl, p.name, combo)) if p.tensor else p.rust
+
+
+def c_prototype(decl, symbol: str) -> str:
+    """`int32_t symbol(opwrap_context* ctx, ...)`."""
+    ps = ", ".join(["opwrap_context* ctx"] + [f"{p.c} {p.c_name}" for p in params(decl)])
+    return f"int32_t {symbol}({ps})"
+
+
+def rust_returns(decl) -> str:
+    """The Ok type of the safe Rust function: (), one value, or a tuple."""
+    rets = [p.rust for p in params(decl) if p.kind == "return"]
+    return "()" if not rets else rets[0] if len(rets) == 1 else "(" + ", ".join(rets) + ")"
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """One exported symbol of a foreign kernel: a dtype combination."""
+
+    name: str
+    combo: tuple
+    dtypes: str  # "input, target: float32; result: float32", for comments
+
+
+def symbols(decl, key: str) -> list[Symbol]:
+    spec = decl.foreign_kernel(key)
+    out = []
+    tensors = [p.name for p in params(decl) if p.tensor or p.kind == "output"]
+    for combo in decl.dtype_combinations():
+        by_dtype: dict[str, list[str]] = {}
+        for name in tensors:
+            by_dtype.setdefault(dtype_text(decl, name, combo), []).append(name)
+        text = "; ".join(f"{', '.join(names)}: {dt}" for dt, names in by_dtype.items())
+        out.append(Symbol(spec.symbol_for(combo), combo, text))
+    return out
+
+
+def wrapper_pass(kind: str, value: str, local: str) -> tuple[list[str], str]:
+    """How the wrapper passes kernel value `value` (a C++ expression) of `kind`: the
+    statements that make `local` (when it needs one) and the argument expression."""
+    if kind == "tensor":
+        return [f"const opwrap_tensor {local} = opwrap::rt::abi::view({value});"], f"&{local}"
+    if kind in ("written", "output"):
+        make = "output" if kind == "output" else "written"
+        return [f"opwrap_tensor {local} = opwrap::rt::abi::{make}({value});"], f"&{local}"
+    if kind == "optional":
+        return [f"opwrap::rt::abi::OptionalView {local}({value});"], f"{local}.get()"
+    if kind == "list":
+        return [f"const opwrap::rt::abi::ListView {local}({value});"], f"{local}.get()"
+    return [], f"opwrap::rt::abi::arg({value})"
+
+
+__all__ = ["ROWS", "RETURNS", "Param", "Symbol", "params", "symbols", "unsupported", "c_prototype", "rust_type",
+           "rust_returns", "wrapper_pass", "row", "element", "RUST_ELEMENTS"]
