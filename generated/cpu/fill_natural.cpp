@@ -2,11 +2,11 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <opwrap/runtime/abi.h>
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
-#include <ATen/TensorOperators.h>
-#include "fill_natural.h"
+#include "abi/fill_natural.h"
 
 namespace opwrap::generated {
 namespace {
@@ -18,9 +18,11 @@ at::Tensor fill_natural_cpu(at::IntArrayRef size) {
   opwrap::rt::check_output_shape(kOp, "result", result_shape, "size");
   at::Tensor result = opwrap::rt::empty(kOp, "result", result_shape, at::TensorOptions().device(c10::DeviceType::CPU).dtype(at::ScalarType::Long));
   const at::ScalarType dtype = result.scalar_type();
+  opwrap::rt::abi::Call abi(kOp, c10::DeviceType::CPU, -1);
+  opwrap_tensor result_abi = opwrap::rt::abi::output(result);
   switch (dtype) {
     case at::ScalarType::Long:
-      ::opwrap::kernels::fill_natural_cpu<int64_t>(size, result);
+      abi.check(opwrap_fill_natural_cpu_int64(abi.context(), opwrap::rt::abi::arg(size), &result_abi));
       break;
     default:
       opwrap::rt::unsupported_dtype(kOp, "result", dtype, "int64");
