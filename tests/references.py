@@ -82,6 +82,8 @@ REFERENCES = {
     "dropout": _dropout,
     "cat_rows": lambda tensors: torch.cat(tensors, 0),
     "chunk_rows": lambda self, chunks: list(torch.chunk(self, chunks)),
+    "huber": lambda input, target, delta=1.0: F.huber_loss(input, target, reduction="none", delta=delta),
+    "dedup_consecutive": lambda self: torch.unique_consecutive(self.flatten()),
 }
 
 
@@ -109,6 +111,11 @@ def _distinct_slots(values):
     return values
 
 
+def _positive_delta(values):
+    values["delta"] = 0.75  # the kernel refuses delta <= 0
+    return values
+
+
 def _dropout_p(values):
     values["p"] = 0.25
     return values
@@ -116,4 +123,5 @@ def _dropout_p(values):
 
 # Inputs a kernel needs beyond its shape rule.
 PREPARE = {"bucketize_count": _sorted_boundaries, "embedding_bag_sum": _sorted_offsets,
-           "embedding_bag_sum_backward": _sorted_offsets, "reshape_and_cache": _distinct_slots, "dropout": _dropout_p}
+           "embedding_bag_sum_backward": _sorted_offsets, "reshape_and_cache": _distinct_slots, "dropout": _dropout_p,
+           "huber": _positive_delta}

@@ -31,7 +31,8 @@ FAST = {"Python.h", "ATen/core/dispatch/Dispatcher.h", "torch/csrc/Exceptions.h"
 # index bounds, the promotion of tensors (codegen/api/kernel.py), at::TensorIterator for a
 # pointwise out= overload.
 WRAPPER_EXTRAS = {"opwrap/runtime/out.h", "opwrap/runtime/index.h", "opwrap/runtime/dtype_rules.h",
-                  "opwrap/runtime/cpu_dispatch.h", "opwrap/runtime/pointwise_iterator.h"}
+                  "opwrap/runtime/cpu_dispatch.h", "opwrap/runtime/pointwise_iterator.h",
+                  "opwrap/runtime/abi.h"}  # the C kernel ABI (kernels behind it: codegen/api/abi.py)
 
 
 def test_generated_units_include_only_what_they_use():

@@ -360,7 +360,7 @@ def test_huge_file_reports_the_exact_position(project):
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [[float32]]\n  pointwise: self\n",
      "declarations/ops.yaml:2:12: error: 'dtypes[0]' must be a dtype name, not a list"),
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: [k]}\n  like: self\n",
-     "declarations/ops.yaml:3:18: error: 'kernels.CPU' must be a C++ function template name, not a list"),
+     "declarations/ops.yaml:3:18: error: 'kernels.CPU' must be a C++ function template name or {abi: c|rust, ...}, not a list"),
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n  tags: [core, core]\n",
      "declarations/ops.yaml:4:16: error: 'core' is listed twice in 'tags'"),
 ])
