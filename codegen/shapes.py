@@ -912,7 +912,8 @@ def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
                 body.append(f"const std::vector<int64_t> {n(st.var)} = {t}.sizes().slice({st.index}, "
                             f"{t}.dim() - {count - 1}).vec();")
             elif st.kind == "check_run":
-                body.append(f"opwrap::rt::check_run({op}, {label}, {t}, {st.index}, {n(st.var)}, {cpp_string(st.var)});")
+                body.append(f"opwrap::rt::check_run({op}, {label}, {t}, {st.index}, {count - 1 - st.index}, {n(st.var)}, "
+                            f"{cpp_string(st.var)});")
             elif st.kind == "bind":
                 decl = "" if plan.binding(st.var).maybe else "const int64_t "
                 body.append(f"{decl}{n(st.var)} = {t}.size({st.index});")

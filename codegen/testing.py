@@ -971,7 +971,13 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
             add(f"{first} expanded by 2**40", {**v, first: huge}, (first, *outputs))
         elif not tensors[0].is_write and x.dim() and x.numel():
             huge = x.flatten()[:1].view([1] * (x.dim() + 1)).expand(2**40, *x.shape)
-            add(f"{first} expanded to 2**40 rows", {**v, first: huge}, (first, *outputs))
+            # one more dimension: an input whose contract shares a name with `first`'s (the
+            # run of `input: ["*S"], target: ["*S"]`) may be the one that no longer fits
+            def names_of(name: str) -> set[str]:
+                sh = decl.shape_of(name)
+                return {n for d in (sh.dims or ()) for n in _variables(d.expr)} if sh is not None else set()
+            linked = tuple(a.name for a in tensors[1:] if names_of(first) & names_of(a.name))
+            add(f"{first} expanded to 2**40 rows", {**v, first: huge}, (first, *linked, *outputs))
     return cases
 
 

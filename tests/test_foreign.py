@@ -376,6 +376,10 @@ def test_huber_in_rust_matches_torch(dtype):
                                        F.huber_loss(a, b, reduction="none", delta=delta))
     with pytest.raises(RuntimeError, match=r"opwrap::huber: delta must be positive, got -1"):
         opwrap.ops.huber(x, y, -1.0)
+    # The run *S binds every dimension of input: a target with more or fewer is refused.
+    for target in (y.unsqueeze(-1), y[0], y.reshape(64, 3, 11)):
+        with pytest.raises(RuntimeError, match=r"opwrap::huber: argument 'target' has dimensions .* where \*S = "):
+            opwrap.ops.huber(x, target)
 
 
 def test_huber_derivatives():

@@ -22,7 +22,7 @@ at::Tensor huber_cpu(const at::Tensor& input, const at::Tensor& target, double d
   opwrap::rt::check_rank(kOp, "input", input, 0, true, "[*S]");
   const std::vector<int64_t> S = input.sizes().slice(0, input.dim() - 0).vec();
   opwrap::rt::check_rank(kOp, "target", target, 0, true, "[*S]");
-  opwrap::rt::check_run(kOp, "target", target, 0, S, "S");
+  opwrap::rt::check_run(kOp, "target", target, 0, 0, S, "S");
   const std::vector<int64_t> result_shape = input.sizes().vec();
   opwrap::rt::check_output_shape(kOp, "result", result_shape, "input.shape");
   at::Tensor result = opwrap::rt::empty(kOp, "result", result_shape, input.options().dtype(input.scalar_type()));

@@ -13,6 +13,7 @@
 #include <c10/util/OptionalArrayRef.h>
 #include <opwrap/runtime/shape_checks.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -125,10 +126,14 @@ inline void check_size(const char* op, const char* arg, const at::Tensor& t, int
               expected, " (shape ", t.sizes(), ")");
 }
 
-inline void check_run(const char* op, const char* arg, const at::Tensor& t, int64_t start,
+// The run of dimensions [start, dim - after) of `t` is `expected` (a run bound by an earlier
+// input): as many dimensions, the same sizes.
+inline void check_run(const char* op, const char* arg, const at::Tensor& t, int64_t start, int64_t after,
                       c10::IntArrayRef expected, const char* what) {
-  const auto actual = t.sizes().slice(start, expected.size());
-  TORCH_CHECK(t.dim() - start >= static_cast<int64_t>(expected.size()) && actual == expected, op,
+  const int64_t from = std::min<int64_t>(start, t.dim());
+  const int64_t length = std::max<int64_t>(t.dim() - from - after, 0);
+  const auto actual = t.sizes().slice(from, length);
+  TORCH_CHECK(length == static_cast<int64_t>(expected.size()) && actual == expected, op,
               ": argument '", arg, "' has dimensions ", actual, " where *", what, " = ", expected,
               " was expected (shape ", t.sizes(), ")");
 }
