@@ -10,6 +10,9 @@ Sections (each compares in the same process, on the same inputs):
 - build: compile seconds of a generated CPU translation unit against the same source
   behind `#include <torch/extension.h>`, every generated C++ unit compiled alone (median),
   the full C++ build and a no-op rebuild;
+- foreign kernels: one op as a C++ kernel template, a Rust function and a C function behind
+  the C kernel ABI, in a `codegen init` library: each kernel unit's compile seconds, the call
+  overhead (target: at most 5% above the C++ kernel's) and the loops' throughput;
 - library: a `codegen init` library of 50 synthetic pointwise ops built from scratch, and
   the compiler seconds each op adds (against a library of 10);
 - codegen: generating 1,000 synthetic declarations, and the files a no-op regenerate writes.
@@ -295,6 +298,197 @@ def library_build(report: Report, n: int, base: int):
           f"{_mark(5.0 / marginal, 1.0)}")
 
 
+# ---------------------------------------------------------------------------- foreign kernels
+# One op, `self * alpha` over float32 and float64, three times: a C++ kernel template, a Rust
+# function and a C function behind the C kernel ABI, each a loop over torch's thread pool
+# (at::parallel_for; par_chunks_mut and opwrap_parallel_for call it), in one `codegen init` library.
+ABI_OPS = textwrap.dedent("""\
+    - func: scale_cpp(Tensor self, float alpha) -> Tensor
+      dtypes: [float32, float64]
+      kernels: {CPU: scale_cpp_kernel}
+      like: self
+    - func: scale_rust(Tensor self, float alpha) -> Tensor
+      dtypes: [float32, float64]
+      kernels: {CPU: {abi: rust, function: scale}}
+      like: self
+    - func: scale_c(Tensor self, float alpha) -> Tensor
+      dtypes: [float32, float64]
+      kernels: {CPU: {abi: c, symbol: abibench_scale}}
+      like: self
+    """)
+ABI_CPP = textwrap.dedent("""\
+    #pragma once
+    #include <ATen/Parallel.h>
+    #include <ATen/core/Tensor.h>
+
+    namespace abibench::kernels {
+    template <typename scalar_t>
+    void scale_cpp_kernel(const at::Tensor& self, double alpha, at::Tensor& result) {
+      const scalar_t* x = self.const_data_ptr<scalar_t>();
+      scalar_t* out = result.mutable_data_ptr<scalar_t>();
+      const scalar_t a = static_cast<scalar_t>(alpha);
+      at::parallel_for(0, self.numel(), 32768, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) out[i] = x[i] * a;
+      });
+    }
+    }  // namespace abibench::kernels
+    """)
+ABI_RUST = textwrap.dedent("""\
+    #[path = "../../generated/rust/kernels.rs"]
+    mod kernels;
+    use kernels::{Context, Float, Result, TensorMut, TensorRef};
+
+    fn scale<T: Float>(ctx: &Context, x: TensorRef<'_, T>, alpha: f64, mut result: TensorMut<'_, T>) -> Result<()> {
+        let (a, x) = (T::from_f64(alpha), x.as_slice().unwrap());
+        result.par_chunks_mut(ctx, 32768, |start, out| {
+            let n = out.len();
+            for (o, &v) in out.iter_mut().zip(&x[start..start + n]) {
+                *o = v * a;
+            }
+        })
+    }
+    """)
+ABI_C = textwrap.dedent("""\
+    #include "abi/scale_c.h"
+
+    #define SCALE(NAME, T)                                                                                    \\
+      typedef struct { const T* x; T* out; T a; } NAME##_job;                                                \\
+      static void NAME##_range(void* data, int64_t b, int64_t e) {                                           \\
+        const NAME##_job* j = (const NAME##_job*)data;                                                       \\
+        for (int64_t i = b; i < e; ++i) j->out[i] = j->x[i] * j->a;                                          \\
+      }                                                                                                      \\
+      int32_t NAME(opwrap_context* ctx, const opwrap_tensor* self, double alpha, opwrap_tensor* result) {    \\
+        NAME##_job job = {(const T*)self->data, (T*)result->data, (T)alpha};                                 \\
+        opwrap_parallel_for(ctx, 0, opwrap_numel(self), 32768, NAME##_range, &job);                          \\
+        return OPWRAP_OK;                                                                                    \\
+      }
+
+    SCALE(abibench_scale_float32, float)
+    SCALE(abibench_scale_float64, double)
+    """)
+
+
+def _build_abi_library(root: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               MAX_JOBS=str(os.cpu_count() or 2))
+    subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "init", str(root)], env=env, check=True,
+                   capture_output=True)
+    for p in [*(root / "declarations").iterdir(), *(root / "kernels").iterdir()]:
+        p.unlink()
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        "[tool.codegen]\n", '[tool.codegen]\ncrates = ["rust"]\nsources = ["csrc/*.c"]\n'))
+    (root / "declarations" / "ops.yaml").write_text(ABI_OPS)
+    (root / "kernels" / "scale_cpp.h").write_text(ABI_CPP)
+    (root / "rust" / "src").mkdir(parents=True)
+    (root / "rust" / "Cargo.toml").write_text('[package]\nname = "abibench"\nversion = "0.1.0"\nedition = "2021"\n\n'
+                                              '[lib]\ncrate-type = ["staticlib"]\n\n[profile.release]\ncodegen-units = 1\n')
+    (root / "rust" / "src" / "lib.rs").write_text(ABI_RUST)
+    (root / "csrc").mkdir()
+    (root / "csrc" / "scale.c").write_text(ABI_C)
+    r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-cuda", "--no-ccache"], cwd=root,
+                       env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stdout[-2000:] + r.stderr[-3000:])
+
+
+def foreign_kernels(report: Report, number: int, repeat: int, numel: int, runs: int):
+    """Kernels behind the C ABI against the same op as a C++ kernel template: compile
+    seconds of each kernel's unit, call overhead, and the loops' throughput."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "abibench"
+        t = time.perf_counter()
+        _build_abi_library(root)
+        print(f"\nforeign kernels: built a `codegen init` library with the op three ways in "
+              f"{time.perf_counter() - t:.0f} s")
+
+        # Compile seconds, each unit alone, no compiler cache.
+        v = _ninja_vars(root / "build")
+        cflags = v["cflags"] + " " + v.get("post_cflags", "")
+        gen = root / "generated"
+        report.section("foreign kernels: compile seconds, each unit alone, no compiler cache; ratio = C++ kernel "
+                       "unit / this unit", f"{'unit':<58}{'seconds':>9}{'ratio':>8}")
+        work = Path(tmp) / "work"
+        work.mkdir()
+        cpp_s = compile_seconds("c++", cflags, gen / "cpu" / "scale_cpp.cpp", work)
+        units = [("the C++ kernel's unit: wrapper + kernel template (cpu/scale_cpp.cpp)", cpp_s)]
+        units.append(("the C kernel (csrc/scale.c, cc -O3)",
+                      compile_seconds("cc", f"-O3 -fPIC -std=c11 -I{build_support_include()} -I{gen}",
+                                      root / "csrc" / "scale.c", work)))
+        units.append(("a foreign kernel's wrapper (cpu/scale_c.cpp)",
+                      compile_seconds("c++", cflags, gen / "cpu" / "scale_c.cpp", work)))
+        t = time.perf_counter()
+        r = subprocess.run(["cargo", "build", "--release", "--offline", "--quiet", "--manifest-path",
+                            str(root / "rust" / "Cargo.toml"), "--target-dir", str(work / "cargo")],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            units.append(("the Rust crate (cargo build --release, fresh)", time.perf_counter() - t))
+        for name, secs in units:
+            ratio = cpp_s / secs
+            target = 3.0 if name.startswith(("the C kernel", "the Rust")) else None
+            report.add("foreign", f"compile: {name}", None if secs is cpp_s else ratio, target, seconds=secs)
+            print(f"  {name:<58}{secs:>9.2f}{'' if secs is cpp_s else f'{ratio:>7.1f}x'}"
+                  f"{'' if secs is cpp_s else _mark(ratio, target)}")
+
+        sys.path.insert(0, str(root))
+        try:
+            import abibench  # noqa: F401  (loads the library: torch.ops.abibench)
+        finally:
+            sys.path.remove(str(root))
+        ops = sys.modules["abibench"].ops
+        kinds = (("C++ kernel", "scale_cpp"), ("Rust kernel", "scale_rust"), ("C kernel", "scale_c"))
+
+        # Call overhead: 8 elements, best of repeats, the three interleaved.
+        report.section("foreign kernels: call overhead, 8-element float32 tensor (best of runs); ratio = C++ "
+                       "kernel's time / this op's (target >= 0.95: at most 5% slower)",
+                       f"{'call':<58}{'us/call':>9}{'ratio':>8}")
+        x = torch.randn(8)
+        for surface, get in (("abibench.ops", lambda n: getattr(ops, n)),
+                             ("torch.ops.abibench", lambda n: getattr(torch.ops.abibench, n))):
+            best = {}
+            for _ in range(repeat):
+                for _, name in kinds:
+                    fn = get(name)
+                    us = per_call_us(lambda: fn(x, 2.0), number, 1)
+                    best[name] = min(best.get(name, us), us)
+            for kind, name in kinds:
+                us = best[name]
+                ratio = best["scale_cpp"] / us
+                label = f"{surface}.{name} ({kind})"
+                report.add("foreign", f"call: {label}", None if name == "scale_cpp" else ratio,
+                           None if name == "scale_cpp" else 0.95, us_per_call=us)
+                print(f"  {label:<58}{us:>9.2f}{'' if name == 'scale_cpp' else f'{ratio:>7.2f}x'}"
+                      f"{'' if name == 'scale_cpp' else _mark(ratio, 0.95)}")
+
+        # Throughput of the loops.
+        report.section(f"foreign kernels: throughput, {numel / 2**20:.0f}M elements, median of {runs} calls; "
+                       "ratio = C++ loop's time / this loop's", f"{'loop':<46}{'dtype':>9}{'thr':>4}"
+                       f"{'ms':>9}{'C++ ms':>9}{'ratio':>8}")
+        old = torch.get_num_threads()
+        try:
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                for dtype in (torch.float32, torch.float64):
+                    y = torch.randn(numel, dtype=dtype)
+                    fns = [lambda n=name: getattr(ops, n)(y, 2.0) for _, name in kinds]
+                    for fn in fns:
+                        torch.testing.assert_close(fn(), y * 2.0)
+                    times = median_ms(fns, runs)
+                    for (kind, name), ms in zip(kinds[1:], times[1:]):
+                        ratio = times[0] / ms
+                        report.add("foreign", f"throughput: {kind} loop vs C++ loop", ratio, 0.9,
+                                   dtype=str(dtype)[6:], threads=threads, ms=ms, cpp_ms=times[0])
+                        print(f"  {kind + ' loop vs the C++ loop':<46}{str(dtype)[6:]:>9}{threads:>4}{ms:>9.2f}"
+                              f"{times[0]:>9.2f}{ratio:>7.2f}x{_mark(ratio, 0.9)}")
+        finally:
+            torch.set_num_threads(old)
+
+
+def build_support_include() -> Path:
+    from opwrap_codegen.build import support_include_dir
+    return support_include_dir()
+
+
 # ---------------------------------------------------------------------------- codegen
 SYNTHETIC = textwrap.dedent("""\
     - func: op{i}(Tensor self, Tensor other, float alpha=1.0) -> Tensor
@@ -379,10 +573,11 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: fewer repetitions, smaller tensors, "
                         "no per-unit or full builds")
     parser.add_argument("--json", default=str(ROOT / "build" / "bench.json"), help="where to write the results")
-    parser.add_argument("--only", choices=("calls", "throughput", "build", "library", "codegen"), action="append")
+    parser.add_argument("--only", choices=("calls", "throughput", "build", "foreign", "library", "codegen"),
+                        action="append")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
-    only = set(args.only or ("calls", "throughput", "build", "library", "codegen"))
+    only = set(args.only or ("calls", "throughput", "build", "foreign", "library", "codegen"))
     report = Report()
     fast = type(opwrap.ops.myadd).__name__ == "builtin_function_or_method"
     print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
@@ -393,6 +588,8 @@ def main(argv=None) -> int:
         throughput(report, 1 << 20 if args.quick else 16 << 20, 3 if args.quick else 15)
     if "build" in only:
         build_times(report, full=not args.quick)
+    if "foreign" in only and shutil.which("cargo"):
+        foreign_kernels(report, *((2000, 3, 1 << 20, 3) if args.quick else (50000, 7, 16 << 20, 15)))
     if "library" in only and not args.quick:
         library_build(report, 50, 10)
     if "codegen" in only:
