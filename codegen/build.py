@@ -168,11 +168,13 @@ def resolve_cuda(config: Config, cuda: bool | None, log=print, need_gpu: bool = 
     return env
 
 
-def include_dirs(config: Config) -> list[Path]:
+def include_dirs(config: Config, also: tuple[Path, ...] = ()) -> list[Path]:
     """The support headers, the kernels, `[tool.codegen] include`, and the generated
-    directory, through which the unity units include their sources (units.text)."""
+    directory, through which the unity units include their sources (units.text); then
+    `also`: a selective build's generated tree comes first, the project's after it, so that
+    a source behind the C ABI finds the prototypes of ops the selection left out."""
     return [support_include_dir(), config.path("kernels"), *[config.root / d for d in config.include],
-            config.path("generated")]
+            config.path("generated"), *also]
 
 
 def cuda_include_flags(env) -> list[str]:
@@ -288,7 +290,7 @@ def _ninja_value(text: str) -> str:
 
 
 def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int = DEFAULT_OPTIMIZE,
-                       sanitize: bool = False) -> list[str]:
+                       sanitize: bool = False, also_include: tuple[Path, ...] = ()) -> list[str]:
     """The native step: compiles the `.c` files of `[tool.codegen] sources` as C and builds
     the crates of `[tool.codegen] crates` with cargo, with one run of the ninja beside python
     over <build_dir>/native/build.ninja, so that a build with nothing changed runs nothing
@@ -326,7 +328,7 @@ def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int
 
     cflags = [*C_SANITIZER_FLAGS] if sanitize else [f"-O{optimize}"]
     cflags += ["-fPIC", "-std=c11"]
-    includes = [f"-I{d}" for d in include_dirs(config)]
+    includes = [f"-I{d}" for d in include_dirs(config, also_include)]
     lines = ["# Written by opwrap_codegen.build (native_link_inputs) on every build: edits are lost.",
              "ninja_required_version = 1.7", f"builddir = {_ninja_value(str(native))}",
              f"cc = {_ninja_value(os.environ.get('CC') or 'cc')}",
@@ -430,7 +432,7 @@ def _ninja_log_times(ninja_log: Path) -> dict[str, float]:
 
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
-          need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE) -> Path:
+          need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = ()) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja,
     linking in the C files and crates the native step builds first (native_link_inputs).
     `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS).
@@ -458,7 +460,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if obj in stems:
             raise ValueError(f"sources {stems[obj]} and {src} would compile to the same object {obj}")
         stems[obj] = src
-    native = native_link_inputs(config, build_dir, log, optimize, sanitize)
+    native = native_link_inputs(config, build_dir, log, optimize, sanitize, also_include)
     if unlink_if_older(build_dir / f"{config.library}.so", native):
         # cpp_extension skips its ninja run when a load in this process saw the same sources
         # and flags: forget that one, so the library is linked again
@@ -482,7 +484,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     def build_fast():  # the Python bindings: a CPython module of their own, linked with libtorch_python
         fast_dir.mkdir(exist_ok=True)
         cpp_extension.load(name=FAST_MODULE, sources=[str(fast)], extra_cflags=cflags, extra_ldflags=ldflags,
-                           extra_include_paths=[str(d) for d in include_dirs(config)], build_directory=str(fast_dir),
+                           extra_include_paths=[str(d) for d in include_dirs(config, also_include)], build_directory=str(fast_dir),
                            verbose=verbose, is_python_module=True, with_cuda=False)
 
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
@@ -495,7 +497,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
             extra_cflags=cflags + openmp_flags(),
             extra_ldflags=ldflags + openmp_flags() + native_ldflags(config, native),
             extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env)],
-            extra_include_paths=[str(d) for d in include_dirs(config)],
+            extra_include_paths=[str(d) for d in include_dirs(config, also_include)],
             build_directory=str(build_dir),
             verbose=verbose,
             is_python_module=False,
@@ -569,6 +571,9 @@ def build_project(config: Config, *, selection=None, log=print, **options) -> Pa
         files = generate(config, selection, notes).files
         for note in notes:
             log(f"codegen build: {note}")
+        # the project's tree after the selected one: C, CUDA C and Rust sources behind the C
+        # ABI include the prototypes of every op, selected or not (generated/abi/<op>.h)
+        options.setdefault("also_include", (config.path("generated"),))
         config = dataclasses.replace(config, generated=str(config.path("build") / "generated"))
         write_tree_locked(config.path("generated"), files, log)
     with locked(config.path("generated"), log, shared=True), locked(config.path("build"), log):
