@@ -7,6 +7,8 @@ Sections (each compares in the same process, on the same inputs):
 - throughput: generated pointwise kernels against aten, and fused ops against the eager
   composition they replace, on 16M-element float32 and bfloat16 tensors, 1 and 2 threads;
   each call allocates its output, as in real use;
+- BLAS ops: linear, mymatmul and addmv_ (whose kernels call the BLAS aten uses) against
+  F.linear, torch.mm and Tensor.addmv_, float32 and bfloat16, 1 and 2 threads;
 - build: compile seconds of a generated CPU translation unit against the same source
   behind `#include <torch/extension.h>`, every generated C++ unit compiled alone (median),
   the full C++ build and a no-op rebuild;
@@ -151,6 +153,47 @@ def throughput(report: Report, numel: int, runs: int):
                                opwrap_ms=ours_ms, reference_ms=ref_ms)
                     print(f"  {name:<58}{str(dtype)[6:]:>9}{threads:>4}{ours_ms:>11.1f}{ref_ms:>9.1f}{ratio:>7.2f}x"
                           f"{_mark(ratio, target)}")
+    finally:
+        torch.set_num_threads(old)
+
+
+def blas_ops(report: Report, runs: int, scale: int = 1):
+    """The ops whose work is a matmul or gemv (they call the BLAS aten uses) against aten's
+    own op: the same inputs, float32 and bfloat16, 1 and 2 threads."""
+    report.section(f"BLAS ops, median of {runs} calls; ratio = aten time / opwrap time (target >= 0.95)",
+                   f"{'opwrap op vs aten':<46}{'dtype':>9}{'thr':>4}{'opwrap ms':>11}{'aten ms':>9}{'ratio':>8}")
+    old = torch.get_num_threads()
+    n, k, m = 512 // scale, 1024 // scale, 1024 // scale
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for dtype in (torch.float32, torch.bfloat16):
+                g = torch.Generator().manual_seed(0)
+                x = torch.randn(n, k, generator=g).to(dtype)
+                w = torch.randn(m, k, generator=g).to(dtype)
+                b = torch.randn(m, generator=g).to(dtype)
+                other = torch.randn(k, m, generator=g).to(dtype)
+                mat = torch.randn(2 * k, 2 * k, generator=g).to(dtype)
+                vec = torch.randn(2 * k, generator=g).to(dtype)
+                acc = torch.randn(2 * k, generator=g).to(dtype)
+                cases = [
+                    (f"linear vs F.linear ({n}x{k} @ {k}x{m})", lambda: opwrap.ops.linear(x, w, b),
+                     lambda: F.linear(x, w, b)),
+                    (f"mymatmul vs torch.mm ({n}x{k} @ {k}x{m})", lambda: opwrap.ops.mymatmul(x, other),
+                     lambda: torch.mm(x, other)),
+                    (f"addmv_ vs Tensor.addmv_ ({2 * k}x{2 * k})", lambda: opwrap.ops.addmv_(acc, mat, vec, beta=0.5),
+                     lambda: acc.addmv_(mat, vec, beta=0.5)),
+                ]
+                for name, ours, ref in cases:
+                    if not name.startswith("addmv_"):
+                        torch.testing.assert_close(ours().float(), ref().float(), atol=0.5, rtol=2e-2)
+                    # addmv_ is a tenth of a millisecond or so: more calls for the same confidence
+                    ours_ms, ref_ms = median_ms((ours, ref), runs * (8 if name.startswith("addmv_") else 1))
+                    ratio = ref_ms / ours_ms
+                    report.add("blas", name, ratio, 0.95, dtype=str(dtype)[6:], threads=threads, opwrap_ms=ours_ms,
+                               aten_ms=ref_ms)
+                    print(f"  {name:<46}{str(dtype)[6:]:>9}{threads:>4}{ours_ms:>11.2f}{ref_ms:>9.2f}{ratio:>7.2f}x"
+                          f"{_mark(ratio, 0.95)}")
     finally:
         torch.set_num_threads(old)
 
@@ -573,11 +616,11 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: fewer repetitions, smaller tensors, "
                         "no per-unit or full builds")
     parser.add_argument("--json", default=str(ROOT / "build" / "bench.json"), help="where to write the results")
-    parser.add_argument("--only", choices=("calls", "throughput", "build", "foreign", "library", "codegen"),
+    parser.add_argument("--only", choices=("calls", "throughput", "blas", "build", "foreign", "library", "codegen"),
                         action="append")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
-    only = set(args.only or ("calls", "throughput", "build", "foreign", "library", "codegen"))
+    only = set(args.only or ("calls", "throughput", "blas", "build", "foreign", "library", "codegen"))
     report = Report()
     fast = type(opwrap.ops.myadd).__name__ == "builtin_function_or_method"
     print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
@@ -586,6 +629,8 @@ def main(argv=None) -> int:
         call_overhead(report, *((2000, 3) if args.quick else (100000, 7)))
     if "throughput" in only:
         throughput(report, 1 << 20 if args.quick else 16 << 20, 3 if args.quick else 15)
+    if "blas" in only:
+        blas_ops(report, *((3, 4) if args.quick else (15, 1)))
     if "build" in only:
         build_times(report, full=not args.quick)
     if "foreign" in only and shutil.which("cargo"):
