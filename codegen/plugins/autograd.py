@@ -70,6 +70,7 @@ class AutogradPlan:
     once_differentiable: bool
     op_calls: tuple[dict, ...] = ()  # library ops the formulas call, see op_call()
     no_grad_tensors: str = ""  # the Tensor arguments checked by the no-grad shortcut ("": no shortcut)
+    shortcut_guard: str = "at::AutoDispatchBelowADInplaceOrView"  # the keys the shortcut's redispatch skips
     call_args: str = ""  # every argument, as passed on
     function: str = ""  # the Autograd kernel's name
 
@@ -388,13 +389,16 @@ def _finish(decl, namespace, d, forward, backward, dirty, library_ops, ids) -> A
         includes.append("<opwrap/runtime/once_differentiable.h>")
     # Nothing to record (no input requires grad in grad mode, no forward gradient): redispatch
     # below autograd as aten's VariableType kernels do, without the Function's node and context.
-    # Not for ops that write or alias an argument (the Function bumps dirty versions).
+    # An op that writes arguments redispatches through its ADInplaceOrView kernel, which moves
+    # their versions as the Function's mark_dirty would (AutoDispatchBelowAutograd); not for
+    # ops returning a view of an argument they do not write (the Function's view bookkeeping).
     tensors = [ids[a.name] for a in args if is_tensor(unwrap_optional(a.type))
                or (isinstance(a.type, ListType) and is_tensor(a.type.elem))]
-    shortcut = tensors and not s.is_mutable and all(s.aliased_argument(r) is None for r in s.returns)
+    shortcut = tensors and all(s.aliased_argument(r) is None or r.is_write for r in s.returns)
     includes.append("<opwrap/runtime/autograd.h>")  # the shortcut, list helpers, bump_written_versions
     return AutogradPlan(
         no_grad_tensors=", ".join(tensors) if shortcut else "", call_args=call_args,
+        shortcut_guard="at::AutoDispatchBelowAutograd" if s.is_mutable else "at::AutoDispatchBelowADInplaceOrView",
         struct=struct, params=", ".join(f"{cpp.argument_type(a)} {ids[a.name]}" for a in args),
         forward_params=forward_params,
         returns=cpp.returns_type(s), forward_returns=forward_returns, op_type=op_type, returns_decl=returns_decl,

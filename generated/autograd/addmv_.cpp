@@ -68,7 +68,14 @@ struct addmv__Function : public torch::autograd::Function<addmv__Function> {
   }
 };
 
-at::Tensor& addmv__autograd(at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta, const at::Scalar& alpha) {
+at::Tensor& addmv__autograd(c10::DispatchKeySet ks, at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta, const at::Scalar& alpha) {
+  if (!opwrap::rt::needs_autograd(self, mat, vec)) {
+    static const auto op = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opwrap::addmv_", "")
+        .typed<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, const at::Scalar&)>();
+    at::AutoDispatchBelowAutograd guard;
+    return op.redispatch(ks & c10::after_autograd_keyset, self, mat, vec, beta, alpha);
+  }
   addmv__Function::apply(self, mat, vec, beta, alpha);
   return self;
 }
