@@ -298,7 +298,8 @@ class DeclarationLoader:
         extra = tuple((name, values[name]) for name in sorted(values) if name in self.plugin_fields)
         return Declaration(
             schema=schema, path=path, loc=entry_loc, func_loc=loc_of(nodes["func"], path), doc=doc.strip(),
-            dtypes=dtypes, kernels=kernels, foreign=foreign, header=values.get("header") or f"{schema.base_name.rstrip('_')}.h",
+            dtypes=dtypes, kernels=kernels, foreign=foreign,
+            header=values.get("header") or f"{schema.base_name.rstrip('_')}.h",
             shapes=shapes, shape_plan=plan, output_dtypes=out_dtypes, dtype_rules=rules, dtype_vars=dvars,
             dtype_owners=owners, index_bounds=bounds, like=like,
             contiguous=values.get("contiguous", True), split_types=values.get("split_types", self.config.split_types),
@@ -424,7 +425,7 @@ class DeclarationLoader:
         `{abi: rust, function: f}` is `crate::f`, exported by the generated Rust bindings as
         `<namespace>_<op>_<key>_<dtypes>` (or `symbol`'s prefix)."""
         from .model import ForeignKernel
-        ident = schema.base_name + (f"_{schema.overload_name}" if schema.overload_name else "")
+        ident = schema.ident
         nodes = {str(k.value): v for k, v in node.value}
         kernels, foreign = [], []
         for key, spec in value:
@@ -578,8 +579,8 @@ class DeclarationLoader:
 
 
 # Fields an out= overload takes from its functional op when it declares no kernel of its own.
-_INHERITED = ("dtypes", "dtype_vars", "dtype_owners", "kernels", "foreign", "header", "like", "contiguous", "split_types",
-              "pointwise", "expression", "index_bounds")
+_INHERITED = ("dtypes", "dtype_vars", "dtype_owners", "kernels", "foreign", "header", "like", "contiguous",
+              "split_types", "pointwise", "expression", "index_bounds")
 
 
 _INHERITED_EXTRA = ("cuda_header",)  # plugin fields about the kernel (not autocast, vmap, ...)

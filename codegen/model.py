@@ -117,7 +117,7 @@ class Declaration:
     @property
     def ident(self) -> str:
         """A C++/Python identifier unique to this op: `name` or `name_overload`."""
-        return self.name + (f"_{self.overload}" if self.overload else "")
+        return self.schema.ident
 
     def field_loc(self, name: str) -> Loc:
         return dict(self.field_locs).get(name, self.loc)

@@ -333,6 +333,11 @@ class FunctionSchema:
         return self.name.split("::")[-1]
 
     @property
+    def ident(self) -> str:
+        """A C++/Python identifier of the op: `name` or `name_overload` (no namespace)."""
+        return self.base_name + (f"_{self.overload_name}" if self.overload_name else "")
+
+    @property
     def qualified_name(self) -> str:
         return self.name + (f".{self.overload_name}" if self.overload_name else "")
 

@@ -140,7 +140,7 @@ def make_ops(entries, survey: Survey) -> list[Op]:
             _record(survey, f"#{index}", "not declared", "name and overload repeat an earlier schema", func)
             continue
         names.add(name)
-        ident = schema.base_name + (f"_{schema.overload_name}" if schema.overload_name else "")
+        ident = schema.ident
         while ident in idents:  # `a_b` and `a.b`: both would be `a_b`
             ident += "_"
         idents.add(ident)

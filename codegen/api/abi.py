@@ -144,25 +144,25 @@ def unsupported(decl) -> list[str]:
     return out
 
 
-def element(decl, name: str, combo) -> str:
-    """The Rust element type of tensor argument or return `name` in dtype combination `combo`."""
+def _dtype(decl, name: str, combo):
+    """The dtype of tensor argument or return `name` in dtype combination `combo`: its
+    variable's, else a return's fixed dtype rule's; None when neither gives one."""
     var = decl.dtype_var(name)
     if var is not None:
-        dt = combo[[v.name for v in decl.variables].index(var.name)]
-        return RUST_ELEMENTS.get(dt.name, ANY_ELEMENT)
-    if name in decl.return_names:
-        rule = decl.output_dtype_rule(name)
-        if rule is not None and rule.fixed is not None:
-            return RUST_ELEMENTS.get(rule.fixed.name, ANY_ELEMENT)
-    return ANY_ELEMENT
+        return combo[[v.name for v in decl.variables].index(var.name)]
+    rule = decl.output_dtype_rule(name) if name in decl.return_names else None
+    return rule.fixed if rule is not None else None
+
+
+def element(decl, name: str, combo) -> str:
+    """The Rust element type of tensor argument or return `name` in dtype combination `combo`."""
+    dt = _dtype(decl, name, combo)
+    return RUST_ELEMENTS.get(dt.name, ANY_ELEMENT) if dt is not None else ANY_ELEMENT
 
 
 def dtype_text(decl, name: str, combo) -> str:
-    var = decl.dtype_var(name)
-    if var is not None:
-        return combo[[v.name for v in decl.variables].index(var.name)].name
-    rule = decl.output_dtype_rule(name) if name in decl.return_names else None
-    return rule.fixed.name if rule is not None and rule.fixed is not None else "any dtype"
+    dt = _dtype(decl, name, combo)
+    return dt.name if dt is not None else "any dtype"
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class Param:
     rust: str  # safe Rust type ({T} filled in per combination by `rust_type`)
     to_rust: str
     tensor: bool  # a tensor (its element type varies with the dtype combination)
-    kind: str  # AbiRow.kind, "output" or "return"
+    kind: str  # AbiRow.kind; "output" (allocated by the wrapper, or an out= argument); "return"
 
 
 def params(decl) -> list[Param]:
@@ -194,11 +194,13 @@ def params(decl) -> list[Param]:
         taken_r.add(r_name)
         out.append(Param(name, c_name, r_name, c, ffi, rust, to_rust, tensor, kind))
 
+    outs = {a.name for a in decl.out_arguments}
     for a in decl.schema.arguments:
         r = row(a)
         if r is None:
             continue
-        add(a.name, r.c, r.rust_ffi, r.rust, r.to_rust, r.kind != "value", r.kind)
+        # out= arguments are outputs: a kernel may resize them (a data-dependent size)
+        add(a.name, r.c, r.rust_ffi, r.rust, r.to_rust, r.kind != "value", "output" if a.name in outs else r.kind)
     for r, o in zip(decl.schema.returns, decl.outputs()):
         if o.made_by == "wrapper" and not _made_by_kernel(r, o):
             add(o.name, "opwrap_tensor*", "*mut RawTensor", "TensorMut<'_, {T}>", "TensorMut::<{T}>::from_raw({}, ctx)",
@@ -220,9 +222,10 @@ def c_prototype(decl, symbol: str) -> str:
     return f"int32_t {symbol}({ps})"
 
 
-def rust_returns(decl) -> str:
-    """The Ok type of the safe Rust function: (), one value, or a tuple."""
-    rets = [p.rust for p in params(decl) if p.kind == "return"]
+def rust_returns(ps: list[Param]) -> str:
+    """The Ok type of the safe Rust function with parameters `ps` (`params`): (), one value,
+    or a tuple."""
+    rets = [p.rust for p in ps if p.kind == "return"]
     return "()" if not rets else rets[0] if len(rets) == 1 else "(" + ", ".join(rets) + ")"
 
 

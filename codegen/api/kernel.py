@@ -341,7 +341,7 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         includes.add("opwrap/runtime/dtype_rules.h")
 
     # Inputs as the kernel sees them.
-    kernel_args, kernel_params, plain, epilogue, kinds = [], [], [], [], []
+    kernel_args, kernel_params, plain, epilogue = [], [], [], []
     for a in s.arguments:
         name = ident[a.name]
         if is_single_tensor(a) and decl.contiguous:
@@ -360,12 +360,10 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
             kernel_args.append(types.to_kernel(a, name))
         kernel_params.append(f"{types.kernel_type(a)} {name}")
         plain.append(name)
-        kinds.append(a.name)
     for name in outputs:
         kernel_args.append(name)
         kernel_params.append(f"at::Tensor& {name}")
         plain.append(name)
-        kinds.append("")
 
     # What the kernel returned: checked (device; dtype where the declaration has a rule) and
     # converted to the dispatcher's return type.
@@ -400,18 +398,18 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         if device != "CPU":
             includes.add("c10/cuda/CUDAStream.h")
         abi_setup.append(f"opwrap::rt::abi::Call {abi_context}(kOp, {device_type}, {device_index}{stream});")
-        for value, arg_name in zip(kernel_args, kinds):
-            a = s.argument(arg_name) if arg_name else None
-            # out= arguments are outputs: a kernel may resize them (a data-dependent size)
-            kind = abi.row(a).kind if a is not None and a.name not in outs else "output"
-            local = scope.fresh(f"{arg_name or value}_abi") if kind != "value" else ""
-            statements, passed = abi.wrapper_pass(kind, value, local)
+        # The symbol's parameters (codegen/api/abi.py) are the kernel's arguments, its outputs,
+        # then a pointer per value it returns.
+        params = abi.params(decl)
+        for value, p in zip(kernel_args, params):
+            local = scope.fresh(f"{p.name}_abi") if p.kind != "value" else ""
+            statements, passed = abi.wrapper_pass(p.kind, value, local)
             abi_setup.extend(statements)
             abi_args.append(passed)
         returned = []
-        for k, (i, r, o) in enumerate(made):
-            local = scope.fresh(f"{o.name}_abi")
-            abi_setup.append(f"{abi.RETURNS[str(r.type)].c[:-1]} {local}{{}};")
+        for p in params[len(kernel_args):]:
+            local = scope.fresh(f"{p.name}_abi")
+            abi_setup.append(f"{p.c[:-1]} {local}{{}};")  # `int64_t` for `int64_t*`
             abi_args.append(f"&{local}")
             returned.append(local)
         if returned:
@@ -521,13 +519,13 @@ def kernel_header(decl, device: str) -> str:
     return f"abi/{decl.ident}.h" if decl.foreign_kernel(device) is not None else decl.header
 
 
-def check_foreign(decl, device: str, diag, config=None) -> None:
+def check_foreign(decl, device: str, diag, config) -> None:
     """A kernel behind the C ABI can take every argument and make every return of `decl`,
     and a Rust kernel has a crate to live in."""
     spec = decl.foreign_kernel(device)
     for problem in abi.unsupported(decl):
         diag.error(spec.loc, problem, "write a C++ kernel for this op")
-    if spec.abi == "rust" and config is not None and not config.crates:
+    if spec.abi == "rust" and not config.crates:
         diag.error(spec.loc, f"'abi: rust': crate::{spec.function} needs a crate, and [tool.codegen] crates names none",
                    "add `crates = [\"<directory of the crate's Cargo.toml>\"]` to [tool.codegen] "
                    "(see *Kernels in Rust or C* in the README)")
@@ -588,6 +586,7 @@ def check_supported(decl, lib, diag, plugin: str) -> bool:
     return ok
 
 
-__all__ = ["KernelCall", "Symbols", "plan_call", "kernel_signature", "kernel_header", "check_foreign", "kernel_return_type", "check_supported",
-           "device_checks", "device_guard", "overlap_checks", "dispatch_key", "symbols", "tensor_arguments",
+__all__ = ["KernelCall", "Symbols", "plan_call", "kernel_signature", "kernel_header", "check_foreign",
+           "kernel_return_type", "check_supported", "device_checks", "device_guard", "overlap_checks", "dispatch_key",
+           "symbols", "tensor_arguments",
            "DEVICE_TYPES", "cpp_ident"]

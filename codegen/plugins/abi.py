@@ -40,7 +40,7 @@ class RustOp:
 
     @property
     def returns(self) -> str:
-        return abi.rust_returns(self.decl)
+        return abi.rust_returns(list(self.params))
 
     def signature(self, symbol) -> str:
         """The safe function `crate::<function>` must be, for one dtype combination."""
