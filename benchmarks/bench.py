@@ -298,18 +298,24 @@ POINTWISE_OP = textwrap.dedent("""\
     """)
 
 
+def _empty_library(root: Path) -> dict[str, str]:
+    """A `codegen init` library at `root` without its example op (declaration and kernel),
+    and the environment its builds run in (this toolchain, every core)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               MAX_JOBS=str(os.cpu_count() or 2))
+    subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "init", str(root)], env=env, check=True,
+                   capture_output=True)
+    for p in [*(root / "declarations").iterdir(), *(root / "kernels").iterdir()]:
+        p.unlink()
+    return env
+
+
 def _build_pointwise_library(n: int, root: Path) -> tuple[float, float, int]:
     """A `codegen init` library of `n` pointwise ops (every CPU capability, autograd, the
     bindings), built fresh without CUDA or a compiler cache: (wall seconds, compiler
     seconds summed over the objects, objects)."""
     from opwrap_codegen import build as cbuild
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               MAX_JOBS=str(os.cpu_count() or 2))
-    subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "init", str(root)], env=env, check=True, capture_output=True)
-    for p in (root / "declarations").iterdir():
-        p.unlink()
-    for p in (root / "kernels").iterdir():
-        p.unlink()
+    env = _empty_library(root)
     (root / "declarations" / "ops.yaml").write_text("".join(POINTWISE_OP.format(i=i) for i in range(n)))
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-cuda", "--no-ccache"], cwd=root, env=env,
@@ -412,12 +418,7 @@ ABI_C = textwrap.dedent("""\
 
 
 def _build_abi_library(root: Path) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               MAX_JOBS=str(os.cpu_count() or 2))
-    subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "init", str(root)], env=env, check=True,
-                   capture_output=True)
-    for p in [*(root / "declarations").iterdir(), *(root / "kernels").iterdir()]:
-        p.unlink()
+    env = _empty_library(root)
     pyproject = root / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(
         "[tool.codegen]\n", '[tool.codegen]\ncrates = ["rust"]\nsources = ["csrc/*.c"]\n'))

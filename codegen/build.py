@@ -351,8 +351,9 @@ def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int
         what = f"cc {rel.as_posix()}"
         lines += [f"build {_ninja_escape(obj)}: cc {_ninja_escape(src.resolve())}", f"  what = {_ninja_value(what)}"]
         outputs.append((what, obj, f"compiled {rel.as_posix()} as C"))
+    libs = {crate.library: target / "release" / f"lib{crate.library}.a" for crate in crates}
     for crate in crates:
-        lib = target / "release" / f"lib{crate.library}.a"
+        lib = libs[crate.library]
         implicit = [crate.manifest] + [p for p in [crate.manifest.with_name("Cargo.lock")] if p.is_file()]
         what = f"cargo {crate.directory}"
         lines += [f"build {_ninja_escape(lib)}: cargo | {' '.join(_ninja_escape(p) for p in implicit)}",
@@ -376,15 +377,15 @@ def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int
             ran.add(line[len(NINJA_STATUS):].strip())
         elif line.strip() and not line.startswith("ninja: "):
             log(line)  # a compiler's warnings
-    took = _ninja_log_times(native / ".ninja_log")
+    took = dict(ninja_log_entries(native / ".ninja_log"))  # the last run of each output
     for what, out, message in outputs:
         if what in ran:
             secs = took.get(str(out), 0.0)
             if out.suffix == ".a" and before[out] is not None and before[out] == _mtime_ns(out):
-                message = f"{what}: lib{out.stem.removeprefix('lib')}.a was up to date"  # restat: nothing relinks
+                message = f"{what}: {out.name} was up to date"  # restat: nothing relinks
             log(f"codegen build: {message}, {secs:.1f}s")
     for crate in crates:
-        lib = target / "release" / f"lib{crate.library}.a"
+        lib = libs[crate.library]
         if not lib.is_file():
             raise RuntimeError(f"cargo built {crate.directory} but left no {lib}: a build target set in "
                                ".cargo/config.toml or CARGO_BUILD_TARGET puts it elsewhere")
@@ -419,15 +420,16 @@ def _mtime_ns(path: Path) -> int | None:
         return None
 
 
-def _ninja_log_times(ninja_log: Path) -> dict[str, float]:
-    """Seconds of the last run of each output in ninja's log."""
-    times = {}
-    if ninja_log.exists():
-        for line in ninja_log.read_text(errors="replace").splitlines():
-            parts = line.split("\t")
+def ninja_log_entries(ninja_log: Path, start: int = 0):
+    """(output, seconds) of each run ninja's log records from byte `start` on, in order."""
+    if not ninja_log.exists():
+        return
+    with open(ninja_log, errors="replace") as f:
+        f.seek(start)
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
             if len(parts) >= 4 and parts[0].isdigit() and parts[1].isdigit():
-                times[parts[3]] = (int(parts[1]) - int(parts[0])) / 1000
-    return times
+                yield parts[3], (int(parts[1]) - int(parts[0])) / 1000
 
 
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
@@ -540,19 +542,13 @@ def write_if_changed(path: Path, text: str) -> None:
 
 def compile_times(ninja_log: Path, start: int) -> dict[str, tuple[int, float]]:
     """Objects compiled since byte `start` of ninja's log, by kind: C++ or CUDA."""
-    if not ninja_log.exists():
-        return {}
     out: dict[str, list] = {}
-    with open(ninja_log) as f:
-        f.seek(start)
-        for line in f:
-            parts = line.split("\t")
-            if len(parts) < 4 or not parts[3].endswith(".o"):
-                continue
-            kind = "CUDA" if parts[3].endswith(".cuda.o") else "C++"
-            entry = out.setdefault(kind, [0, 0.0])
-            entry[0] += 1
-            entry[1] += (int(parts[1]) - int(parts[0])) / 1000
+    for output, secs in ninja_log_entries(ninja_log, start):
+        if not output.endswith(".o"):
+            continue
+        entry = out.setdefault("CUDA" if output.endswith(".cuda.o") else "C++", [0, 0.0])
+        entry[0] += 1
+        entry[1] += secs
     return {k: (n, secs) for k, (n, secs) in out.items()}
 
 
