@@ -12,6 +12,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/OptionalArrayRef.h>
 #include <opwrap/runtime/shape_checks.h>
+#include <opwrap/runtime/shape_str.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -79,8 +80,8 @@ inline void check_broadcastable(const char* op, std::initializer_list<NamedTenso
       int64_t& have = shape[shape.size() - sizes.size() + i];
       const int64_t size = sizes[i];
       if (size == have || size == 1) continue;
-      TORCH_CHECK(have == 1, op, ": argument '", in.name, "' has shape ", sizes, ", which does not broadcast with '",
-                  shaped_by, "' (broadcast so far: ", c10::IntArrayRef(shape), ")");
+      TORCH_CHECK(have == 1, op, ": argument '", in.name, "' has shape ", shape_str(sizes),
+                  ", which does not broadcast with '", shaped_by, "' (broadcast so far: ", shape_str(shape), ")");
       have = size;
     }
     if (shaped_by == nullptr) shaped_by = in.name;
@@ -111,10 +112,10 @@ inline void check_rank(const char* op, const char* arg, const at::Tensor& t, int
                        bool at_least, const char* spec) {
   if (at_least) {
     TORCH_CHECK(t.dim() >= rank, op, ": argument '", arg, "' must have at least ", rank,
-                " dimensions ", spec, ", but got ", t.dim(), " (shape ", t.sizes(), ")");
+                " dimensions ", spec, ", but got ", t.dim(), " (shape ", shape_str(t.sizes()), ")");
   } else {
     TORCH_CHECK(t.dim() == rank, op, ": argument '", arg, "' must have ", rank, " dimension",
-                rank == 1 ? "" : "s", " ", spec, ", but got ", t.dim(), " (shape ", t.sizes(), ")");
+                rank == 1 ? "" : "s", " ", spec, ", but got ", t.dim(), " (shape ", shape_str(t.sizes()), ")");
   }
 }
 
@@ -123,7 +124,7 @@ inline void check_size(const char* op, const char* arg, const at::Tensor& t, int
   const int64_t actual = t.size(dim);
   TORCH_CHECK(actual == expected, op, ": argument '", arg, "' has size ", actual,
               " at dimension ", dim < 0 ? dim + t.dim() : dim, ", but expected ", what, " = ",
-              expected, " (shape ", t.sizes(), ")");
+              expected, " (shape ", shape_str(t.sizes()), ")");
 }
 
 // The run of dimensions [start, dim - after) of `t` is `expected` (a run bound by an earlier
@@ -134,14 +135,14 @@ inline void check_run(const char* op, const char* arg, const at::Tensor& t, int6
   const int64_t length = std::max<int64_t>(t.dim() - from - after, 0);
   const auto actual = t.sizes().slice(from, length);
   TORCH_CHECK(length == static_cast<int64_t>(expected.size()) && actual == expected, op,
-              ": argument '", arg, "' has dimensions ", actual, " where *", what, " = ", expected,
-              " was expected (shape ", t.sizes(), ")");
+              ": argument '", arg, "' has dimensions ", shape_str(actual), " where *", what, " = ",
+              shape_str(expected), " was expected (shape ", shape_str(t.sizes()), ")");
 }
 
 inline void check_shape(const char* op, const char* arg, const at::Tensor& t,
                         c10::IntArrayRef expected, const char* what) {
-  TORCH_CHECK(t.sizes() == expected, op, ": argument '", arg, "' has shape ", t.sizes(),
-              ", but expected ", what, " = ", expected);
+  TORCH_CHECK(t.sizes() == expected, op, ": argument '", arg, "' has shape ", shape_str(t.sizes()),
+              ", but expected ", what, " = ", shape_str(expected));
 }
 
 inline void check_output_shape(const char* op, const char* out, c10::IntArrayRef shape,
@@ -149,9 +150,9 @@ inline void check_output_shape(const char* op, const char* out, c10::IntArrayRef
   int64_t numel = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     TORCH_CHECK(shape[i] >= 0, op, ": output '", out, "' would have negative size ", shape[i],
-                " at dimension ", i, " (shape ", shape, " from ", rule, ")");
+                " at dimension ", i, " (shape ", shape_str(shape), " from ", rule, ")");
     TORCH_CHECK(shape[i] == 0 || numel <= std::numeric_limits<int64_t>::max() / shape[i], op,
-                ": output '", out, "' of shape ", shape, " (from ", rule,
+                ": output '", out, "' of shape ", shape_str(shape), " (from ", rule,
                 ") has more elements than int64 can count");
     numel *= shape[i];
   }

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/ArrayRef.h>
 #include <c10/util/Exception.h>
+#include <opwrap/runtime/shape_str.h>
 
 #include <cstdint>
 #include <optional>
@@ -35,20 +36,21 @@ inline int64_t bind_linear(const char* op, const char* arg, const at::Tensor& t,
   const int64_t size = t.size(dim);
   const int64_t at = dim < 0 ? dim + t.dim() : dim;
   TORCH_CHECK(a != 0, op, ": argument '", arg, "' has size ", size, " at dimension ", at, ", but expected ", what,
-              ", which cannot give ", var, ": its factor is 0 (shape ", t.sizes(), ")");
+              ", which cannot give ", var, ": its factor is 0 (shape ", shape_str(t.sizes()), ")");
   int64_t rest;
   TORCH_CHECK(!__builtin_sub_overflow(size, b, &rest), op, ": a shape expression overflows int64: ", size, " - ", b);
   if (rest % a != 0) {
     if (b != 0) {
       TORCH_CHECK(false, op, ": argument '", arg, "' has size ", size, " at dimension ", at, ", but expected ", what,
-                  " (", size, " - ", b, " = ", rest, " is not divisible by ", a, ") (shape ", t.sizes(), ")");
+                  " (", size, " - ", b, " = ", rest, " is not divisible by ", a, ") (shape ", shape_str(t.sizes()),
+                  ")");
     }
     TORCH_CHECK(false, op, ": argument '", arg, "' has size ", size, " at dimension ", at, ", but expected ", what,
-                " (", size, " is not divisible by ", a, ") (shape ", t.sizes(), ")");
+                " (", size, " is not divisible by ", a, ") (shape ", shape_str(t.sizes()), ")");
   }
   const int64_t x = rest / a;
   TORCH_CHECK(x >= 0, op, ": argument '", arg, "' has size ", size, " at dimension ", at, ", but expected ", what,
-              " (", var, " = ", x, " would be negative) (shape ", t.sizes(), ")");
+              " (", var, " = ", x, " would be negative) (shape ", shape_str(t.sizes()), ")");
   return x;
 }
 
@@ -61,7 +63,8 @@ inline void bind_or_check(const char* op, const char* arg, const at::Tensor& t, 
     return;
   }
   TORCH_CHECK(size == var, op, ": argument '", arg, "' has size ", size, " at dimension ",
-              dim < 0 ? dim + t.dim() : dim, ", but expected ", what, " = ", var, " (shape ", t.sizes(), ")");
+              dim < 0 ? dim + t.dim() : dim, ", but expected ", what, " = ", var, " (shape ", shape_str(t.sizes()),
+              ")");
 }
 
 inline void bind_or_check_linear(const char* op, const char* arg, const at::Tensor& t, int64_t dim, int64_t a,
@@ -75,7 +78,8 @@ inline void bind_or_check_linear(const char* op, const char* arg, const at::Tens
               ": a shape expression overflows int64: ", a, " * ", var, " + ", b);
   const int64_t size = t.size(dim);
   TORCH_CHECK(size == expected, op, ": argument '", arg, "' has size ", size, " at dimension ",
-              dim < 0 ? dim + t.dim() : dim, ", but expected ", what, " = ", expected, " (shape ", t.sizes(), ")");
+              dim < 0 ? dim + t.dim() : dim, ", but expected ", what, " = ", expected,
+              " (shape ", shape_str(t.sizes()), ")");
 }
 
 // After a tensor list whose contract binds `name`, which something after it uses.
@@ -131,8 +135,8 @@ inline void check_list_output_length(const char* op, const char* out, size_t siz
 inline void check_list_output_shape(const char* op, const char* out, size_t i, const at::Tensor& t,
                                     c10::IntArrayRef expected, const char* rule) {
   TORCH_CHECK(t.defined() && t.sizes() == expected, op, ": the kernel returned '", out, "[", i, "]' of shape ",
-              t.defined() ? t.sizes() : c10::IntArrayRef(), t.defined() ? "" : " (undefined)", ", but its shape rule ",
-              rule, " gives ", expected);
+              shape_str(t.defined() ? t.sizes() : c10::IntArrayRef()), t.defined() ? "" : " (undefined)",
+              ", but its shape rule ", rule, " gives ", shape_str(expected));
 }
 
 }  // namespace opwrap::rt
