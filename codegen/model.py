@@ -14,6 +14,7 @@ from .dtype_rules import DTypeRule, DTypeVar, is_list_of_tensors
 from .dtypes import DTYPES, DType
 from .schema import BaseType, FunctionSchema, is_tensor, unwrap_optional
 from .pointwise import Expression
+from .rowwise import RowProgram
 from .shapes import Expr, Shape, ShapePlan
 
 
@@ -95,6 +96,7 @@ class Declaration:
     derivatives: Derivatives | None = None  # None: no 'derivatives:' field
     pointwise: bool = False  # elementwise: `pointwise: true` or an expression
     expression: Expression | None = None  # `pointwise: <expression>`: kernels generated from it
+    rows: RowProgram | None = None  # `rowwise: <program>`: kernels generated from it
     # Fields whose value was wrong (reported by the loader): the Declaration holds their
     # defaults, and checks that depend on one of them skip it, so that an error is not
     # repeated as another.  Never set on a declaration that reaches emission.

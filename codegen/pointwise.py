@@ -8,6 +8,9 @@ It may be preceded by ``name = expression`` lines that bind intermediate values:
       inner = 0.7978845608 * (self + 0.044715 * self * self * self)
       0.5 * self * (1 + tanh(inner))
 
+An op with several returns ends with one value per return, in order (``sin(self), cos(self)``):
+every output is computed in the same pass over memory.
+
 Names are the op's Tensor arguments (one element each), its numeric scalar arguments and
 earlier bindings.  The translation is one C++ expression text over a value type ``Tv``
 that is a scalar (``float``, ``double``, ``int64_t``...) or an ``at::vec::Vectorized`` of
@@ -79,7 +82,7 @@ class Expression:
 
     source: str
     bindings: tuple[tuple[str, str], ...]  # (name, C++ expression), in order
-    result: str  # C++ expression of the result
+    results: tuple[str, ...]  # C++ expression of each result, in the order of the schema's returns
     tensors: tuple[str, ...]  # the Tensor arguments, in schema order (the iterator's inputs)
     scalars: tuple[tuple[str, str], ...]  # (argument, C++ conversion to opmath_t), in schema order
     floating: bool  # uses a floating-point-only function or '/'
@@ -127,7 +130,13 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
         last = body[-1]
         if not isinstance(last, ast.Expr):
             raise _Error(last, "the last line must be the result expression")
-        result = tr.value(last.value)
+        # One result per return: `a, b` (a tuple) for an op with several, computed in one pass.
+        values = last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]
+        if len(values) != len(schema.returns):
+            raise _Error(last.value, f"the expression computes {len(values)} value{'s' if len(values) > 1 else ''}, "
+                         f"but the op returns {len(schema.returns)}",
+                         "the last line lists one value per return, in order: 'a, b'")
+        results = tuple(tr.value(v) for v in values)
     except _Error as e:
         node = e.node
         loc = loc_at(node.lineno, node.col_offset) if node is not None else loc_at(1, 0)
@@ -140,7 +149,7 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
     if not ok:
         return None
     return Expression(
-        source=text, bindings=tuple(bindings), result=result, tensors=tuple(a.name for a in tensors),
+        source=text, bindings=tuple(bindings), results=results, tensors=tuple(a.name for a in tensors),
         scalars=tuple((a.name, SCALAR_TYPES[a.type.name].format(name=a.name)) for a in scalars if a.name in tr.used),
         floating=tr.floating, loc=loc_at(1, 0))
 

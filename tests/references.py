@@ -12,6 +12,18 @@ def _rms_norm(input, weight, eps=1e-6):
     return input * rstd.unsqueeze(-1) * weight, rstd
 
 
+def _layer_norm(input, weight, bias, eps=1e-5):
+    mean = input.mean(-1)
+    rstd = torch.rsqrt(input.var(-1, unbiased=False) + eps)
+    return F.layer_norm(input, input.shape[-1:], weight, bias, eps), mean, rstd
+
+
+def _layer_norm_backward(grad_out, input, weight, saved_mean, saved_rstd):
+    xhat = (input - saved_mean.unsqueeze(-1)) * saved_rstd.unsqueeze(-1)
+    gw = grad_out * weight
+    return saved_rstd.unsqueeze(-1) * (gw - gw.mean(-1, keepdim=True) - xhat * (gw * xhat).mean(-1, keepdim=True))
+
+
 def _bucketize_count(values, boundaries):
     indices = torch.bucketize(values, boundaries)
     return indices, torch.bincount(indices.flatten(), minlength=boundaries.numel() + 1)
@@ -68,6 +80,15 @@ REFERENCES = {
     "fill_natural": lambda size: torch.arange(math.prod(size)).reshape(size),
     "rms_norm": _rms_norm,
     "sincos": lambda self: (self.sin(), self.cos()),
+    "softmax": lambda self: torch.softmax(self, -1),
+    "softmax_backward": lambda grad_output, output: torch._softmax_backward_data(grad_output, output, -1,
+                                                                                  output.dtype),
+    "log_softmax": lambda self: torch.log_softmax(self, -1),
+    "log_softmax_backward": lambda grad_output, output: torch._log_softmax_backward_data(grad_output, output, -1,
+                                                                                         output.dtype),
+    "logsumexp": lambda self: torch.logsumexp(self, -1),
+    "layer_norm": _layer_norm,
+    "layer_norm_backward": _layer_norm_backward,
     "bucketize_count": _bucketize_count,
     "nonzero_flat": lambda self: torch.nonzero(self.flatten()).flatten(),
     "mymatmul": lambda self, other: self @ other,

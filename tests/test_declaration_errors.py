@@ -215,7 +215,11 @@ PW = "- func: f(Tensor self, Tensor other, float alpha) -> Tensor\n  dtypes: [fl
      "an op with a pointwise expression"),
     # schema and dtype limits
     ("- func: f(Tensor self) -> (Tensor, Tensor)\n  dtypes: [float32]\n  pointwise: self\n",
-     "declarations/ops.yaml:3:14: error: a pointwise expression computes one new Tensor"),
+     "declarations/ops.yaml:3:14: error: the expression computes 1 value, but the op returns 2"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self, self\n",
+     "declarations/ops.yaml:3:14: error: the expression computes 2 values, but the op returns 1"),
+    ("- func: f(Tensor self) -> (Tensor, int)\n  dtypes: [float32]\n  pointwise: self, self\n",
+     "declarations/ops.yaml:3:14: error: a pointwise expression computes new Tensors"),
     ("- func: f(Tensor self, int[] dims) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n",
      "declarations/ops.yaml:3:14: error: argument 'dims' of type int[] cannot be used by a pointwise op"),
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32, int64]\n  pointwise: tanh(self)\n",
@@ -225,6 +229,34 @@ PW = "- func: f(Tensor self, Tensor other, float alpha) -> Tensor\n  dtypes: [fl
      "declarations/ops.yaml:2:11: error: pointwise expressions support real floating and integer dtypes, not bool"),
 ])
 def test_bad_pointwise_expressions(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)
+
+
+RW = ("- func: f(Tensor x, Tensor w, float eps) -> (Tensor y, Tensor r)\n  dtypes: [float32]\n"
+      "  shape: {x: ['*B', D], w: [D], y: x.shape, r: ['*B']}\n")
+
+
+@pytest.mark.parametrize("yaml_text, expected", [
+    (RW + "  rowwise: |\n    s = sum(x)\n    x * w / s, x\n",
+     "declarations/ops.yaml:6:16: error: the return 'r' has one value per row, but this value varies along the row"),
+    (RW + "  rowwise: |\n    s = sum(eps)\n    x * w, s\n",
+     "declarations/ops.yaml:5:13: error: sum() reduces over the row, but its argument is the same for every element"),
+    (RW + "  rowwise: x * w, eps\n", "declarations/ops.yaml:4:12: error: the program reduces nothing"),
+    (RW + "  rowwise: x * w / total(x), eps\n", "declarations/ops.yaml:4:20: error: unknown function 'total'"),
+    (RW + "  rowwise: x * w / sum(x)\n", "declarations/ops.yaml:4:12: error: the program computes 1 value, but the op "
+     "returns 2"),
+    (RW + "  rowwise: |\n    x = sum(x)\n    x, x\n", "declarations/ops.yaml:5:5: error: 'x' is already defined"),
+    (RW + "  kernels: {CPU: f}\n  rowwise: x * w / sum(x), sum(x)\n",
+     "declarations/ops.yaml:4:12: error: 'kernels' does not apply to an op with a row-wise program"),
+    ("- func: f(Tensor x, Tensor w) -> Tensor\n  dtypes: [float32]\n  shape: {x: ['*B', D], w: [E], result: x.shape}\n"
+     "  rowwise: x * w / sum(x)\n", "declarations/ops.yaml:4:12: error: the shape of 'w' is ['E']: a row-wise op's "
+     "tensors are rows"),
+    ("- func: f(Tensor x) -> Tensor\n  dtypes: [float32]\n  rowwise: x / sum(x)\n",
+     "declarations/ops.yaml:3:12: error: 'x' has no shape rule"),
+    ("- func: f(Tensor x) -> Tensor\n  dtypes: [int64]\n  shape: {x: ['*B', D], result: x.shape}\n  rowwise: x - max(x)\n",
+     "declarations/ops.yaml:2:11: error: row-wise programs compute in real floating dtypes, not int64"),
+])
+def test_bad_rowwise_programs(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
 
 

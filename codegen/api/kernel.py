@@ -95,13 +95,19 @@ def kernel_return_type(decl) -> str:
     return types.tuple_of([types.kernel_returned_type(r) for _, r, _ in _kernel_outputs(decl)])
 
 
-def _kernel_parameters(decl) -> list[str]:
+def kernel_parameters(decl) -> list[tuple[str, str, str]]:
+    """The kernel's parameters: (C++ type, identifier, the schema name of the argument or
+    return it is), the arguments first, then the outputs the wrapper allocates."""
     scope = Scope()
-    params = [f"{types.kernel_type(a)} {scope.name(a.name)}" for a in decl.schema.arguments]
+    params = [(types.kernel_type(a), scope.name(a.name), a.name) for a in decl.schema.arguments]
     for r, o in zip(decl.schema.returns, decl.outputs()):
         if o.made_by == "wrapper" and not _made_by_kernel(r, o):
-            params.append(f"at::Tensor& {scope.fresh(o.name)}")
+            params.append(("at::Tensor&", scope.fresh(o.name), o.name))
     return params
+
+
+def _kernel_parameters(decl) -> list[str]:
+    return [f"{t} {n}" for t, n, _ in kernel_parameters(decl)]
 
 
 def kernel_signature(decl, device: str = "CPU") -> str:
@@ -516,6 +522,8 @@ def overlap_checks(decl, ident: dict[str, str] | None = None) -> list[str]:
 def kernel_header(decl, device: str) -> str:
     """What a wrapper includes for its kernel: the kernel header (relative to the kernels
     directory), or for a kernel behind the C ABI its symbols' generated prototypes."""
+    if decl.rows is not None:  # generated from its row-wise program (codegen/plugins/rowwise.py)
+        return f"rowwise/{decl.rows.owner}.{'cuh' if device == 'CUDA' else 'h'}"
     return f"abi/{decl.ident}.h" if decl.foreign_kernel(device) is not None else decl.header
 
 

@@ -22,6 +22,7 @@ from .cpu import CpuKernels
 from .cuda import CudaKernels
 from .fake import FakeKernels
 from .pointwise import PointwiseKernels
+from .rowwise import RowwiseKernels
 from .python_loader import PythonLoader
 from .python_fast import PythonFast
 from .python_ops import PythonOps
@@ -33,7 +34,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 def builtin_plugins() -> list[Plugin]:
     """The built-in emitters, in pipeline order."""
-    return [CpuKernels(), CudaKernels(), AbiBindings(), PointwiseKernels(), Autograd(), Autocast(), Classes(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
+    return [CpuKernels(), CudaKernels(), AbiBindings(), PointwiseKernels(), RowwiseKernels(), Autograd(), Autocast(), Classes(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

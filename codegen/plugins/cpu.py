@@ -22,6 +22,8 @@ class CpuKernels(Plugin):
         if decl.foreign_kernel("CPU") is not None:  # no header: the symbols' prototypes are generated
             check_foreign(decl, "CPU", diag, lib.config)
             return
+        if decl.rows is not None:  # generated from the row-wise program
+            return
         header = lib.config.path("kernels") / decl.header
         if not header.is_file() and not decl.failed("header"):
             written = "header" in dict(decl.field_locs)
@@ -39,7 +41,7 @@ class CpuKernels(Plugin):
             call = plan_call(d, ns, "CPU")
             sym = call.symbols
             foreign = d.foreign_kernel("CPU")
-            split = d.split_types and foreign is None  # a foreign kernel has no template to instantiate
+            split = d.split_types and foreign is None and d.rows is None  # a foreign kernel has no template to instantiate
             split_fn = dict(sym.split)
             if foreign is not None:
                 dispatch = call.switch(foreign.symbol_for)

@@ -33,6 +33,8 @@ class CudaKernels(Plugin):
         if decl.foreign_kernel("CUDA") is not None:  # no header: the symbols' prototypes are generated
             check_foreign(decl, "CUDA", diag, lib.config)
             return
+        if decl.rows is not None:  # generated from the row-wise program
+            return
         header = lib.config.path("kernels") / cuda_header(decl)
         if not header.is_file() and not decl.failed("cuda_header") and not decl.failed("header"):
             diag.error(decl.field_loc("cuda_header") if decl.extra_field("cuda_header") else decl.field_loc("kernels"),
@@ -50,6 +52,6 @@ class CudaKernels(Plugin):
             template = "cuda/op.cu.j2"
             foreign = d.foreign_kernel("CUDA")
             text = ctx.render(template, namespace=ns, decl=d, call=call, foreign=foreign is not None,
-                              header=kernel_header(d, "CUDA") if foreign else cuda_header(d),
+                              header=kernel_header(d, "CUDA") if foreign or d.rows else cuda_header(d),
                               dispatch=call.switch(foreign.symbol_for if foreign else call.symbols.instantiation))
             yield Output(f"cuda/{d.ident}.cu", text, (d.path, ctx.template_source(template)), unit="cuda")

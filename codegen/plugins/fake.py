@@ -150,8 +150,11 @@ def fake_function(d, ns: str) -> dict | None:
         if d.out_arguments:  # an out= overload: written to the out= argument as TensorIterator does
             out = d.out_arguments[0].name
             body.append(f"return _runtime.pointwise_out({lit}, {py_string(out)}, {names[out]}, {result})")
-        else:
+        elif len(s.returns) == 1:
             body.append(f"return {result}")
+        else:  # several outputs of one TensorIterator: the same shape, dtype and strides
+            body.append(f"_result = {result}")
+            body.append("return " + ", ".join(["_result"] + ["torch.empty_like(_result)"] * (len(s.returns) - 1)))
         return done
     for o, r in zip(d.outputs(), s.returns):
         if o.made_by == "kernel" and py.fake_return(r.type) is None and not is_list_output(o.shape):

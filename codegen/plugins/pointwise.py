@@ -56,6 +56,7 @@ class PointwisePlan:
     cpu_wrapper: str = ""  # the functions m.impl registers
     cuda_wrapper: str = ""
     registered: tuple[tuple[str, str], ...] = ()  # (capability, its registration object)
+    outputs: int = 1  # the returns, each computed by one value of the expression
     out: str = ""  # an out= overload: the argument the result is written to (its loops are the functional op's)
 
 
@@ -82,7 +83,7 @@ def plan(decl, namespace: str) -> PointwisePlan:
         loop=f"{loops}_loop", kernel=f"{loops}_kernel", launch=f"{loops}_launch",
         cpu_kernels=f"{loops}_cpu_kernels", cpu_wrapper=f"{decl.ident}_cpu", cuda_wrapper=f"{decl.ident}_cuda",
         registered=tuple((cap, f"{decl.ident}_{cap}_registered") for cap in CAPABILITIES),
-        out=decl.out_arguments[0].name if decl.out_arguments else "")
+        outputs=len(e.results), out=decl.out_arguments[0].name if decl.out_arguments else "")
 
 
 def wrapper(decl, p: PointwisePlan, device: str) -> dict:
@@ -97,7 +98,11 @@ def wrapper(decl, p: PointwisePlan, device: str) -> dict:
     named = "{" + ", ".join(f'{{"{t}", {t}}}' for t in p.tensors) + "}"
     args = "iter" + (", " + p.scalar_args if p.scalar_args else "")
     call = f"{p.cpu_kernels}.get()({args})" if device == "CPU" else f"{p.kernel}({args})"
-    return dict(device=device, checks=checks, named=named, call=call,
+    returns = "at::Tensor&" if p.out else "at::Tensor" if p.outputs == 1 else \
+        "std::tuple<" + ", ".join(["at::Tensor"] * p.outputs) + ">"
+    outputs = (p.out,) if p.out else decl.return_names
+    allocating = ("outputs " if len(outputs) > 1 else "output ") + ", ".join(f"'{n}'" for n in outputs)
+    return dict(device=device, checks=checks, named=named, call=call, returns=returns, allocating=cpp_string(allocating),
                 function=p.cpu_wrapper if device == "CPU" else p.cuda_wrapper)
 
 
@@ -153,6 +158,8 @@ class PointwiseKernels(Plugin):
                           vec_params=", ".join(f"Vec {n}" for n in t),
                           opmath_args=", ".join(f"static_cast<opmath_t>({n})" for n in t),
                           plain_args=", ".join(t), halves=[", ".join(f"{n}{i}" for n in t) for i in (0, 1)],
+                          indexed=", ".join(f"x[{i}]" for i in range(len(t))),
+                          result_type="Tv" if p.outputs == 1 else f"opwrap::pw::Values<Tv, {p.outputs}>",
                           cpu=wrapper(d, p, "CPU"), cuda=wrapper(d, p, "CUDA"))
             if p.out:  # an out= overload: a wrapper around its functional op's loops
                 for path, template, unit in ((f"cpu/{d.ident}.cpp", "pointwise/out.cpp.j2", "cpu"),

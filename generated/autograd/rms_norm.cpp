@@ -51,7 +51,7 @@ struct rms_norm_Function : public torch::autograd::Function<rms_norm_Function> {
       torch::autograd::variable_list grad_inputs(3);
       if (needs(input_edge) || needs(weight_edge)) {
         const std::array<bool, 2> grad_input_mask = {needs(input_edge), needs(weight_edge)};
-#line 15 "declarations/rms_norm.yaml"
+#line 17 "declarations/rms_norm.yaml"
         std::tie(grad_inputs[0], grad_inputs[1]) = rms_norm_backward(grad, input, weight, rstd, grad_input_mask);
 #line 57 "generated/autograd/rms_norm.cpp"
       }

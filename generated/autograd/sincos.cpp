@@ -51,7 +51,7 @@ struct sincos_Function : public torch::autograd::Function<sincos_Function> {
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(1);
     if (needs(self_edge)) {
-#line 9 "declarations/sincos.yaml"
+#line 8 "declarations/sincos.yaml"
       grad_inputs[0] = sincos_backward(grad_sin, grad_cos, sin, cos);
 #line 57 "generated/autograd/sincos.cpp"
     }

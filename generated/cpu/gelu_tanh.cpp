@@ -22,10 +22,10 @@ at::Tensor gelu_tanh_cpu(const at::Tensor& self) {
   opwrap::rt::check_tensor(kOp, "self", self, c10::DeviceType::CPU);
   // Broadcasting, type promotion and the output: TensorIterator's; a failure gets the op's
   // message (opwrap/runtime/pointwise_iterator.h).
-  at::Tensor opwrap_out;
+  at::Tensor opwrap_out0;
   opwrap::rt::PointwiseIterator iter;
-  opwrap::rt::build_pointwise(kOp, "result", iter, at::TensorIteratorConfig()
-      .add_output(opwrap_out)
+  opwrap::rt::build_pointwise(kOp, "output 'result'", iter, at::TensorIteratorConfig()
+      .add_output(opwrap_out0)
       .add_const_input(self)
       .promote_inputs_to_common_dtype(true)
       .promote_integer_inputs_to_float(true)

@@ -6,7 +6,7 @@
 
 #include <opwrap/runtime/checks.h>
 #include <ATen/TensorOperators.h>
-#include "rms_norm.h"
+#include "rowwise/rms_norm.h"
 
 namespace opwrap::generated {
 namespace {
@@ -34,16 +34,16 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_cpu(const at::Tensor& input, const a
   const at::Tensor weight_c = opwrap::rt::contiguous(kOp, "weight", weight);
   switch (dtype) {
     case at::ScalarType::Float:
-      ::opwrap::kernels::rms_norm_cpu<float>(input_c, weight_c, eps, out, rstd);
+      ::opwrap::kernels::rms_norm_rowwise_cpu<float>(input_c, weight_c, eps, out, rstd);
       break;
     case at::ScalarType::Double:
-      ::opwrap::kernels::rms_norm_cpu<double>(input_c, weight_c, eps, out, rstd);
+      ::opwrap::kernels::rms_norm_rowwise_cpu<double>(input_c, weight_c, eps, out, rstd);
       break;
     case at::ScalarType::Half:
-      ::opwrap::kernels::rms_norm_cpu<at::Half>(input_c, weight_c, eps, out, rstd);
+      ::opwrap::kernels::rms_norm_rowwise_cpu<at::Half>(input_c, weight_c, eps, out, rstd);
       break;
     case at::ScalarType::BFloat16:
-      ::opwrap::kernels::rms_norm_cpu<at::BFloat16>(input_c, weight_c, eps, out, rstd);
+      ::opwrap::kernels::rms_norm_rowwise_cpu<at::BFloat16>(input_c, weight_c, eps, out, rstd);
       break;
     default:
       opwrap::rt::unsupported_dtype(kOp, "input", dtype, "float32, float64, float16, bfloat16");

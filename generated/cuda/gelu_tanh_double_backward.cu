@@ -63,10 +63,10 @@ at::Tensor gelu_tanh_double_backward_cuda(const at::Tensor& grad, const at::Tens
   const c10::cuda::CUDAGuard device_guard(grad.device());
   // Broadcasting, type promotion and the output: TensorIterator's; a failure gets the op's
   // message (opwrap/runtime/pointwise_iterator.h).
-  at::Tensor opwrap_out;
+  at::Tensor opwrap_out0;
   opwrap::rt::PointwiseIterator iter;
-  opwrap::rt::build_pointwise(kOp, "result", iter, at::TensorIteratorConfig()
-      .add_output(opwrap_out)
+  opwrap::rt::build_pointwise(kOp, "output 'result'", iter, at::TensorIteratorConfig()
+      .add_output(opwrap_out0)
       .add_const_input(grad)
       .add_const_input(grad_output)
       .add_const_input(self)

@@ -59,10 +59,10 @@ at::Tensor mul_constant_cuda(const at::Tensor& self, double constant) {
   const c10::cuda::CUDAGuard device_guard(self.device());
   // Broadcasting, type promotion and the output: TensorIterator's; a failure gets the op's
   // message (opwrap/runtime/pointwise_iterator.h).
-  at::Tensor opwrap_out;
+  at::Tensor opwrap_out0;
   opwrap::rt::PointwiseIterator iter;
-  opwrap::rt::build_pointwise(kOp, "result", iter, at::TensorIteratorConfig()
-      .add_output(opwrap_out)
+  opwrap::rt::build_pointwise(kOp, "output 'result'", iter, at::TensorIteratorConfig()
+      .add_output(opwrap_out0)
       .add_const_input(self)
       .promote_inputs_to_common_dtype(true)
       .promote_integer_inputs_to_float(true)

@@ -71,10 +71,10 @@ at::Tensor myadd_cuda(const at::Tensor& self, const at::Tensor& other) {
   const c10::cuda::CUDAGuard device_guard(self.device());
   // Broadcasting, type promotion and the output: TensorIterator's; a failure gets the op's
   // message (opwrap/runtime/pointwise_iterator.h).
-  at::Tensor opwrap_out;
+  at::Tensor opwrap_out0;
   opwrap::rt::PointwiseIterator iter;
-  opwrap::rt::build_pointwise(kOp, "result", iter, at::TensorIteratorConfig()
-      .add_output(opwrap_out)
+  opwrap::rt::build_pointwise(kOp, "output 'result'", iter, at::TensorIteratorConfig()
+      .add_output(opwrap_out0)
       .add_const_input(self)
       .add_const_input(other)
       .promote_inputs_to_common_dtype(true)

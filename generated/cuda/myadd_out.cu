@@ -28,7 +28,7 @@ at::Tensor& myadd_out_cuda(const at::Tensor& self, const at::Tensor& other, at::
   // as for aten's out= ops (the result type must cast safely to its dtype); a failure gets the
   // op's message (opwrap/runtime/pointwise_iterator.h).
   at::TensorIterator iter;
-  opwrap::rt::build_pointwise(kOp, "out", iter, at::TensorIteratorConfig()
+  opwrap::rt::build_pointwise(kOp, "output 'out'", iter, at::TensorIteratorConfig()
       .add_output(out)
       .add_const_input(self)
       .add_const_input(other)

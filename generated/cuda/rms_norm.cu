@@ -7,7 +7,7 @@
 
 #include <opwrap/runtime/checks.h>
 #include <ATen/TensorOperators.h>
-#include "rms_norm.cuh"
+#include "rowwise/rms_norm.cuh"
 
 namespace opwrap::generated {
 namespace {
@@ -37,16 +37,16 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_cuda(const at::Tensor& input, const 
   const at::Tensor weight_c = opwrap::rt::contiguous(kOp, "weight", weight);
   switch (dtype) {
     case at::ScalarType::Float:
-      ::opwrap::kernels::rms_norm_cuda<float>(input_c, weight_c, eps, out, rstd);
+      ::opwrap::kernels::rms_norm_rowwise_cuda<float>(input_c, weight_c, eps, out, rstd);
       break;
     case at::ScalarType::Double:
-      ::opwrap::kernels::rms_norm_cuda<double>(input_c, weight_c, eps, out, rstd);
+      ::opwrap::kernels::rms_norm_rowwise_cuda<double>(input_c, weight_c, eps, out, rstd);
       break;
     case at::ScalarType::Half:
-      ::opwrap::kernels::rms_norm_cuda<at::Half>(input_c, weight_c, eps, out, rstd);
+      ::opwrap::kernels::rms_norm_rowwise_cuda<at::Half>(input_c, weight_c, eps, out, rstd);
       break;
     case at::ScalarType::BFloat16:
-      ::opwrap::kernels::rms_norm_cuda<at::BFloat16>(input_c, weight_c, eps, out, rstd);
+      ::opwrap::kernels::rms_norm_rowwise_cuda<at::BFloat16>(input_c, weight_c, eps, out, rstd);
       break;
     default:
       opwrap::rt::unsupported_dtype(kOp, "input", dtype, "float32, float64, float16, bfloat16");

@@ -52,6 +52,32 @@ __device__ T block_sum(T v, T* shared) {
   return total;
 }
 
+// Any reduction R (opwrap/runtime/rowwise.h: Sum, Max, Min) over the block; every thread
+// gets the result.  `shared` holds one T per warp.
+template <typename R, typename T>
+__device__ T block_reduce(T v, T* shared) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+#pragma unroll
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    v = R::combine(v, __shfl_down_sync(0xffffffffu, v, offset));
+  }
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = (blockDim.x + kWarp - 1) / kWarp;
+    T total = lane < warps ? shared[lane] : R::template identity<T>();
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+      total = R::combine(total, __shfl_down_sync(0xffffffffu, total, offset));
+    }
+    if (lane == 0) shared[0] = total;
+  }
+  __syncthreads();
+  const T total = shared[0];
+  __syncthreads();  // shared may be reused by the caller
+  return total;
+}
+
 // out[i] = f(i) for i in [0, n), grid-stride.
 template <typename F>
 __global__ void elementwise_kernel(int64_t n, F f) {

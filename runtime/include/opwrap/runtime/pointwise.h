@@ -17,7 +17,10 @@
 #include <opwrap/runtime/pointwise_iterator.h>
 
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
+#include <ATen/OpMathType.h>
 #include <ATen/cpu/vec/vec.h>
+
+#include <tuple>
 #define OPWRAP_PW_VECTORIZED 1
 #endif
 
@@ -26,6 +29,13 @@ namespace {
 
 template <typename T>
 constexpr bool is_scalar_v = std::is_arithmetic_v<T>;
+
+// The results of an expression with several (`sin(self), cos(self)`), in the order of the
+// op's returns: scalars or Vectorized values, on the host and on the device.
+template <typename T, int N>
+struct Values {
+  T v[N];
+};
 
 // ---------------------------------------------------------------- scalars
 #define OPWRAP_PW_SCALAR_UNARY(name, expr)                                 \
@@ -144,6 +154,52 @@ inline Vec<T> pow(const Vec<T>& a, const Vec<T>& b) {
 template <typename T>
 inline Vec<T> where(const Vec<T>& mask, const Vec<T>& a, const Vec<T>& b) {
   return Vec<T>::blendv(b, a, mask);
+}
+
+// The CPU loop of an expression with several results (at::native::cpu_kernel_vec takes one):
+// TensorIterator's for_each (parallel, any strides), vectorized over contiguous runs as
+// cpu_kernel_vec is, scalar elsewhere.  `sop(const opmath_t* x)` and `vop(const
+// Vectorized<opmath_t>* x)` take the inputs in the iterator's order and return Values of
+// kOut; reduced floating types compute in float, each Vectorized<scalar_t> as two halves.
+template <typename scalar_t, int kOut, int kIn, typename ScalarOp, typename VecOp>
+void cpu_kernel_outputs(at::TensorIteratorBase& iter, const ScalarOp& sop, const VecOp& vop) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using V = at::vec::Vectorized<scalar_t>;
+  using VM = at::vec::Vectorized<opmath_t>;
+  constexpr int64_t kSize = sizeof(scalar_t);
+  iter.for_each([&](char** data, const int64_t* strides, int64_t n) {
+    bool contiguous = true;
+    for (int k = 0; k < kOut + kIn; ++k) contiguous = contiguous && strides[k] == kSize;
+    int64_t i = 0;
+    if (contiguous) {
+      for (; i + V::size() <= n; i += V::size()) {
+        if constexpr (c10::is_reduced_floating_point_v<scalar_t>) {
+          VM lo[kIn], hi[kIn];
+          for (int k = 0; k < kIn; ++k) {
+            std::tie(lo[k], hi[k]) = at::vec::convert_to_float<scalar_t>(V::loadu(data[kOut + k] + i * kSize));
+          }
+          const auto a = vop(lo);
+          const auto b = vop(hi);
+          for (int k = 0; k < kOut; ++k) {
+            at::vec::convert_from_float<scalar_t>(a.v[k], b.v[k]).store(data[k] + i * kSize);
+          }
+        } else {
+          V x[kIn];
+          for (int k = 0; k < kIn; ++k) x[k] = V::loadu(data[kOut + k] + i * kSize);
+          const auto r = vop(x);
+          for (int k = 0; k < kOut; ++k) r.v[k].store(data[k] + i * kSize);
+        }
+      }
+    }
+    for (; i < n; ++i) {
+      opmath_t x[kIn];
+      for (int k = 0; k < kIn; ++k) {
+        x[k] = static_cast<opmath_t>(*reinterpret_cast<const scalar_t*>(data[kOut + k] + i * strides[kOut + k]));
+      }
+      const auto r = sop(x);
+      for (int k = 0; k < kOut; ++k) *reinterpret_cast<scalar_t*>(data[k] + i * strides[k]) = static_cast<scalar_t>(r.v[k]);
+    }
+  });
 }
 #endif  // OPWRAP_PW_VECTORIZED
 

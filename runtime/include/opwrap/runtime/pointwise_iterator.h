@@ -53,15 +53,16 @@ class PointwiseIterator final : public at::TensorIteratorBase {
 
 // Builds `iter` from `config`.  When that fails, the error is the op's own message if the
 // inputs' shapes do not broadcast (check_broadcastable throws it), and otherwise (an output
-// too large to allocate, ...) the iterator's, with a line naming the op and `output`.
+// too large to allocate, ...) the iterator's, with a line naming the op and `outputs` (as
+// "output 'result'" or "outputs 'sin', 'cos'").
 template <typename Iterator>
-void build_pointwise(const char* op, const char* output, Iterator& iter, at::TensorIteratorConfig& config,
+void build_pointwise(const char* op, const char* outputs, Iterator& iter, at::TensorIteratorConfig& config,
                      std::initializer_list<NamedTensor> inputs) {
   try {
     iter.build(config);
   } catch (c10::Error& e) {
     check_broadcastable(op, inputs);
-    e.add_context(std::string(op) + ": while allocating output '" + output + "'");
+    e.add_context(std::string(op) + ": while allocating " + outputs);
     throw;  // the same exception type (OutOfMemoryError stays one)
   }
 }

@@ -1,0 +1,342 @@
+"""Row-wise programs: ``rowwise: <program>`` in a declaration.
+
+An op that reduces each row of its inputs and may map the row again (rms_norm, layer_norm,
+softmax, log_softmax, logsumexp, a sum with an epilogue) is written as a few lines in the
+language of pointwise expressions (codegen/pointwise.py), plus reductions over the row::
+
+    shape:
+      input: ["*B", D]          # rows: the run *B; the row: the dimensions after it
+      weight: [D]               # a column operand: the same for every row
+      out: input.shape          # one value per element of a row
+      rstd: ["*B"]              # one value per row
+    rowwise: |
+      rstd = rsqrt(mean(input * input) + eps)
+      input * rstd * weight, rstd
+
+The shape rule says what each tensor is (one source of truth for shapes): a *row* tensor is
+``["*B", <row dims>]`` (or the ``.shape`` of one), a *column* tensor is ``[<row dims>]`` and
+a *per-row* tensor is ``["*B"]``.  Every value of the program is either an element value
+(it varies along the row: row and column tensors, and what is computed from them) or a row
+value (one per row: scalar arguments, per-row tensors, reductions, and what is computed
+from those only).  ``sum(e)``, ``mean(e)``, ``max(e)`` and ``min(e)`` of an element value
+``e`` reduce it over the row.  The last line gives one value per return, in order.
+
+The program is compiled into *stages*: a reduction that uses the result of another runs in
+a later pass over the row, and reductions that do not depend on each other share a pass
+(``mean(x)`` and ``mean(x * x)`` are one loop).  The generated code is a struct per op
+holding the row values, with one member function per element function; the CPU and CUDA
+loops (templates/rowwise/) call them over a scalar or an ``at::vec::Vectorized``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from . import pysyntax
+from .diagnostics import Diagnostics, Loc, did_you_mean
+from .pointwise import ALIASES, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, _Error, _Translator
+from .schema import BaseType, FunctionSchema, is_tensor
+from .shapes import Shape
+
+# Reductions over the row: (identity's C++ text over opmath_t, the runtime's combiner).
+REDUCTIONS = {"sum": "Sum", "mean": "Sum", "max": "Max", "min": "Min"}
+PREFIX = "opwrap_"  # generated members; user names may not start with it
+
+
+@dataclass(frozen=True)
+class ElemFunction:
+    """A function of the row's elements: a member template `name<Tv>(inputs...)`."""
+
+    name: str
+    inputs: tuple[str, ...]  # the element tensors it reads, in schema order
+    bindings: tuple[tuple[str, str], ...]  # the element bindings it needs, in order: (name, C++)
+    value: str  # C++ over Tv
+
+
+@dataclass(frozen=True)
+class Reduction:
+    member: str  # the row member that holds the result
+    kind: str  # sum, mean, max, min
+    combiner: str  # opwrap::rt::rowwise::<combiner>
+    stage: int  # the pass over the row that computes it (1-based)
+    function: ElemFunction  # its argument
+
+
+@dataclass(frozen=True)
+class RowOutput:
+    name: str  # the return
+    per_row: bool  # one value per row (else one per element of the row)
+    function: ElemFunction  # no inputs when the value is a row value
+
+
+@dataclass(frozen=True)
+class RowProgram:
+    source: str
+    loc: Loc
+    row_tensors: tuple[str, ...]  # inputs ["*B", <row dims>]
+    column_tensors: tuple[str, ...]  # inputs [<row dims>]
+    per_row_tensors: tuple[str, ...]  # inputs ["*B"]
+    owner: str  # the op whose kernels run it (an out= overload runs its functional op's)
+    scalars: tuple[tuple[str, str], ...]  # (argument, C++ conversion of `{name}` to opmath_t)
+    row_dims: int  # how many trailing dimensions a row spans
+    reductions: tuple[Reduction, ...]
+    steps: tuple[tuple[int, str, str], ...]  # row statements: (stage after which it runs, member, C++)
+    bindings: tuple[str, ...]  # the row bindings (members)
+    outputs: tuple[RowOutput, ...]  # in the order of the schema's returns
+    floating: bool
+
+    @property
+    def stages(self) -> int:
+        return max((r.stage for r in self.reductions), default=0)
+
+    @property
+    def element_inputs(self) -> tuple[str, ...]:
+        return self.row_tensors + self.column_tensors
+
+    def reductions_of(self, stage: int) -> tuple[Reduction, ...]:
+        return tuple(r for r in self.reductions if r.stage == stage)
+
+    def steps_of(self, stage: int) -> tuple[tuple[str, str], ...]:
+        return tuple((m, v) for s, m, v in self.steps if s == stage)
+
+    @property
+    def functions(self) -> tuple[ElemFunction, ...]:
+        return tuple(r.function for r in self.reductions) + tuple(o.function for o in self.outputs)
+
+
+def classify(schema: FunctionSchema, shapes: dict[str, Shape], like: str) -> tuple[dict[str, str], int, str]:
+    """Each tensor argument and return's role ("row", "column", "per_row"), how many
+    dimensions a row spans, and an error ("" when none), from the shape rule."""
+    roles: dict[str, str] = {}
+    row_dims: tuple[str, ...] | None = None
+    names = [a.name for a in schema.arguments if is_tensor(a.type)] + list(schema.return_names())
+    whole: dict[str, str] = {}
+    for name in names:
+        s = shapes.get(name)
+        if s is None:
+            if name in schema.return_names() and like:
+                whole[name] = like
+                continue
+            return {}, 0, f"'{name}' has no shape rule: a row-wise op declares each tensor's shape, as " \
+                          f"[\"*B\", D] (rows), [D] (the same for every row) or [\"*B\"] (one value per row)"
+        if s.whole is not None:
+            if not s.whole.is_tensor:
+                return {}, 0, f"the shape of '{name}' must be a tensor's shape ('x.shape') or a list of dimensions"
+            whole[name] = s.whole.source
+            continue
+        if s.dims is None:
+            return {}, 0, f"'{name}' cannot be a list of tensors in a row-wise op"
+        dims = s.dims
+        if dims and dims[0].star:
+            rest = tuple(d.text for d in dims[1:])
+            if any(d.star for d in dims[1:]):
+                return {}, 0, f"the shape of '{name}' has more than one run"
+            if not rest:
+                roles[name] = "per_row"
+                continue
+            if row_dims is not None and rest != row_dims:
+                return {}, 0, f"the rows of '{name}' are {list(rest)}, but another tensor's are {list(row_dims)}: " \
+                              f"every row tensor has the same row dimensions"
+            row_dims = rest
+            roles[name] = "row"
+        else:
+            roles[name] = ("column", tuple(d.text for d in dims))  # checked below, once the row is known
+    if row_dims is None:
+        return {}, 0, "no tensor has rows: a row-wise op needs an input shaped [\"*B\", <row dimensions>] " \
+                      "(the run *B is the rows)"
+    for name, role in list(roles.items()):
+        if isinstance(role, tuple):
+            if role[1] != row_dims:
+                return {}, 0, f"the shape of '{name}' is {list(role[1])}: a row-wise op's tensors are rows " \
+                              f"[\"*B\", {', '.join(row_dims)}], columns [{', '.join(row_dims)}] or per-row [\"*B\"]"
+            roles[name] = "column"
+    for name, source in whole.items():
+        if source not in roles:
+            return {}, 0, f"'{name}' takes the shape of '{source}', which has no role in the row"
+        roles[name] = roles[source]
+    return roles, len(row_dims), ""
+
+
+def parse(text: str, schema: FunctionSchema, shapes: dict[str, Shape], like: str, loc_at,
+          diag: Diagnostics) -> RowProgram | None:
+    """Parse and check `text` against the schema and its shape rule (`shapes`, by target)."""
+    roles, row_dims, problem = classify(schema, shapes, like)
+    if problem:
+        diag.error(loc_at(1, 0), problem)
+        return None
+    returns = schema.return_names()
+    ok = True
+    for r in schema.returns:
+        if r.type != BaseType("Tensor") or r.alias is not None:
+            diag.error(loc_at(1, 0), "a row-wise op returns new Tensors: '-> Tensor' or '-> (Tensor a, Tensor b)'")
+            return None
+    for name in returns:
+        if roles.get(name) == "column":
+            diag.error(loc_at(1, 0), f"the return '{name}' is shaped like a column: a row-wise op returns rows "
+                       "or one value per row")
+            ok = False
+    tensors = [a for a in schema.arguments if is_tensor(a.type)]
+    scalars = [a for a in schema.arguments if isinstance(a.type, BaseType) and a.type.name in SCALAR_TYPES]
+    for a in schema.arguments:
+        if a not in tensors and a not in scalars:
+            diag.error(loc_at(1, 0), f"argument '{a.name}' of type {a.type} cannot be used by a row-wise op; "
+                       f"Tensor and {', '.join(sorted(SCALAR_TYPES))} arguments can")
+            ok = False
+    for a in schema.arguments:
+        if a.name.startswith(PREFIX):
+            diag.error(loc_at(1, 0), f"argument name '{a.name}' is reserved in generated row-wise kernels")
+            ok = False
+    if not ok:
+        return None
+    try:
+        module = pysyntax.parse(text, mode="exec")
+    except SyntaxError as e:
+        diag.error(loc_at(e.lineno or 1, (e.offset or 1) - 1), f"invalid row-wise program: {e.msg}")
+        return None
+    tr = _RowTranslator({a.name: roles[a.name] for a in tensors}, {a.name for a in scalars})
+    try:
+        body = module.body
+        if not body:
+            raise _Error(None, "empty row-wise program")
+        for stmt in body[:-1]:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+                raise _Error(stmt, "each line before the last must bind one name: 'name = expression'")
+            tr.bind(stmt.targets[0], stmt.value)
+        last = body[-1]
+        if not isinstance(last, ast.Expr):
+            raise _Error(last, "the last line must be the results: one value per return, 'a, b'")
+        values = last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]
+        if len(values) != len(returns):
+            raise _Error(last.value, f"the program computes {len(values)} value{'s' if len(values) > 1 else ''}, but "
+                         f"the op returns {len(returns)}", "the last line lists one value per return, in order: 'a, b'")
+        outputs = []
+        for i, (name, node) in enumerate(zip(returns, values)):
+            per_row = roles[name] == "per_row"
+            fn, elem, _ = tr.function(node, f"{PREFIX}out{i}")
+            if per_row and elem:
+                raise _Error(node, f"the return '{name}' has one value per row, but this value varies along the row",
+                             "reduce it: sum(...), mean(...), max(...) or min(...)")
+            outputs.append(RowOutput(name, per_row, fn))
+    except _Error as e:
+        node = e.node
+        diag.error(loc_at(node.lineno, node.col_offset) if node is not None else loc_at(1, 0), e.message, e.hint)
+        return None
+    for a in tensors:
+        if a.name not in tr.used:
+            diag.error(loc_at(1, 0), f"Tensor argument '{a.name}' is not used by the row-wise program")
+            ok = False
+    if not ok:
+        return None
+    if not tr.reductions:
+        diag.error(loc_at(1, 0), "the program reduces nothing: use 'pointwise:' for an elementwise op",
+                   "reduce over the row with sum(...), mean(...), max(...) or min(...)")
+        return None
+    by_role = lambda role: tuple(a.name for a in tensors if roles[a.name] == role)  # noqa: E731
+    return RowProgram(
+        source=text, loc=loc_at(1, 0), owner=schema.ident, row_tensors=by_role("row"), column_tensors=by_role("column"),
+        per_row_tensors=by_role("per_row"),
+        scalars=tuple((a.name, SCALAR_TYPES[a.type.name]) for a in scalars),
+        row_dims=row_dims, reductions=tuple(tr.reductions), steps=tuple(tr.steps), bindings=tuple(tr.row_bindings),
+        outputs=tuple(outputs), floating=tr.floating)
+
+
+class _RowTranslator(_Translator):
+    """The pointwise translator, knowing which values vary along the row.  While one
+    expression is translated, `inputs` and `elem_bindings` collect the element tensors and
+    bindings it reads and `stage` the latest pass whose row values it uses."""
+
+    def __init__(self, roles: dict[str, str], scalars: set[str]):
+        elem = {n for n, r in roles.items() if r in ("row", "column")}
+        super().__init__(elem, scalars | {n for n, r in roles.items() if r == "per_row"})
+        self.order = [n for n in roles if n in elem]  # schema order
+        self.stage_of: dict[str, int] = {n: 0 for n, r in roles.items() if r == "per_row"}
+        self.stage_of.update({n: 0 for n in scalars})
+        self.elem_defs: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {}  # name -> (C++, inputs, bindings)
+        self.reductions: list[Reduction] = []
+        self.steps: list[tuple[int, str, str]] = []
+        self.row_bindings: list[str] = []
+        self._reset()
+
+    def _reset(self):
+        self.inputs: set[str] = set()
+        self.elem_bindings: set[str] = set()
+        self.stage = 0
+
+    def _capture(self, node: ast.AST) -> tuple[str, bool, set[str], set[str], int]:
+        saved = (self.inputs, self.elem_bindings, self.stage)
+        self._reset()
+        try:
+            cpp = self.value(node)
+            return cpp, bool(self.inputs), self.inputs, self.elem_bindings, self.stage
+        finally:
+            self.inputs, self.elem_bindings, self.stage = saved
+
+    def function(self, node: ast.AST, name: str) -> tuple[ElemFunction, bool, int]:
+        """The element function computing `node`, whether it varies along the row, its stage."""
+        cpp, elem, inputs, bindings, stage = self._capture(node)
+        ordered = tuple(b for b in self.elem_defs if b in bindings)
+        return ElemFunction(name, tuple(n for n in self.order if n in inputs),
+                            tuple((b, self.elem_defs[b][0]) for b in ordered), cpp), elem, stage
+
+    def bind(self, target: ast.Name, node: ast.AST) -> None:
+        name = target.id
+        if name in self.names or name in FUNCTIONS or name in REDUCTIONS or name == VALUE_TYPE:
+            raise _Error(target, f"'{name}' is already defined")
+        if name.startswith(PREFIX):
+            raise _Error(target, f"names starting with '{PREFIX}' are reserved")
+        cpp, elem, inputs, bindings, stage = self._capture(node)
+        if elem:
+            self.elem_defs[name] = (cpp, frozenset(inputs), tuple(b for b in self.elem_defs if b in bindings))
+            self.names[name] = "elem"
+            self.stage_of[name] = stage
+        else:
+            self.steps.append((stage, name, cpp))
+            self.row_bindings.append(name)
+            self.stage_of[name] = stage
+            self.names[name] = "row"
+
+    def value(self, node: ast.AST) -> str:
+        if isinstance(node, ast.Name):
+            kind = self.names.get(node.id)
+            if kind == "elem":  # an element binding: its inputs and bindings are this expression's too
+                self.used.add(node.id)
+                _, inputs, deps = self.elem_defs[node.id]
+                self.inputs |= inputs
+                self.elem_bindings |= {node.id, *deps}
+                self.stage = max(self.stage, self.stage_of[node.id])
+                return node.id
+            if kind == "row":
+                self.used.add(node.id)
+                self.stage = max(self.stage, self.stage_of[node.id])
+                return f"{VALUE_TYPE}({node.id})"
+            if kind == "tensor":
+                self.inputs.add(node.id)
+            elif kind == "scalar":
+                self.stage = max(self.stage, self.stage_of.get(node.id, 0))
+        return super().value(node)
+
+    def call(self, node: ast.Call) -> str:
+        if isinstance(node.func, ast.Name) and node.func.id in REDUCTIONS and len(node.args) == 1 and not node.keywords:
+            return self.reduction(node.func.id, node.args[0], node)
+        if isinstance(node.func, ast.Name) and node.func.id not in FUNCTIONS and node.func.id not in ALIASES \
+                and node.func.id not in REDUCTIONS:
+            raise _Error(node.func, f"unknown function '{node.func.id}' in row-wise program",
+                         did_you_mean(node.func.id, list(FUNCTIONS) + list(REDUCTIONS)))
+        return super().call(node)
+
+    def reduction(self, kind: str, arg: ast.AST, node: ast.Call) -> str:
+        member = f"{PREFIX}r{len(self.reductions)}"
+        fn, elem, stage = self.function(arg, f"{PREFIX}reduce{len(self.reductions)}")
+        if not elem:
+            raise _Error(arg, f"{kind}() reduces over the row, but its argument is the same for every element "
+                         "of the row")
+        if kind == "mean":
+            self.floating = True
+        r = Reduction(member, kind, REDUCTIONS[kind], stage + 1, fn)
+        self.reductions.append(r)
+        if kind == "mean":  # the pass's sum becomes the mean once the pass is done
+            self.steps.append((r.stage, member, f"{member} / {PREFIX}n"))
+        self.stage_of[member] = r.stage
+        self.stage = max(self.stage, r.stage)
+        return f"{VALUE_TYPE}({member})"

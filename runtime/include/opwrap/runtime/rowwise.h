@@ -1,0 +1,106 @@
+// Support of generated row-wise kernels (codegen/rowwise.py, templates/rowwise/): the
+// reductions over a row, for scalars (host and device) and at::vec::Vectorized values, and
+// (on the CPU) the row in the computation type.
+//
+// Internal linkage throughout, as pointwise.h: each CPU kernel unit is compiled for one CPU
+// capability and must call its own copies.
+#pragma once
+
+#include <c10/macros/Macros.h>
+
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include <opwrap/runtime/pointwise.h>
+
+#if OPWRAP_PW_VECTORIZED
+#include <ATen/OpMathType.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
+#endif
+
+namespace opwrap::rt::rowwise {
+namespace {
+
+// A reduction: its identity and how two partial results combine.  max and min propagate
+// NaN, as torch.amax and torch.amin.
+struct Sum {
+  template <typename T>
+  static C10_HOST_DEVICE T identity() {
+    return T(0);
+  }
+  template <typename T>
+  static C10_HOST_DEVICE T combine(T a, T b) {
+    return a + b;
+  }
+};
+
+struct Max {
+  template <typename T>
+  static C10_HOST_DEVICE T identity() {
+    return T(-std::numeric_limits<double>::infinity());
+  }
+  template <typename T>
+  static C10_HOST_DEVICE T combine(T a, T b) {
+    return opwrap::pw::maximum(a, b);
+  }
+};
+
+struct Min {
+  template <typename T>
+  static C10_HOST_DEVICE T identity() {
+    return T(std::numeric_limits<double>::infinity());
+  }
+  template <typename T>
+  static C10_HOST_DEVICE T combine(T a, T b) {
+    return opwrap::pw::minimum(a, b);
+  }
+};
+
+#if OPWRAP_PW_VECTORIZED
+// The lanes of `v` reduced to one value.
+template <typename R, typename T>
+T reduce_lanes(const at::vec::Vectorized<T>& v) {
+  return at::vec::vec_reduce_all<T>([](at::vec::Vectorized<T> a, at::vec::Vectorized<T> b) { return R::combine(a, b); },
+                                    v);
+}
+
+// One row (or column) of a tensor of scalar_t in the computation type opmath_t: the data
+// itself when the types are the same, else a conversion into a buffer kept across rows.
+template <typename scalar_t>
+class Row {
+ public:
+  using opmath_t = at::opmath_type<scalar_t>;
+  static constexpr bool kSame = std::is_same_v<scalar_t, opmath_t>;
+
+  // `n` values from `p`, to read.
+  const opmath_t* load(const scalar_t* p, int64_t n) {
+    if constexpr (kSame) {
+      return p;
+    } else {
+      buffer_.resize(static_cast<size_t>(n));
+      at::vec::convert(p, buffer_.data(), n);
+      return buffer_.data();
+    }
+  }
+  // Where to write `n` values bound for `p` (store() puts them there).
+  opmath_t* target(scalar_t* p, int64_t n) {
+    if constexpr (kSame) {
+      return p;
+    } else {
+      buffer_.resize(static_cast<size_t>(n));
+      return buffer_.data();
+    }
+  }
+  void store(scalar_t* p, int64_t n) {
+    if constexpr (!kSame) at::vec::convert(buffer_.data(), p, n);
+  }
+
+ private:
+  std::vector<opmath_t> buffer_;
+};
+#endif  // OPWRAP_PW_VECTORIZED
+
+}  // namespace
+}  // namespace opwrap::rt::rowwise
