@@ -155,6 +155,19 @@ for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
     torch.testing.assert_close(opwrap.ops.bias_gelu(x, b), F.gelu(x.double() + b.double(), approximate="tanh").to(dtype))
     torch.testing.assert_close(opwrap.ops.myadd(x, b), x + b)
     torch.testing.assert_close(opwrap.ops.gelu_tanh_backward(b, x), torch.ops.aten.gelu_backward(b, x, approximate="tanh"))
+    s, c = opwrap.ops.sincos(x)
+    torch.testing.assert_close((s, c), (x.sin(), x.cos()))
+    # Row-wise programs (their loops are built per capability too): rows not a multiple of
+    # any vector width, reduced types compared with aten's float computation.
+    rows = torch.randn(5, 1031, dtype=torch.float64).to(dtype)
+    tol = {} if dtype in (torch.float32, torch.float64) else dict(atol=1e-2, rtol=1e-2)
+    want = lambda f: f(rows.double()).to(dtype)
+    torch.testing.assert_close(opwrap.ops.softmax(rows), want(lambda r: r.softmax(-1)), **tol)
+    torch.testing.assert_close(opwrap.ops.log_softmax(rows), want(lambda r: r.log_softmax(-1)), **tol)
+    torch.testing.assert_close(opwrap.ops.logsumexp(rows), want(lambda r: r.logsumexp(-1)), **tol)
+    w, bias = b[:1031], x[:1031]
+    torch.testing.assert_close(opwrap.ops.layer_norm(rows, w, bias).out,
+                               want(lambda r: F.layer_norm(r, (1031,), w.double(), bias.double())), **tol)
 for dtype in (torch.int32, torch.int64):
     x, y = torch.randint(-100, 100, (1027,), dtype=dtype), torch.randint(-100, 100, (1027,), dtype=dtype)
     assert torch.equal(opwrap.ops.myadd(x, y), x + y)
