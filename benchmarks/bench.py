@@ -9,6 +9,10 @@ Sections (each compares in the same process, on the same inputs):
   each call allocates its output, as in real use;
 - BLAS ops: linear, mymatmul and addmv_ (whose kernels call the BLAS aten uses) against
   F.linear, torch.mm and Tensor.addmv_, float32 and bfloat16, 1 and 2 threads;
+- every op (`--only ops`): each bundled op against its aten counterpart (target >= 0.95x) or
+  the eager composition it replaces (>= 1.2x; bias_gelu 1.4x, rms_norm 2x), float32 and
+  bfloat16, 1 and 2 threads, from one table (OPS) that benchmarks/cuda_bench.py times on a
+  GPU; row-wise reductions report their GB/s beside x.clone()'s on the same tensor;
 - build: compile seconds of a generated CPU translation unit against the same source
   behind `#include <torch/extension.h>`, every generated C++ unit compiled alone (median),
   the full C++ build and a no-op rebuild;
@@ -27,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import shlex
 import shutil
 import statistics
@@ -38,6 +44,7 @@ import textwrap
 import time
 import timeit
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -194,6 +201,290 @@ def blas_ops(report: Report, runs: int, scale: int = 1):
                                aten_ms=ref_ms)
                     print(f"  {name:<46}{str(dtype)[6:]:>9}{threads:>4}{ours_ms:>11.2f}{ref_ms:>9.2f}{ratio:>7.2f}x"
                           f"{_mark(ratio, 0.95)}")
+    finally:
+        torch.set_num_threads(old)
+
+
+# ---------------------------------------------------------------------------- every op
+# Every bundled op against its aten counterpart (target: at least 0.95x its speed) or the
+# eager composition it replaces (at least 1.2x; the fused bias_gelu 1.4x, rms_norm 2x), from
+# one table shared with benchmarks/cuda_bench.py.  An entry whose op is not (yet) registered,
+# or that refuses a dtype, is a skip with the reason, not an error.
+ATEN, EAGER = 0.95, 1.2
+FLOAT_TYPES = (torch.float32, torch.bfloat16)
+
+
+class Case(NamedTuple):
+    op: str                           # name in torch.ops.opwrap ("myadd.out": an overload)
+    reference: str                    # what it is timed against, for the table
+    ref: Callable                     # the reference, called with the op's arguments
+    make: Callable                    # Inputs -> the op's arguments
+    target: float                     # ATEN, EAGER or a fused op's own
+    dtypes: tuple = FLOAT_TYPES
+    kw: tuple = ()                    # trailing arguments the op takes by keyword
+    bandwidth: bool = False           # a row-wise reduction: report GB/s beside x.clone()'s
+    check: bool = True                # compare results with the reference's (not for random ops)
+    prep: Callable | None = None      # the reference's arguments from the op's (untimed)
+
+
+class Inputs:
+    """One entry's inputs: `dtype` on `device`, seeded; R x C = 4096 x 4096 (16M elements) for
+    the memory-bound ops, R smaller by `scale` (a quick run)."""
+
+    def __init__(self, dtype, device, scale: int = 1):
+        self.dtype, self.device, self.R, self.C = dtype, device, 4096 // scale, 4096
+        self.g = torch.Generator(device).manual_seed(0)
+
+    def randn(self, *shape):
+        return torch.randn(*shape, generator=self.g, device=self.device, dtype=self.dtype)
+
+    def randint(self, high, shape):
+        return torch.randint(0, high, shape, generator=self.g, device=self.device)
+
+    def x(self):
+        return self.randn(self.R, self.C)
+
+
+def _gelu_tanh_double_backward(grad, grad_output, x):
+    """The op's formula, in eager ops (aten has no op for it)."""
+    t = torch.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3))
+    du = 0.7978845608028654 * (1 + 0.134145 * x ** 2)
+    return grad * grad_output * (1 - t * t) * (du + 0.5 * x * (0.21406444881780075 * x - 2 * t * du * du))
+
+
+def _bucketize_count(values, boundaries):
+    indices = torch.bucketize(values, boundaries)
+    return indices, torch.bincount(indices.flatten(), minlength=boundaries.numel() + 1)
+
+
+def _bags(m: Inputs, backward: bool = False):
+    """An embedding table of 16R rows of 128, 32R indices in R bags of random sizes."""
+    v, n = 16 * m.R, 32 * m.R
+    offsets = m.randint(n, (m.R,)).sort().values
+    offsets[0] = 0
+    return (m.randn(m.R if backward else v, 128), m.randint(v, (n,)), offsets) + ((v,) if backward else ())
+
+
+def _bag_state(grad, indices, offsets, num_weights):
+    """What autograd saved from F.embedding_bag's forward (offset2bag, bag_size, ...)."""
+    _, offset2bag, bag_size, max_indices = torch.ops.aten._embedding_bag(
+        grad.new_zeros(num_weights, grad.size(1)), indices, offsets, False, 0)
+    return grad, indices, offsets, offset2bag, bag_size, max_indices, num_weights
+
+
+def _kv(m: Inputs):
+    """R tokens of 8 heads x 128 into paged caches of R / 4 blocks of 16 (16M elements each),
+    at distinct slots, the last token padding (-1), as vLLM's batches have."""
+    key, value = m.randn(m.R, 8, 128), m.randn(m.R, 8, 128)
+    caches = [m.randn(m.R // 4, 16, 8, 128) for _ in range(2)]
+    slots = torch.randperm(4 * m.R, generator=m.g, device=m.device)[: m.R]
+    slots[-1] = -1
+    return key, value, *caches, slots, "auto"
+
+
+def _ln_saved(m: Inputs):
+    """layer_norm_backward's arguments: a gradient, the input, the weight, and the mean and
+    rstd layer_norm saved (aten's, in the input's dtype)."""
+    x, w = m.x(), m.randn(m.C)
+    _, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], w, None, 1e-5)
+    return m.x(), x, w, mean.squeeze(-1).to(m.dtype), rstd.squeeze(-1).to(m.dtype)
+
+
+def _layer_norm_backward(grad, x, w, mean, rstd):
+    return torch.ops.aten.native_layer_norm_backward(grad, x, x.shape[-1:], mean.unsqueeze(-1), rstd.unsqueeze(-1), w,
+                                                     None, [True, False, False])[0]
+
+
+def _reshape_and_cache(key, value, key_cache, value_cache, slots, kv_cache_dtype):
+    keep = slots >= 0
+    key_cache.flatten(0, 1).index_copy_(0, slots[keep], key[keep])
+    value_cache.flatten(0, 1).index_copy_(0, slots[keep], value[keep])
+
+
+_x1 = lambda m: (m.x(),)
+_x2 = lambda m: (m.x(), m.x())
+_xw = lambda m: (m.x(), m.randn(m.C))
+OPS = [
+    Case("myadd", "torch.add", torch.add, _x2, ATEN),
+    Case("myadd.out", "torch.add(out=)", lambda a, b, out: torch.add(a, b, out=out), lambda m: (m.x(), m.x(), m.x()),
+         ATEN, kw=("out",)),
+    Case("mul_constant", "torch.mul", torch.mul, lambda m: (m.x(), 0.5), ATEN),
+    Case("gelu_tanh", "F.gelu(tanh)", lambda x: F.gelu(x, approximate="tanh"), _x1, ATEN),
+    Case("gelu_tanh_backward", "aten.gelu_backward(tanh)",
+         lambda g, x: torch.ops.aten.gelu_backward(g, x, approximate="tanh"), _x2, ATEN),
+    Case("gelu_tanh_double_backward", "its formula in eager ops", _gelu_tanh_double_backward,
+         lambda m: (m.x(), m.x(), m.x()), EAGER),
+    Case("bias_gelu", "F.gelu(x + bias, tanh)", lambda x, b: F.gelu(x + b, approximate="tanh"), _xw, 1.4),
+    Case("sincos", "torch.sin, torch.cos", lambda x: (torch.sin(x), torch.cos(x)), _x1, EAGER),
+    Case("huber", "F.huber_loss(reduction=none)", lambda a, b, d: F.huber_loss(a, b, reduction="none", delta=d),
+         lambda m: (m.x(), m.x(), 0.75), ATEN),
+    Case("dropout", "torch.native_dropout", lambda x, p: torch.native_dropout(x, p, True), lambda m: (m.x(), 0.25),
+         ATEN, check=False),
+    Case("to_dtype", "Tensor.to (to the other dtype)", lambda x, d: x.to(d),
+         lambda m: (m.x(), torch.bfloat16 if m.dtype == torch.float32 else torch.float32), ATEN),
+    Case("rms_norm", "x * rsqrt(mean(x^2) + eps) * w", rms_norm_eager, _xw, 2.0, bandwidth=True),
+    Case("rms_norm", "F.rms_norm", lambda x, w: F.rms_norm(x, x.shape[-1:], w, 1e-6), _xw, ATEN, bandwidth=True),
+    Case("softmax", "torch.softmax(x, -1)", lambda x: torch.softmax(x, -1), _x1, ATEN, bandwidth=True),
+    Case("log_softmax", "torch.log_softmax(x, -1)", lambda x: torch.log_softmax(x, -1), _x1, ATEN, bandwidth=True),
+    Case("logsumexp", "torch.logsumexp(x, -1)", lambda x: torch.logsumexp(x, -1), _x1, ATEN, bandwidth=True),
+    Case("layer_norm", "F.layer_norm", lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, 1e-5),
+         lambda m: (m.x(), m.randn(m.C), m.randn(m.C)), ATEN, bandwidth=True),
+    Case("softmax_backward", "aten._softmax_backward_data",
+         lambda g, out: torch.ops.aten._softmax_backward_data(g, out, -1, out.dtype),
+         lambda m: (m.x(), torch.softmax(m.x(), -1)), ATEN, bandwidth=True),
+    Case("log_softmax_backward", "aten._log_softmax_backward_data",
+         lambda g, out: torch.ops.aten._log_softmax_backward_data(g, out, -1, out.dtype),
+         lambda m: (m.x(), torch.log_softmax(m.x(), -1)), ATEN, bandwidth=True),
+    Case("layer_norm_backward", "aten.native_layer_norm_backward", _layer_norm_backward, _ln_saved,
+         ATEN, bandwidth=True),
+    Case("linear", "F.linear", F.linear, lambda m: (m.randn(m.R // 8, 1024), m.randn(1024, 1024), m.randn(1024)), ATEN),
+    Case("mymatmul", "torch.mm", torch.mm, lambda m: (m.randn(m.R // 8, 1024), m.randn(1024, 1024)), ATEN),
+    Case("addmv_", "Tensor.addmv_", lambda acc, mat, vec, beta: acc.addmv_(mat, vec, beta=beta),
+         lambda m: (m.randn(2048), m.randn(2048, 2048), m.randn(2048), 0.5), ATEN, kw=("beta",)),
+    Case("cat_rows", "torch.cat(dim=0)", lambda ts: torch.cat(ts, 0),
+         lambda m: ([m.randn(m.R // 8, m.C) for _ in range(8)],), ATEN),
+    Case("chunk_rows", "torch.split_copy", lambda x, k: torch.split_copy(x, x.size(0) // k), lambda m: (m.x(), 8),
+         ATEN),
+    Case("nonzero_flat", "torch.nonzero(x.flatten())", lambda x: torch.nonzero(x.flatten()).flatten(),
+         lambda m: (torch.relu(m.x()),), ATEN),
+    Case("dedup_consecutive", "torch.unique_consecutive", lambda x: torch.unique_consecutive(x.flatten()),
+         lambda m: (m.randint(4, (m.R, m.C)).to(m.dtype),), ATEN),
+    Case("bucketize_count", "torch.bucketize + torch.bincount", _bucketize_count,
+         lambda m: (m.randn(m.R * m.C // 4), m.randn(1023).sort().values), EAGER),
+    Case("embedding_bag_sum", "F.embedding_bag(mode=sum)", lambda w, i, o: F.embedding_bag(i, w, o, mode="sum"),
+         _bags, ATEN),
+    Case("embedding_bag_sum_backward", "aten._embedding_bag_backward",
+         lambda g, i, o, o2b, size, mx, v: torch.ops.aten._embedding_bag_backward(g, i, o, o2b, size, mx, v, False, 0,
+                                                                                 False, None),
+         lambda m: _bags(m, backward=True), ATEN, prep=_bag_state),
+    Case("reshape_and_cache", "index_copy_ of the unpadded tokens", _reshape_and_cache, _kv, EAGER),
+    Case("fill_natural", "torch.arange(n).reshape", lambda size: torch.arange(math.prod(size)).reshape(size),
+         lambda m: ([m.R, m.C],), ATEN, dtypes=(torch.int64,)),
+]
+NOT_TIMED = {
+    "TensorQueue": "a stateful TorchBind class (a FIFO of tensors): nothing in aten to time it against",
+    "for_each_add_": "a TensorQueue method, in place on the queue's state: nothing in aten to time it against",
+}
+
+
+def _resolve(name: str):
+    """The op to call: its Python wrapper (opwrap.ops) when there is one, else the
+    dispatcher's; None when it is not registered (yet)."""
+    base, _, overload = name.partition(".")
+    packet = getattr(torch.ops.opwrap, base, None)
+    if packet is None:
+        return None
+    return getattr(packet, overload) if overload else getattr(opwrap.ops, base, packet)
+
+
+def _known_ops() -> list[str]:
+    """The declared ops and classes (declarations/*.yaml) and the registered ones."""
+    names = [n for f in sorted((ROOT / "declarations").glob("*.yaml"))
+             for n in re.findall(r"^- (?:func|class): ([\w.]+)", f.read_text(), re.M)]
+    names += [n.split("::", 1)[1] for n in torch._C._dispatch_get_all_op_names() if n.startswith("opwrap::")]
+    return list(dict.fromkeys(names))
+
+
+def _tensors(v) -> list[torch.Tensor]:
+    if isinstance(v, torch.Tensor):
+        return [v]
+    return [t for x in v for t in _tensors(x)] if isinstance(v, (tuple, list)) else []
+
+
+def _map(fn, args):
+    """args with fn applied to each tensor (inside lists too)."""
+    return tuple(fn(a) if isinstance(a, torch.Tensor) else [fn(t) for t in a]
+                 if isinstance(a, list) and a and isinstance(a[0], torch.Tensor) else a for a in args)
+
+
+def _call(case: Case, op, args):
+    n = len(args) - len(case.kw)
+    return op(*args[:n], **dict(zip(case.kw, args[n:])))
+
+
+def _check(case: Case, op, args) -> str | None:
+    """Why the op's results (and the arguments it writes) differ from the reference's, run on
+    copies (in float32 for bfloat16 inputs); None when they agree."""
+    ours_args = _map(torch.clone, args)
+    ref_args = _map(lambda t: t.float() if t.dtype == torch.bfloat16 else t.clone(), args)
+    ours = _tensors(_call(case, op, ours_args))
+    ref = _tensors(case.ref(*(case.prep(*ref_args) if case.prep else ref_args)))
+    pairs = list(zip(ours, ref)) + list(zip(_tensors(ours_args), _tensors(ref_args)))  # results, then written arguments
+    low = any(t.dtype == torch.bfloat16 for t in _tensors(args))
+    try:
+        for a, b in pairs:
+            torch.testing.assert_close(a.double(), b.double(), atol=5e-2 if low else 1e-3, rtol=2e-2 if low else 1e-3)
+    except AssertionError as e:
+        return str(e).strip().splitlines()[0]
+    return None
+
+
+def op_table(report: Report, runs: int, scale: int = 1, device: str = "cpu", timer=None, threads=(1, 2)):
+    """Every entry of OPS, float32 and bfloat16 (as the entry says), at each thread count (CPU),
+    the op and its reference interleaved, medians; ratio = reference time / opwrap time."""
+    timer = timer or median_ms
+    thr_note = f", {' and '.join(map(str, threads))} threads" if threads[0] else ""
+    report.section(f"every op on {device}{thr_note}; ratio = reference time / opwrap time (>1: opwrap faster); "
+                   f"targets: >= {ATEN}x an aten op, >= {EAGER}x an eager composition, bias_gelu 1.4x, rms_norm 2x "
+                   "its eager chain; reductions: GB/s moved beside x.clone()'s",
+                   f"{'opwrap op vs reference':<62}{'dtype':>9}{'thr':>4}{'opwrap ms':>11}{'ref ms':>9}{'ratio':>8}")
+
+    def skip(label, dtype, why):
+        report.add("ops", label, None, skipped=why, dtype=dtype, device=device)
+        print(f"  {label:<62}{dtype:>9}      skipped: {why}")
+
+    old = torch.get_num_threads()
+    try:
+        for case in OPS:
+            label, op = f"{case.op} vs {case.reference}", _resolve(case.op)
+            if op is None:
+                skip(label, "-", "not in torch.ops.opwrap (yet)")
+                continue
+            for dtype in case.dtypes:
+                dt = str(dtype).replace("torch.", "")
+                m = Inputs(dtype, device, scale)
+                args = case.make(m)
+                ref_args = case.prep(*args) if case.prep else args
+                try:
+                    out = _call(case, op, args)
+                except Exception as e:  # noqa: BLE001  (a dtype it does not declare, a build under way)
+                    skip(label, dt, str(e).strip().splitlines()[0][:120])
+                    continue
+                if any(t.device.type != torch.device(device).type for t in _tensors(out)):
+                    skip(label, dt, f"runs on the CPU only (no tensor argument to dispatch on {device})")
+                    continue
+                bad = _check(case, op, args) if case.check else None
+                if bad:
+                    report.add("ops", f"{label} ({dt}) matches its reference", 0.0, 1.0, mismatch=bad)
+                    print(f"  {label:<62}{dt:>9}      MISMATCH with the reference: {bad[:100]}")
+                fns = [lambda: _call(case, op, args), lambda: case.ref(*ref_args)]
+                if case.bandwidth:
+                    x = args[0]
+                    fns.append(x.clone)
+                    moved = sum(t.nbytes for t in _tensors(args) + _tensors(out))
+                for thr in threads:
+                    if thr:
+                        torch.set_num_threads(thr)
+                    once = sum(timer([fn], 1)[0] for fn in fns)
+                    times = timer(fns, max(runs, min(8 * runs, int(500 / max(once, 1e-3)))))
+                    ratio = times[1] / times[0]
+                    extra = {}
+                    if case.bandwidth:
+                        extra = dict(opwrap_gbs=moved / times[0] / 1e6, clone_gbs=2 * x.nbytes / times[2] / 1e6)
+                    report.add("ops", label, ratio, case.target, op=case.op, reference=case.reference,
+                               kind="aten" if case.target == ATEN else "eager", dtype=dt, threads=thr, device=device,
+                               opwrap_ms=times[0], reference_ms=times[1], **extra)
+                    gbs = (f"  {extra['opwrap_gbs']:.1f} GB/s, x.clone() {extra['clone_gbs']:.1f} GB/s "
+                           f"({extra['opwrap_gbs'] / extra['clone_gbs']:.0%})" if extra else "")
+                    print(f"  {label:<62}{dt:>9}{thr or '-':>4}{times[0]:>11.3f}{times[1]:>9.3f}{ratio:>7.2f}x"
+                          f"{_mark(ratio, case.target)}{gbs}", flush=True)
+                del args, ref_args, out, fns
+        timed = {c.op for c in OPS}
+        for name in _known_ops():
+            if name in NOT_TIMED:
+                skip(name, "-", NOT_TIMED[name])
+            elif name not in timed:
+                skip(name, "-", "no entry in bench.py's OPS table")
     finally:
         torch.set_num_threads(old)
 
@@ -611,17 +902,25 @@ def codegen_times(report: Report, n: int):
               f"(wall {gen_s:.2f} s, of which {phases.get('write', 0.0):.2f} s writing {files} files); "
               f"no-op writes 0 files{'' if noop_written == 0 else ' (MISSED)'}")
 
+def _where(row: dict) -> str:
+    """A row's name with the dtype and threads it was measured at, where it has them."""
+    at = ", ".join(filter(None, (row.get("dtype"), row.get("threads") and
+                                 f"{row['threads']} thread{'s' if row['threads'] > 1 else ''}")))
+    return f"{row['name']} ({at})" if at else row["name"]
+
+
+SECTIONS = ("calls", "throughput", "blas", "ops", "build", "foreign", "library", "codegen")
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: fewer repetitions, smaller tensors, "
                         "no per-unit or full builds")
     parser.add_argument("--json", default=str(ROOT / "build" / "bench.json"), help="where to write the results")
-    parser.add_argument("--only", choices=("calls", "throughput", "blas", "build", "foreign", "library", "codegen"),
-                        action="append")
+    parser.add_argument("--only", choices=SECTIONS, action="append")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
-    only = set(args.only or ("calls", "throughput", "blas", "build", "foreign", "library", "codegen"))
+    only = set(args.only or SECTIONS)
     report = Report()
     fast = type(opwrap.ops.myadd).__name__ == "builtin_function_or_method"
     print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
@@ -632,6 +931,8 @@ def main(argv=None) -> int:
         throughput(report, 1 << 20 if args.quick else 16 << 20, 3 if args.quick else 15)
     if "blas" in only:
         blas_ops(report, *((3, 4) if args.quick else (15, 1)))
+    if "ops" in only:
+        op_table(report, *((3, 16) if args.quick else (15, 1)))
     if "build" in only:
         build_times(report, full=not args.quick)
     if "foreign" in only and shutil.which("cargo"):
@@ -644,7 +945,7 @@ def main(argv=None) -> int:
     Path(args.json).write_text(json.dumps(dict(torch=torch.__version__, cpu_capability=torch.backends.cpu.get_cpu_capability(),
                                                rows=report.rows), indent=1) + "\n")
     missed = report.missed()
-    print(f"\nwrote {args.json}; targets missed: {len(missed)}" + "".join(f"\n  {r['name']}" for r in missed))
+    print(f"\nwrote {args.json}; targets missed: {len(missed)}" + "".join(f"\n  {_where(r)}" for r in missed))
     return 1 if args.check and missed else 0
 
 

@@ -1,55 +1,56 @@
-"""CUDA benchmark: each generated CUDA kernel against the aten op that computes the same
-thing, on the same GPU, in one run; prints one row per op with the time ratio.
-Run by `make gpu-test` on a machine with a GPU."""
+"""CUDA benchmark: every bundled op against its aten counterpart or the eager composition it
+replaces, on one GPU, in one run: bench.py's table (OPS) and targets, timed with CUDA events
+(the op and its reference interleaved, medians).  Row-wise reductions report the GB/s they
+move beside x.clone()'s.  Run by `make gpu-test` on a machine with a GPU; --check exits 1
+when a target is missed."""
 
+import argparse
+import json
+import statistics
 import sys
+from pathlib import Path
 
 import torch
 
-import opwrap  # noqa: F401
-from torch.utils.benchmark import Timer
-
-ops = torch.ops.opwrap
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench  # noqa: E402  (bench.py beside this file: the table, Report, op_table)
 
 
-def cases(dtype):
-    g = torch.Generator(device="cuda").manual_seed(0)
-    r = lambda *s: torch.randn(*s, device="cuda", dtype=dtype, generator=g)
-    big, n, k, m = r(1 << 24), 4096, 1024, 1024
-    x, w, b = r(n, k), r(m, k), r(m)
-    rows, gain = r(8192, 4096), r(4096)
-    mat, vec, acc = r(8192, 4096), r(4096), r(8192)
-    return {
-        "myadd": (lambda: ops.myadd(big, big), lambda: torch.add(big, big)),
-        "mul_constant": (lambda: ops.mul_constant(big, 0.5), lambda: torch.mul(big, 0.5)),
-        "gelu_tanh": (lambda: ops.gelu_tanh(big), lambda: torch.nn.functional.gelu(big, approximate="tanh")),
-        "bias_gelu (vs gelu(x + b))": (lambda: ops.bias_gelu(rows, gain),
-                                       lambda: torch.nn.functional.gelu(rows + gain, approximate="tanh")),
-        "sincos": (lambda: ops.sincos(big), lambda: (torch.sin(big), torch.cos(big))),
-        "linear": (lambda: ops.linear(x, w, b), lambda: torch.nn.functional.linear(x, w, b)),
-        "rms_norm": (lambda: ops.rms_norm(rows, gain), lambda: torch.nn.functional.rms_norm(rows, (4096,), gain, 1e-6)),
-        "addmv_": (lambda: ops.addmv_(acc, mat, vec), lambda: acc.addmv_(mat, vec)),
-        "nonzero_flat": (lambda: ops.nonzero_flat(torch.relu(big)), lambda: torch.nonzero(torch.relu(big).flatten())),
-    }
+def cuda_median_ms(fns, runs: int) -> list[float]:
+    """Median milliseconds of each function on the GPU, between CUDA events recorded around
+    each call, the calls interleaved (a, b, a, b, ...), after one warm-up call each."""
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+    events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(runs)]
+              for _ in fns]
+    for i in range(runs):
+        for fn, evs in zip(fns, events):
+            evs[i][0].record()
+            fn()
+            evs[i][1].record()
+    torch.cuda.synchronize()
+    return [statistics.median(start.elapsed_time(end) for start, end in evs) for evs in events]
 
 
-def main():
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls, 16x smaller tensors")
+    parser.add_argument("--json", default=str(bench.ROOT / "build" / "cuda_bench.json"))
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to benchmark", file=sys.stderr)
         return 1
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print(f"{'op':<28}{'dtype':<10}{'opwrap us':>12}{'aten us':>12}{'ratio':>8}")
-    for dtype in (torch.float32, torch.bfloat16):
-        for name, (ours, theirs) in cases(dtype).items():
-            try:
-                ours()
-            except RuntimeError as e:  # a dtype the op does not declare
-                print(f"{name:<28}{str(dtype).replace('torch.', ''):<10}  n/a: {str(e).splitlines()[0][:60]}")
-                continue
-            t_ours = Timer("f()", globals={"f": ours}).blocked_autorange(min_run_time=0.5).median * 1e6
-            t_aten = Timer("f()", globals={"f": theirs}).blocked_autorange(min_run_time=0.5).median * 1e6
-            print(f"{name:<28}{str(dtype).replace('torch.', ''):<10}{t_ours:>12.1f}{t_aten:>12.1f}{t_ours / t_aten:>8.2f}")
-    return 0
+    report = bench.Report()
+    bench.op_table(report, *((5, 16) if args.quick else (50, 1)), device="cuda", timer=cuda_median_ms, threads=(None,))
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(dict(torch=torch.__version__, device=torch.cuda.get_device_name(),
+                                               rows=report.rows), indent=1) + "\n")
+    missed = report.missed()
+    print(f"\nwrote {args.json}; targets missed: {len(missed)}" + "".join(f"\n  {bench._where(r)}" for r in missed))
+    return 1 if args.check and missed else 0
 
 
 if __name__ == "__main__":
