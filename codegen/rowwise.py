@@ -31,7 +31,7 @@ loops (templates/rowwise/) call them over a scalar or an ``at::vec::Vectorized``
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import pysyntax
 from .diagnostics import Diagnostics, Loc, did_you_mean
@@ -49,7 +49,7 @@ class ElemFunction:
     """A function of the row's elements: a member template `name<Tv>(inputs...)`."""
 
     name: str
-    inputs: tuple[str, ...]  # the element tensors it reads, in schema order
+    inputs: tuple[str, ...]  # the element tensors it reads (schema order), then the cached bindings
     bindings: tuple[tuple[str, str], ...]  # the element bindings it needs, in order: (name, C++)
     value: str  # C++ over Tv
 
@@ -85,6 +85,10 @@ class RowProgram:
     bindings: tuple[str, ...]  # the row bindings (members)
     outputs: tuple[RowOutput, ...]  # in the order of the schema's returns
     floating: bool
+    # Costly element bindings used in two passes or more (softmax's exp(self - m), in its sum
+    # and its output): computed once, in the first of them, into a row buffer (CPU) that the
+    # later passes read; on CUDA the passes recompute them (`function` computes one).
+    cached: tuple[tuple[str, int, ElemFunction], ...] = ()  # (binding, the pass computing it, function)
 
     @property
     def stages(self) -> int:
@@ -102,7 +106,11 @@ class RowProgram:
 
     @property
     def functions(self) -> tuple[ElemFunction, ...]:
-        return tuple(r.function for r in self.reductions) + tuple(o.function for o in self.outputs)
+        return (tuple(f for _, _, f in self.cached) + tuple(r.function for r in self.reductions)
+                + tuple(o.function for o in self.outputs))
+
+    def cached_in(self, stage: int) -> tuple[tuple[str, ElemFunction], ...]:
+        return tuple((b, f) for b, s, f in self.cached if s == stage)
 
 
 def classify(schema: FunctionSchema, shapes: dict[str, Shape], like: str) -> tuple[dict[str, str], int, str]:
@@ -232,19 +240,33 @@ def parse(text: str, schema: FunctionSchema, shapes: dict[str, Shape], like: str
         diag.error(loc_at(1, 0), "the program reduces nothing: use 'pointwise:' for an elementwise op",
                    "reduce over the row with sum(...), mean(...), max(...) or min(...)")
         return None
+    cached, assemble = tr.cache_plan(max(r.stage for r in tr.reductions) + 1)
+    reductions = tuple(replace(r, function=assemble(r.function.name)) for r in tr.reductions)
+    outputs = [replace(o, function=assemble(o.function.name)) for o in outputs]
     by_role = lambda role: tuple(a.name for a in tensors if roles[a.name] == role)  # noqa: E731
     return RowProgram(
         source=text, loc=loc_at(1, 0), owner=schema.ident, row_tensors=by_role("row"), column_tensors=by_role("column"),
         per_row_tensors=by_role("per_row"),
         scalars=tuple((a.name, SCALAR_TYPES[a.type.name]) for a in scalars),
-        row_dims=row_dims, reductions=tuple(tr.reductions), steps=tuple(tr.steps), bindings=tuple(tr.row_bindings),
-        outputs=tuple(outputs), floating=tr.floating)
+        row_dims=row_dims, reductions=reductions, steps=tuple(tr.steps), bindings=tuple(tr.row_bindings),
+        outputs=tuple(outputs), floating=tr.floating, cached=cached)
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """An element expression as translated: its C++ and what it reads directly."""
+
+    cpp: str
+    tensors: frozenset[str]  # element tensors it names
+    bindings: frozenset[str]  # element bindings it names
+    costly: bool  # calls a floating-point function (exp, log, ...), itself or through a binding
 
 
 class _RowTranslator(_Translator):
     """The pointwise translator, knowing which values vary along the row.  While one
-    expression is translated, `inputs` and `elem_bindings` collect the element tensors and
-    bindings it reads and `stage` the latest pass whose row values it uses."""
+    expression is translated, `tensors` and `direct` collect the element tensors and element
+    bindings it names, `stage` the latest pass whose row values it uses and `costly` whether
+    it calls a floating-point function."""
 
     def __init__(self, roles: dict[str, str], scalars: set[str]):
         elem = {n for n, r in roles.items() if r in ("row", "column")}
@@ -252,32 +274,66 @@ class _RowTranslator(_Translator):
         self.order = [n for n in roles if n in elem]  # schema order
         self.stage_of: dict[str, int] = {n: 0 for n, r in roles.items() if r == "per_row"}
         self.stage_of.update({n: 0 for n in scalars})
-        self.elem_defs: dict[str, tuple[str, frozenset[str], tuple[str, ...]]] = {}  # name -> (C++, inputs, bindings)
+        self.elem_defs: dict[str, _Raw] = {}  # element bindings, in order
+        self.raw: dict[str, _Raw] = {}  # element functions by name
+        self.pass_of: dict[str, int] = {}  # a reduction's function -> its pass
         self.reductions: list[Reduction] = []
         self.steps: list[tuple[int, str, str]] = []
         self.row_bindings: list[str] = []
+        self.hoisted: list[str] = []
+        self.elem_root = False
         self._reset()
 
     def _reset(self):
-        self.inputs: set[str] = set()
-        self.elem_bindings: set[str] = set()
+        self.tensors: set[str] = set()
+        self.direct: set[str] = set()
         self.stage = 0
+        self.costly = False
 
-    def _capture(self, node: ast.AST) -> tuple[str, bool, set[str], set[str], int]:
-        saved = (self.inputs, self.elem_bindings, self.stage)
+    def _capture(self, node: ast.AST, hoist: bool = True) -> tuple[_Raw, int]:
+        """Translate `node` on its own.  In an element expression, `hoist`: its parts that
+        are the same for the whole row are computed once a row (`_hoist`)."""
+        saved = (self.tensors, self.direct, self.stage, self.costly, self.elem_root)
         self._reset()
+        self.elem_root = hoist and self._varies(node)
         try:
             cpp = self.value(node)
-            return cpp, bool(self.inputs), self.inputs, self.elem_bindings, self.stage
+            return _Raw(cpp, frozenset(self.tensors), frozenset(self.direct), self.costly), self.stage
         finally:
-            self.inputs, self.elem_bindings, self.stage = saved
+            self.tensors, self.direct, self.stage, self.costly, self.elem_root = saved
+
+    def _varies(self, node: ast.AST) -> bool:
+        """Whether `node` varies along the row (a reduction's value does not)."""
+        if isinstance(node, ast.Name):
+            return self.names.get(node.id) in ("tensor", "elem")
+        if isinstance(node, ast.Call) and self._is_reduction(node):
+            return False
+        return any(self._varies(c) for c in ast.iter_child_nodes(node))
+
+    @staticmethod
+    def _is_reduction(node: ast.Call) -> bool:
+        return isinstance(node.func, ast.Name) and node.func.id in REDUCTIONS and len(node.args) == 1 \
+            and not node.keywords
+
+    def _hoist(self, node: ast.AST) -> str:
+        """A part of an element expression that is the same for the whole row (`log(sum(e))`
+        in `x - m - log(sum(e))`): a row member, computed once a row by its stage's statements."""
+        raw, stage = self._capture(node, hoist=False)
+        self.costly |= raw.costly
+        member = f"{PREFIX}h{len(self.hoisted)}"
+        self.hoisted.append(member)
+        self.row_bindings.append(member)
+        self.steps.append((stage, member, raw.cpp))
+        self.stage_of[member] = stage
+        self.stage = max(self.stage, stage)
+        return f"{VALUE_TYPE}({member})"
 
     def function(self, node: ast.AST, name: str) -> tuple[ElemFunction, bool, int]:
-        """The element function computing `node`, whether it varies along the row, its stage."""
-        cpp, elem, inputs, bindings, stage = self._capture(node)
-        ordered = tuple(b for b in self.elem_defs if b in bindings)
-        return ElemFunction(name, tuple(n for n in self.order if n in inputs),
-                            tuple((b, self.elem_defs[b][0]) for b in ordered), cpp), elem, stage
+        """The element function computing `node` (assembled by cache_plan), whether it
+        varies along the row, its stage."""
+        raw, stage = self._capture(node)
+        self.raw[name] = raw
+        return ElemFunction(name, (), (), raw.cpp), bool(raw.tensors or raw.bindings), stage
 
     def bind(self, target: ast.Name, node: ast.AST) -> None:
         name = target.id
@@ -285,25 +341,71 @@ class _RowTranslator(_Translator):
             raise _Error(target, f"'{name}' is already defined")
         if name.startswith(PREFIX):
             raise _Error(target, f"names starting with '{PREFIX}' are reserved")
-        cpp, elem, inputs, bindings, stage = self._capture(node)
-        if elem:
-            self.elem_defs[name] = (cpp, frozenset(inputs), tuple(b for b in self.elem_defs if b in bindings))
+        raw, stage = self._capture(node)
+        self.stage_of[name] = stage
+        if raw.tensors or raw.bindings:
+            self.elem_defs[name] = raw
             self.names[name] = "elem"
-            self.stage_of[name] = stage
         else:
-            self.steps.append((stage, name, cpp))
+            self.steps.append((stage, name, raw.cpp))
             self.row_bindings.append(name)
-            self.stage_of[name] = stage
             self.names[name] = "row"
 
+    def _closure(self, raw: _Raw, cached: frozenset[str]) -> tuple[set[str], set[str], set[str]]:
+        """The bindings `raw` needs computed, the tensors it reads and the cached bindings it
+        takes as inputs, when the `cached` ones are inputs."""
+        need, tensors, inputs = set(), set(raw.tensors), set()
+        todo = list(raw.bindings)
+        while todo:
+            b = todo.pop()
+            if b in cached:
+                inputs.add(b)
+            elif b not in need:
+                need.add(b)
+                tensors |= self.elem_defs[b].tensors
+                todo.extend(self.elem_defs[b].bindings)
+        return need, tensors, inputs
+
+    def _assemble(self, name: str, raw: _Raw, cached: frozenset[str]) -> ElemFunction:
+        need, tensors, inputs = self._closure(raw, cached)
+        return ElemFunction(name, tuple(n for n in self.order if n in tensors)
+                            + tuple(b for b in self.elem_defs if b in inputs),
+                            tuple((b, d.cpp) for b, d in self.elem_defs.items() if b in need), raw.cpp)
+
+    def cache_plan(self, output_pass: int):
+        """Which costly element bindings are computed once into a row buffer (those that
+        functions of two passes or more need), and a function assembling each element
+        function with them as inputs."""
+        passes: dict[str, set[int]] = {}
+        for fn, raw in self.raw.items():
+            p = self.pass_of.get(fn, output_pass)
+            for b in self._closure(raw, frozenset())[0]:
+                passes.setdefault(b, set()).add(p)
+        cached = frozenset(b for b, ps in passes.items() if len(ps) >= 2 and self._costly(b))
+        plan = tuple((b, min(passes[b]), self._assemble(f"{PREFIX}bind_{b}", self.elem_defs[b], frozenset()))
+                     for b in self.elem_defs if b in cached)
+        return plan, lambda fn: self._assemble(fn, self.raw[fn], cached)
+
+    def _costly(self, b: str) -> bool:
+        d = self.elem_defs[b]
+        return d.costly or any(self._costly(x) for x in d.bindings)
+
     def value(self, node: ast.AST) -> str:
+        if self.elem_root and isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call)) and not self._varies(node) \
+                and not (isinstance(node, ast.Call) and self._is_reduction(node)):
+            return self._hoist(node)
+        if self.elem_root and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) \
+                and not self._varies(node.right):
+            # x / s, s the same for the row: x times 1 / s, the reciprocal computed once a row (as
+            # aten's softmax and norms do; a vector division costs several multiplications).
+            self.floating = True
+            inverse = ast.copy_location(ast.BinOp(ast.Constant(1), ast.Div(), node.right), node.right)
+            return f"({self.value(node.left)} * {self._hoist(inverse)})"
         if isinstance(node, ast.Name):
             kind = self.names.get(node.id)
-            if kind == "elem":  # an element binding: its inputs and bindings are this expression's too
+            if kind == "elem":
                 self.used.add(node.id)
-                _, inputs, deps = self.elem_defs[node.id]
-                self.inputs |= inputs
-                self.elem_bindings |= {node.id, *deps}
+                self.direct.add(node.id)
                 self.stage = max(self.stage, self.stage_of[node.id])
                 return node.id
             if kind == "row":
@@ -311,7 +413,7 @@ class _RowTranslator(_Translator):
                 self.stage = max(self.stage, self.stage_of[node.id])
                 return f"{VALUE_TYPE}({node.id})"
             if kind == "tensor":
-                self.inputs.add(node.id)
+                self.tensors.add(node.id)
             elif kind == "scalar":
                 self.stage = max(self.stage, self.stage_of.get(node.id, 0))
         return super().value(node)
@@ -323,6 +425,9 @@ class _RowTranslator(_Translator):
                 and node.func.id not in REDUCTIONS:
             raise _Error(node.func, f"unknown function '{node.func.id}' in row-wise program",
                          did_you_mean(node.func.id, list(FUNCTIONS) + list(REDUCTIONS)))
+        fn = FUNCTIONS.get(ALIASES.get(node.func.id, node.func.id)) if isinstance(node.func, ast.Name) else None
+        if fn is not None and fn.floating:
+            self.costly = True
         return super().call(node)
 
     def reduction(self, kind: str, arg: ast.AST, node: ast.Call) -> str:
@@ -335,6 +440,7 @@ class _RowTranslator(_Translator):
             self.floating = True
         r = Reduction(member, kind, REDUCTIONS[kind], stage + 1, fn)
         self.reductions.append(r)
+        self.pass_of[fn.name] = r.stage
         if kind == "mean":  # the pass's sum becomes the mean once the pass is done
             self.steps.append((r.stage, member, f"{member} / {PREFIX}n"))
         self.stage_of[member] = r.stage

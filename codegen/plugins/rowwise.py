@@ -83,22 +83,26 @@ def _loops(decl, p: RowwisePlan) -> dict:
     """What the loop templates lay out, decided here: per stage its reductions and row
     statements, per function its arguments over a row pointer (`x_<tensor>`) at `d`."""
     rows = decl.rows
-    local = {t: f"opwrap_x_{t}" for t in rows.element_inputs}
+    # Each element input's row in opmath_t (CPU): a tensor's, or a cached binding's buffer.
+    local = {t: f"opwrap_x_{t}" for t in rows.element_inputs + tuple(b for b, _, _ in rows.cached)}
+    binders = {b: fn for b, _, fn in rows.cached}
 
     def call(fn, vec: bool) -> str:
         if vec:
             return f"prog.{fn.name}(" + ", ".join(f"V::loadu({local[t]} + d)" for t in fn.inputs) + ")"
         return f"prog.{fn.name}(" + ", ".join(f"{local[t]}[d]" for t in fn.inputs) + ")"
 
-    def call_cuda(fn) -> str:
-        return f"prog.{fn.name}(" + ", ".join(f"static_cast<opmath_t>({local[t]}[d])" for t in fn.inputs) + ")"
+    def call_cuda(fn) -> str:  # a cached binding is recomputed where it is used
+        return f"prog.{fn.name}(" + ", ".join(call_cuda(binders[t]) if t in binders else
+                                              f"static_cast<opmath_t>({local[t]}[d])" for t in fn.inputs) + ")"
 
     stages = []
     for s in range(1, rows.stages + 1):
         reds = [dict(member=r.member, combiner=r.combiner, acc=f"opwrap_a{i}", vec=call(r.function, True),
                      scalar=call(r.function, False), cuda=call_cuda(r.function), kind=r.kind)
                 for i, r in enumerate(rows.reductions) if r.stage == s]
-        stages.append(dict(number=s, reductions=reds))
+        caches = [dict(row=local[b], vec=call(fn, True), scalar=call(fn, False)) for b, fn in rows.cached_in(s)]
+        stages.append(dict(number=s, reductions=reds, caches=caches))
     outputs = []
     for o in rows.outputs:
         target = p.param(o.name)
@@ -113,7 +117,7 @@ def _loops(decl, p: RowwisePlan) -> dict:
         return [dict(name=t, tensor=p.param(t), pointer=f"opwrap_p_{t}", buffer=f"opwrap_b_{t}", row=local.get(t),
                      role=role) for t in names]
 
-    return dict(stages=stages, outputs=outputs,
+    return dict(stages=stages, outputs=outputs, caches=[dict(name=b, row=local[b]) for b, _, _ in rows.cached],
                 row_inputs=inputs(rows.row_tensors, "row"), column_inputs=inputs(rows.column_tensors, "column"),
                 per_row_inputs=inputs(rows.per_row_tensors, "per_row"),
                 scalars=[(name, conv.format(name=p.param(name))) for name, conv in rows.scalars],

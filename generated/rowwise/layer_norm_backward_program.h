@@ -91,7 +91,6 @@ void layer_norm_backward_rows(const at::Tensor& grad_out, const at::Tensor& inpu
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_grad_out;
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_input;
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_weight;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_result;
     const opmath_t* opwrap_x_weight = opwrap_b_weight.load(opwrap_p_weight, D);
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
@@ -116,17 +115,9 @@ void layer_norm_backward_rows(const at::Tensor& grad_out, const at::Tensor& inpu
         }
       }
       prog.opwrap_stage1();
-      {  // the outputs of the row's elements
-        opmath_t* opwrap_y_result = opwrap_b_result.target(opwrap_p_result + row * D, D);
-        int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          prog.opwrap_out0(V::loadu(opwrap_x_grad_out + d), V::loadu(opwrap_x_input + d), V::loadu(opwrap_x_weight + d)).store(opwrap_y_result + d);
-        }
-        for (; d < D; ++d) {
-          opwrap_y_result[d] = prog.opwrap_out0(opwrap_x_grad_out[d], opwrap_x_input[d], opwrap_x_weight[d]);
-        }
-        opwrap_b_result.store(opwrap_p_result + row * D, D);
-      }
+      opwrap::rt::rowwise::write_row<scalar_t>(  // 'result'
+          opwrap_p_result + row * D, D, [&](int64_t d) { return prog.opwrap_out0(V::loadu(opwrap_x_grad_out + d), V::loadu(opwrap_x_input + d), V::loadu(opwrap_x_weight + d)); },
+          [&](int64_t d) { return prog.opwrap_out0(opwrap_x_grad_out[d], opwrap_x_input[d], opwrap_x_weight[d]); });
     }
   });
 }

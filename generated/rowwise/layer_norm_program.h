@@ -108,7 +108,6 @@ void layer_norm_rows(const at::Tensor& input, const at::Tensor& weight, const at
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_input;
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_weight;
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_bias;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_out;
     const opmath_t* opwrap_x_weight = opwrap_b_weight.load(opwrap_p_weight, D);
     const opmath_t* opwrap_x_bias = opwrap_b_bias.load(opwrap_p_bias, D);
     for (int64_t row = begin; row < end; ++row) {
@@ -139,17 +138,9 @@ void layer_norm_rows(const at::Tensor& input, const at::Tensor& weight, const at
         }
       }
       prog.opwrap_stage2();
-      {  // the outputs of the row's elements
-        opmath_t* opwrap_y_out = opwrap_b_out.target(opwrap_p_out + row * D, D);
-        int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          prog.opwrap_out0(V::loadu(opwrap_x_input + d), V::loadu(opwrap_x_weight + d), V::loadu(opwrap_x_bias + d)).store(opwrap_y_out + d);
-        }
-        for (; d < D; ++d) {
-          opwrap_y_out[d] = prog.opwrap_out0(opwrap_x_input[d], opwrap_x_weight[d], opwrap_x_bias[d]);
-        }
-        opwrap_b_out.store(opwrap_p_out + row * D, D);
-      }
+      opwrap::rt::rowwise::write_row<scalar_t>(  // 'out'
+          opwrap_p_out + row * D, D, [&](int64_t d) { return prog.opwrap_out0(V::loadu(opwrap_x_input + d), V::loadu(opwrap_x_weight + d), V::loadu(opwrap_x_bias + d)); },
+          [&](int64_t d) { return prog.opwrap_out0(opwrap_x_input[d], opwrap_x_weight[d], opwrap_x_bias[d]); });
       opwrap_p_mean[row] = static_cast<scalar_t>(prog.template opwrap_out1<opmath_t>());
       opwrap_p_rstd[row] = static_cast<scalar_t>(prog.template opwrap_out2<opmath_t>());
     }

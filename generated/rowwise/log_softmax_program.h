@@ -23,7 +23,7 @@ namespace {
 
 // log_softmax(Tensor self) -> Tensor
 //   m = max(self)
-//   self - m - log(sum(exp(self - m)))
+//   self - m - log(sum(fast_exp(self - m)))
 // One row's values (in opmath_t) and the program's functions of the row's elements, over
 // Tv = opmath_t (a scalar) or at::vec::Vectorized<opmath_t>.
 template <typename opmath_t>
@@ -32,6 +32,7 @@ struct LogSoftmaxRow {
   opmath_t opwrap_r0;
   opmath_t opwrap_r1;
   opmath_t m;
+  opmath_t opwrap_h0;
 
   template <typename Tv>
   C10_HOST_DEVICE Tv opwrap_reduce0(Tv self) const {
@@ -40,12 +41,12 @@ struct LogSoftmaxRow {
 
   template <typename Tv>
   C10_HOST_DEVICE Tv opwrap_reduce1(Tv self) const {
-    return opwrap::pw::exp((self - Tv(m)));
+    return opwrap::pw::fast_exp((self - Tv(m)));
   }
 
   template <typename Tv>
   C10_HOST_DEVICE Tv opwrap_out0(Tv self) const {
-    return ((self - Tv(m)) - opwrap::pw::log(Tv(opwrap_r1)));
+    return ((self - Tv(m)) - Tv(opwrap_h0));
   }
 
   // The row statements that stage 0 makes computable (before the first pass).
@@ -60,6 +61,8 @@ struct LogSoftmaxRow {
 
   // The row statements that stage 2 makes computable.
   C10_HOST_DEVICE void opwrap_stage2() {
+    using Tv = opmath_t;
+    opwrap_h0 = opwrap::pw::log(Tv(opwrap_r1));
   }
 };
 #if !defined(__CUDACC__)
@@ -81,7 +84,6 @@ void log_softmax_rows(const at::Tensor& self, at::Tensor& result) {
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_self;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_result;
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
       const opmath_t* opwrap_x_self = opwrap_b_self.load(opwrap_p_self + row * D, D);
@@ -110,17 +112,9 @@ void log_softmax_rows(const at::Tensor& self, at::Tensor& result) {
         }
       }
       prog.opwrap_stage2();
-      {  // the outputs of the row's elements
-        opmath_t* opwrap_y_result = opwrap_b_result.target(opwrap_p_result + row * D, D);
-        int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          prog.opwrap_out0(V::loadu(opwrap_x_self + d)).store(opwrap_y_result + d);
-        }
-        for (; d < D; ++d) {
-          opwrap_y_result[d] = prog.opwrap_out0(opwrap_x_self[d]);
-        }
-        opwrap_b_result.store(opwrap_p_result + row * D, D);
-      }
+      opwrap::rt::rowwise::write_row<scalar_t>(  // 'result'
+          opwrap_p_result + row * D, D, [&](int64_t d) { return prog.opwrap_out0(V::loadu(opwrap_x_self + d)); },
+          [&](int64_t d) { return prog.opwrap_out0(opwrap_x_self[d]); });
     }
   });
 }

@@ -82,7 +82,6 @@ void rms_norm_rows(const at::Tensor& input, const at::Tensor& weight, double eps
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_input;
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_weight;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_out;
     const opmath_t* opwrap_x_weight = opwrap_b_weight.load(opwrap_p_weight, D);
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
@@ -100,17 +99,9 @@ void rms_norm_rows(const at::Tensor& input, const at::Tensor& weight, double eps
         }
       }
       prog.opwrap_stage1();
-      {  // the outputs of the row's elements
-        opmath_t* opwrap_y_out = opwrap_b_out.target(opwrap_p_out + row * D, D);
-        int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          prog.opwrap_out0(V::loadu(opwrap_x_input + d), V::loadu(opwrap_x_weight + d)).store(opwrap_y_out + d);
-        }
-        for (; d < D; ++d) {
-          opwrap_y_out[d] = prog.opwrap_out0(opwrap_x_input[d], opwrap_x_weight[d]);
-        }
-        opwrap_b_out.store(opwrap_p_out + row * D, D);
-      }
+      opwrap::rt::rowwise::write_row<scalar_t>(  // 'out'
+          opwrap_p_out + row * D, D, [&](int64_t d) { return prog.opwrap_out0(V::loadu(opwrap_x_input + d), V::loadu(opwrap_x_weight + d)); },
+          [&](int64_t d) { return prog.opwrap_out0(opwrap_x_input[d], opwrap_x_weight[d]); });
       opwrap_p_rstd[row] = static_cast<scalar_t>(prog.template opwrap_out1<opmath_t>());
     }
   });

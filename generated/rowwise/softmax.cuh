@@ -34,13 +34,13 @@ __global__ void softmax_rows_cuda_kernel(
     {  // pass 2
       opmath_t opwrap_a1 = opwrap::rt::rowwise::Sum::identity<opmath_t>();
       for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(static_cast<opmath_t>(opwrap_x_self[d])));
+        opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(prog.opwrap_bind_e(static_cast<opmath_t>(opwrap_x_self[d]))));
       }
       prog.opwrap_r1 = opwrap::rt::cuda::block_reduce<opwrap::rt::rowwise::Sum>(opwrap_a1, opwrap_shared);
     }
     prog.opwrap_stage2();
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      opwrap_p_result[row * D + d] = static_cast<scalar_t>(prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_self[d])));
+      opwrap_p_result[row * D + d] = static_cast<scalar_t>(prog.opwrap_out0(prog.opwrap_bind_e(static_cast<opmath_t>(opwrap_x_self[d]))));
     }
   }
 }

@@ -69,7 +69,6 @@ void softmax_backward_rows(const at::Tensor& grad_output, const at::Tensor& outp
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_grad_output;
     opwrap::rt::rowwise::Row<scalar_t> opwrap_b_output;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_result;
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
       const opmath_t* opwrap_x_grad_output = opwrap_b_grad_output.load(opwrap_p_grad_output + row * D, D);
@@ -87,17 +86,9 @@ void softmax_backward_rows(const at::Tensor& grad_output, const at::Tensor& outp
         }
       }
       prog.opwrap_stage1();
-      {  // the outputs of the row's elements
-        opmath_t* opwrap_y_result = opwrap_b_result.target(opwrap_p_result + row * D, D);
-        int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          prog.opwrap_out0(V::loadu(opwrap_x_grad_output + d), V::loadu(opwrap_x_output + d)).store(opwrap_y_result + d);
-        }
-        for (; d < D; ++d) {
-          opwrap_y_result[d] = prog.opwrap_out0(opwrap_x_grad_output[d], opwrap_x_output[d]);
-        }
-        opwrap_b_result.store(opwrap_p_result + row * D, D);
-      }
+      opwrap::rt::rowwise::write_row<scalar_t>(  // 'result'
+          opwrap_p_result + row * D, D, [&](int64_t d) { return prog.opwrap_out0(V::loadu(opwrap_x_grad_output + d), V::loadu(opwrap_x_output + d)); },
+          [&](int64_t d) { return prog.opwrap_out0(opwrap_x_grad_output[d], opwrap_x_output[d]); });
     }
   });
 }

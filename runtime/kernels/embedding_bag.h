@@ -8,7 +8,9 @@
 #include <ATen/OpMathType.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace opwrap::kernels {
 
@@ -22,6 +24,8 @@ inline void bag_range(const char* op, const index_t* offsets, int64_t b, int64_t
               " > offsets[", b + 1, "] = ", stop);
 }
 
+constexpr int64_t kPrefetch = 8;  // rows fetched ahead of the one being summed
+
 template <typename scalar_t, typename index_t>
 void embedding_bag_sum_cpu(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
                            at::Tensor& result) {
@@ -31,16 +35,29 @@ void embedding_bag_sum_cpu(const at::Tensor& weight, const at::Tensor& indices, 
   const index_t* off = offsets.const_data_ptr<index_t>();
   scalar_t* out = result.mutable_data_ptr<scalar_t>();
   const int64_t B = offsets.size(0), D = weight.size(1), N = indices.size(0);
-  // Bags are independent: each writes its own row.
-  at::parallel_for(0, B, 1, [&](int64_t begin, int64_t end) {
+  // Bags are independent: each writes its own row, the sum of its weight rows added row by
+  // row (contiguous, vectorized by the compiler) into an accumulator of D values.
+  const int64_t per_bag = std::max<int64_t>(1, D * (B > 0 ? N / B : 1));
+  at::parallel_for(0, B, std::max<int64_t>(1, 32768 / per_bag), [&](int64_t begin, int64_t end) {
+    std::vector<acc_t> acc(static_cast<size_t>(D));
     for (int64_t b = begin; b < end; ++b) {
       int64_t start = 0, stop = 0;
       bag_range("opwrap::embedding_bag_sum", off, b, B, N, start, stop);
-      for (int64_t d = 0; d < D; ++d) {
-        acc_t acc = 0;
-        for (int64_t i = start; i < stop; ++i) acc += static_cast<acc_t>(w[static_cast<int64_t>(idx[i]) * D + d]);
-        out[b * D + d] = static_cast<scalar_t>(acc);
+      std::fill(acc.begin(), acc.end(), acc_t(0));
+      acc_t* a = acc.data();
+      for (int64_t i = start; i < stop; ++i) {
+        // The rows are random: ask for the one kPrefetch indices ahead while this one is added.
+        if (i + kPrefetch < stop) {
+          const char* ahead = reinterpret_cast<const char*>(w + static_cast<int64_t>(idx[i + kPrefetch]) * D);
+          for (int64_t byte = 0; byte < D * static_cast<int64_t>(sizeof(scalar_t)); byte += 64) {
+            __builtin_prefetch(ahead + byte);
+          }
+        }
+        const scalar_t* row = w + static_cast<int64_t>(idx[i]) * D;
+        for (int64_t d = 0; d < D; ++d) a[d] += static_cast<acc_t>(row[d]);
       }
+      scalar_t* o = out + b * D;
+      for (int64_t d = 0; d < D; ++d) o[d] = static_cast<scalar_t>(a[d]);
     }
   });
 }
@@ -54,17 +71,26 @@ void embedding_bag_sum_backward_cpu(const at::Tensor& grad_output, const at::Ten
   const index_t* off = offsets.const_data_ptr<index_t>();
   scalar_t* out = result.mutable_data_ptr<scalar_t>();
   const int64_t B = offsets.size(0), D = grad_output.size(1), N = indices.size(0);
-  for (int64_t i = 0; i < num_weights * D; ++i) out[i] = scalar_t(0);
-  // Serial: two bags may index one row (a scatter-add); columns could be split across
-  // threads, which this small example does not need.
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t start = 0, stop = 0;
-    bag_range("opwrap::embedding_bag_sum_backward", off, b, B, N, start, stop);
-    for (int64_t i = start; i < stop; ++i) {
-      scalar_t* row = out + static_cast<int64_t>(idx[i]) * D;
-      for (int64_t d = 0; d < D; ++d) row[d] = static_cast<scalar_t>(static_cast<acc_t>(row[d]) + static_cast<acc_t>(g[b * D + d]));
+  // A scatter-add: two bags may index one row, so threads split the columns, each adding
+  // its columns of every bag's gradient row, in order (deterministic).
+  const int64_t cols = std::max<int64_t>(1, std::min<int64_t>(D, 64));
+  at::parallel_for(0, (D + cols - 1) / cols, 1, [&](int64_t begin, int64_t end) {
+    const int64_t d0 = begin * cols, d1 = std::min(D, end * cols);
+    std::vector<acc_t> acc(static_cast<size_t>(num_weights * (d1 - d0)), acc_t(0));
+    const int64_t width = d1 - d0;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t start = 0, stop = 0;
+      bag_range("opwrap::embedding_bag_sum_backward", off, b, B, N, start, stop);
+      const scalar_t* gr = g + b * D + d0;
+      for (int64_t i = start; i < stop; ++i) {
+        acc_t* row = acc.data() + static_cast<int64_t>(idx[i]) * width;
+        for (int64_t d = 0; d < width; ++d) row[d] += static_cast<acc_t>(gr[d]);
+      }
     }
-  }
+    for (int64_t v = 0; v < num_weights; ++v) {
+      for (int64_t d = 0; d < width; ++d) out[v * D + d0 + d] = static_cast<scalar_t>(acc[v * width + d]);
+    }
+  });
 }
 
 }  // namespace opwrap::kernels

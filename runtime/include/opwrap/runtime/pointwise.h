@@ -47,6 +47,7 @@ struct Values {
 OPWRAP_PW_SCALAR_UNARY(neg, -x)
 OPWRAP_PW_SCALAR_UNARY(abs, std::abs(x))
 OPWRAP_PW_SCALAR_UNARY(exp, std::exp(x))
+OPWRAP_PW_SCALAR_UNARY(fast_exp, std::exp(x))  // exact where there is no faster vector form
 OPWRAP_PW_SCALAR_UNARY(expm1, std::expm1(x))
 OPWRAP_PW_SCALAR_UNARY(log, std::log(x))
 OPWRAP_PW_SCALAR_UNARY(log1p, std::log1p(x))
@@ -107,6 +108,7 @@ using Vec = at::vec::Vectorized<T>;
 OPWRAP_PW_VECTOR_METHOD(neg, neg)
 OPWRAP_PW_VECTOR_METHOD(abs, abs)
 OPWRAP_PW_VECTOR_METHOD(exp, exp)
+OPWRAP_PW_VECTOR_METHOD(fast_exp, exp_u20)  // within 20 ulp, as aten's softmax computes it
 OPWRAP_PW_VECTOR_METHOD(expm1, expm1)
 OPWRAP_PW_VECTOR_METHOD(log, log)
 OPWRAP_PW_VECTOR_METHOD(log1p, log1p)

@@ -73,6 +73,8 @@ class Row {
  public:
   using opmath_t = at::opmath_type<scalar_t>;
   static constexpr bool kSame = std::is_same_v<scalar_t, opmath_t>;
+  using VS = at::vec::Vectorized<scalar_t>;
+  using VM = at::vec::Vectorized<opmath_t>;
 
   // `n` values from `p`, to read.
   const opmath_t* load(const scalar_t* p, int64_t n) {
@@ -80,8 +82,15 @@ class Row {
       return p;
     } else {
       buffer_.resize(static_cast<size_t>(n));
-      at::vec::convert(p, buffer_.data(), n);
-      return buffer_.data();
+      opmath_t* out = buffer_.data();
+      int64_t i = 0;
+      for (; i + VS::size() <= n; i += VS::size()) {  // explicitly vectorized: at::vec::convert is a scalar loop here
+        const auto [lo, hi] = at::vec::convert_to_float<scalar_t>(VS::loadu(p + i));
+        lo.store(out + i);
+        hi.store(out + i + VM::size());
+      }
+      for (; i < n; ++i) out[i] = static_cast<opmath_t>(p[i]);
+      return out;
     }
   }
   // Where to write `n` values bound for `p` (store() puts them there).
@@ -94,12 +103,38 @@ class Row {
     }
   }
   void store(scalar_t* p, int64_t n) {
-    if constexpr (!kSame) at::vec::convert(buffer_.data(), p, n);
+    if constexpr (!kSame) {
+      const opmath_t* in = buffer_.data();
+      int64_t i = 0;
+      for (; i + VS::size() <= n; i += VS::size()) {
+        at::vec::convert_from_float<scalar_t>(VM::loadu(in + i), VM::loadu(in + i + VM::size())).store(p + i);
+      }
+      for (; i < n; ++i) p[i] = static_cast<scalar_t>(in[i]);
+    }
   }
 
  private:
   std::vector<opmath_t> buffer_;
 };
+
+// Writes n values of a row to `dst`: vec(d) gives the Vectorized<opmath_t> of elements
+// [d, d + size), scalar(d) one element.  Reduced types are converted as they are stored,
+// two float vectors to one of scalar_t, with no pass over a buffer.
+template <typename scalar_t, typename VecFn, typename ScalarFn>
+void write_row(scalar_t* dst, int64_t n, const VecFn& vec, const ScalarFn& scalar) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using VS = at::vec::Vectorized<scalar_t>;
+  using VM = at::vec::Vectorized<opmath_t>;
+  int64_t d = 0;
+  if constexpr (std::is_same_v<scalar_t, opmath_t>) {
+    for (; d + VM::size() <= n; d += VM::size()) vec(d).store(dst + d);
+  } else {
+    for (; d + VS::size() <= n; d += VS::size()) {
+      at::vec::convert_from_float<scalar_t>(vec(d), vec(d + VM::size())).store(dst + d);
+    }
+  }
+  for (; d < n; ++d) dst[d] = static_cast<scalar_t>(scalar(d));
+}
 #endif  // OPWRAP_PW_VECTORIZED
 
 }  // namespace
