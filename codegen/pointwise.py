@@ -118,26 +118,13 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
     tr = _Translator({a.name for a in tensors}, {a.name for a in scalars})
     bindings = []
     try:
-        body = module.body
-        if not body:
-            raise _Error(None, "empty pointwise expression")
-        for stmt in body[:-1]:
-            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
-                raise _Error(stmt, "each line before the last must bind one name: 'name = expression'")
-            name = stmt.targets[0].id
+        assignments, values = statements(module, len(schema.returns), "pointwise expression", "expression")
+        for target, value in assignments:
+            name = target.id
             if name in tr.names or name in FUNCTIONS or name == VALUE_TYPE:
-                raise _Error(stmt.targets[0], f"'{name}' is already defined")
-            bindings.append((name, tr.value(stmt.value)))
+                raise _Error(target, f"'{name}' is already defined")
+            bindings.append((name, tr.value(value)))
             tr.names[name] = "binding"
-        last = body[-1]
-        if not isinstance(last, ast.Expr):
-            raise _Error(last, "the last line must be the result expression")
-        # One result per return: `a, b` (a tuple) for an op with several, computed in one pass.
-        values = last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]
-        if len(values) != len(schema.returns):
-            raise _Error(last.value, f"the expression computes {len(values)} value{'s' if len(values) > 1 else ''}, "
-                         f"but the op returns {len(schema.returns)}",
-                         "the last line lists one value per return, in order: 'a, b'")
         results = tuple(tr.value(v) for v in values)
     except _Error as e:
         node = e.node
@@ -154,6 +141,27 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
         source=text, bindings=tuple(bindings), results=results, tensors=tuple(a.name for a in tensors),
         scalars=tuple((a.name, SCALAR_TYPES[a.type.name].format(name=a.name)) for a in scalars if a.name in tr.used),
         floating=tr.floating, loc=loc_at(1, 0))
+
+
+def statements(module: ast.Module, returns: int, what: str, noun: str) -> tuple[list, list]:
+    """The lines of a program: `name = value` bindings, then one value per return (`a, b`
+    for several, computed in one pass): ([(target, value)], [value])."""
+    body = module.body
+    if not body:
+        raise _Error(None, f"empty {what}")
+    assignments = []
+    for stmt in body[:-1]:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            raise _Error(stmt, "each line before the last must bind one name: 'name = expression'")
+        assignments.append((stmt.targets[0], stmt.value))
+    last = body[-1]
+    if not isinstance(last, ast.Expr):
+        raise _Error(last, "the last line must be the result expression")
+    values = last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]
+    if len(values) != returns:
+        raise _Error(last.value, f"the {noun} computes {len(values)} value{'s' if len(values) > 1 else ''}, "
+                     f"but the op returns {returns}", "the last line lists one value per return, in order: 'a, b'")
+    return assignments, values
 
 
 class _Translator:

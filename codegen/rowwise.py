@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from . import pysyntax
 from .diagnostics import Diagnostics, Loc, did_you_mean
-from .pointwise import ALIASES, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, _Error, _Translator
+from .pointwise import ALIASES, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, _Error, _Translator, statements
 from .schema import BaseType, FunctionSchema, is_tensor
 from .shapes import Shape
 
@@ -204,20 +204,9 @@ def parse(text: str, schema: FunctionSchema, shapes: dict[str, Shape], like: str
         return None
     tr = _RowTranslator({a.name: roles[a.name] for a in tensors}, {a.name for a in scalars})
     try:
-        body = module.body
-        if not body:
-            raise _Error(None, "empty row-wise program")
-        for stmt in body[:-1]:
-            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
-                raise _Error(stmt, "each line before the last must bind one name: 'name = expression'")
-            tr.bind(stmt.targets[0], stmt.value)
-        last = body[-1]
-        if not isinstance(last, ast.Expr):
-            raise _Error(last, "the last line must be the results: one value per return, 'a, b'")
-        values = last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]
-        if len(values) != len(returns):
-            raise _Error(last.value, f"the program computes {len(values)} value{'s' if len(values) > 1 else ''}, but "
-                         f"the op returns {len(returns)}", "the last line lists one value per return, in order: 'a, b'")
+        assignments, values = statements(module, len(returns), "row-wise program", "program")
+        for target, value in assignments:
+            tr.bind(target, value)
         outputs = []
         for i, (name, node) in enumerate(zip(returns, values)):
             per_row = roles[name] == "per_row"

@@ -92,17 +92,35 @@ def _loops(decl, p: RowwisePlan) -> dict:
             return f"prog.{fn.name}(" + ", ".join(f"V::loadu({local[t]} + d)" for t in fn.inputs) + ")"
         return f"prog.{fn.name}(" + ", ".join(f"{local[t]}[d]" for t in fn.inputs) + ")"
 
-    def call_cuda(fn) -> str:  # a cached binding is recomputed where it is used
-        return f"prog.{fn.name}(" + ", ".join(call_cuda(binders[t]) if t in binders else
-                                              f"static_cast<opmath_t>({local[t]}[d])" for t in fn.inputs) + ")"
+    def tensors_cuda(fns) -> list[str]:
+        """The element tensors a CUDA sweep calling `fns` loads (a cached binding is
+        recomputed where it is used, from its own tensors)."""
+        out: list[str] = []
+        for fn in fns:
+            for t in fn.inputs:
+                for u in (tensors_cuda([binders[t]]) if t in binders else [t]):
+                    if u not in out:
+                        out.append(u)
+        return [t for t in rows.element_inputs if t in out]
+
+    def call_cuda(fn, index: dict[str, int]) -> str:
+        return f"prog.{fn.name}(" + ", ".join(call_cuda(binders[t], index) if t in binders else
+                                              f"static_cast<opmath_t>(opwrap_v[{index[t]}])" for t in fn.inputs) + ")"
+
+    def sweep(fns) -> dict:
+        loads = tensors_cuda(fns)
+        return dict(rows=", ".join(local[t] for t in loads), count=len(loads),
+                    index={t: i for i, t in enumerate(loads)})
 
     stages = []
     for s in range(1, rows.stages + 1):
+        cuda = sweep([r.function for r in rows.reductions if r.stage == s])
         reds = [dict(member=r.member, combiner=r.combiner, acc=f"opwrap_a{i}", vec=call(r.function, True),
-                     scalar=call(r.function, False), cuda=call_cuda(r.function), kind=r.kind)
+                     scalar=call(r.function, False), cuda=call_cuda(r.function, cuda["index"]), kind=r.kind)
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         caches = [dict(row=local[b], vec=call(fn, True), scalar=call(fn, False)) for b, fn in rows.cached_in(s)]
-        stages.append(dict(number=s, reductions=reds, caches=caches))
+        stages.append(dict(number=s, reductions=reds, caches=caches, cuda=cuda))
+    out_sweep = sweep([o.function for o in rows.outputs if not o.per_row])
     outputs = []
     for o in rows.outputs:
         target = p.param(o.name)
@@ -112,12 +130,12 @@ def _loops(decl, p: RowwisePlan) -> dict:
                             row=f"opwrap_y_{o.name}", tensor=target, value=value,
                             vec=call(fn, True) if fn.inputs else f"V({value})",
                             scalar=call(fn, False) if fn.inputs else value,
-                            cuda=call_cuda(fn) if fn.inputs else value))
+                            cuda=call_cuda(fn, out_sweep["index"]) if fn.inputs else value))
     def inputs(names, role):
         return [dict(name=t, tensor=p.param(t), pointer=f"opwrap_p_{t}", buffer=f"opwrap_b_{t}", row=local.get(t),
                      role=role) for t in names]
 
-    return dict(stages=stages, outputs=outputs, caches=[dict(name=b, row=local[b]) for b, _, _ in rows.cached],
+    return dict(stages=stages, outputs=outputs, out_sweep=out_sweep, caches=[dict(name=b, row=local[b]) for b, _, _ in rows.cached],
                 row_inputs=inputs(rows.row_tensors, "row"), column_inputs=inputs(rows.column_tensors, "column"),
                 per_row_inputs=inputs(rows.per_row_tensors, "per_row"),
                 scalars=[(name, conv.format(name=p.param(name))) for name, conv in rows.scalars],

@@ -2,11 +2,11 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #pragma once
 // The CUDA kernel of opwrap::log_softmax, generated from its row-wise program: a block per row
-// (grid-stride over rows); each stage a block-strided pass over the row, reduced across the
-// block (warp shuffles, then shared memory); then the row's outputs.  Reduced types load and
-// store scalar_t and compute in float.
+// (grid-stride over rows); each stage a block-strided pass over the row (16-byte loads where
+// the rows are aligned), reduced across the block (warp shuffles, then shared memory); then
+// the row's outputs.  Reduced types load and store scalar_t and compute in float.
 
-#include <opwrap/runtime/cuda.cuh>
+#include <opwrap/runtime/rowwise.cuh>
 
 #include "log_softmax_program.h"
 
@@ -17,7 +17,7 @@ template <typename scalar_t, typename opmath_t>
 __global__ void log_softmax_rows_cuda_kernel(
     const scalar_t* __restrict__ opwrap_p_self,
     scalar_t* __restrict__ opwrap_p_result,
-    LogSoftmaxRow<opmath_t> start, int64_t rows, int64_t D) {
+    LogSoftmaxRow<opmath_t> start, int64_t rows, int64_t D, bool vec) {
   __shared__ opmath_t opwrap_shared[opwrap::rt::cuda::kThreads / opwrap::rt::cuda::kWarp];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     auto prog = start;
@@ -25,22 +25,27 @@ __global__ void log_softmax_rows_cuda_kernel(
     prog.opwrap_stage0();
     {  // pass 1
       opmath_t opwrap_a0 = opwrap::rt::rowwise::Max::identity<opmath_t>();
-      for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        opwrap_a0 = opwrap::rt::rowwise::Max::combine(opwrap_a0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_self[d])));
-      }
+      const scalar_t* const opwrap_rows[] = {opwrap_x_self};
+      opwrap::rt::cuda::sweep_row<scalar_t, 1>(opwrap_rows, D, vec, [&](int64_t, const scalar_t* opwrap_v) {
+        opwrap_a0 = opwrap::rt::rowwise::Max::combine(opwrap_a0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_v[0])));
+      });
       prog.opwrap_r0 = opwrap::rt::cuda::block_reduce<opwrap::rt::rowwise::Max>(opwrap_a0, opwrap_shared);
     }
     prog.opwrap_stage1();
     {  // pass 2
       opmath_t opwrap_a1 = opwrap::rt::rowwise::Sum::identity<opmath_t>();
-      for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(static_cast<opmath_t>(opwrap_x_self[d])));
-      }
+      const scalar_t* const opwrap_rows[] = {opwrap_x_self};
+      opwrap::rt::cuda::sweep_row<scalar_t, 1>(opwrap_rows, D, vec, [&](int64_t, const scalar_t* opwrap_v) {
+        opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(static_cast<opmath_t>(opwrap_v[0])));
+      });
       prog.opwrap_r1 = opwrap::rt::cuda::block_reduce<opwrap::rt::rowwise::Sum>(opwrap_a1, opwrap_shared);
     }
     prog.opwrap_stage2();
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      opwrap_p_result[row * D + d] = static_cast<scalar_t>(prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_self[d])));
+    {
+      const scalar_t* const opwrap_rows[] = {opwrap_x_self};
+      opwrap::rt::cuda::sweep_row<scalar_t, 1>(opwrap_rows, D, vec, [&](int64_t d, const scalar_t* opwrap_v) {
+        opwrap_p_result[row * D + d] = static_cast<scalar_t>(prog.opwrap_out0(static_cast<opmath_t>(opwrap_v[0])));
+      });
     }
   }
 }
@@ -68,7 +73,7 @@ void log_softmax_rowwise_cuda(const at::Tensor& self, at::Tensor& result) {
       <<<opwrap::rt::cuda::blocks_for(rows, 1), threads, 0, opwrap::rt::cuda::stream()>>>(
           self.const_data_ptr<scalar_t>(),
           result.mutable_data_ptr<scalar_t>(),
-          start, rows, D);
+          start, rows, D, opwrap::rt::cuda::runs_aligned<scalar_t>({self.const_data_ptr()}, D));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

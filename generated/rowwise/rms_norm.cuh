@@ -2,11 +2,11 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #pragma once
 // The CUDA kernel of opwrap::rms_norm, generated from its row-wise program: a block per row
-// (grid-stride over rows); each stage a block-strided pass over the row, reduced across the
-// block (warp shuffles, then shared memory); then the row's outputs.  Reduced types load and
-// store scalar_t and compute in float.
+// (grid-stride over rows); each stage a block-strided pass over the row (16-byte loads where
+// the rows are aligned), reduced across the block (warp shuffles, then shared memory); then
+// the row's outputs.  Reduced types load and store scalar_t and compute in float.
 
-#include <opwrap/runtime/cuda.cuh>
+#include <opwrap/runtime/rowwise.cuh>
 
 #include "rms_norm_program.h"
 
@@ -19,7 +19,7 @@ __global__ void rms_norm_rows_cuda_kernel(
     const scalar_t* __restrict__ opwrap_p_weight,
     scalar_t* __restrict__ opwrap_p_out,
     scalar_t* __restrict__ opwrap_p_rstd,
-    RmsNormRow<opmath_t> start, int64_t rows, int64_t D) {
+    RmsNormRow<opmath_t> start, int64_t rows, int64_t D, bool vec) {
   __shared__ opmath_t opwrap_shared[opwrap::rt::cuda::kThreads / opwrap::rt::cuda::kWarp];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     auto prog = start;
@@ -28,14 +28,18 @@ __global__ void rms_norm_rows_cuda_kernel(
     prog.opwrap_stage0();
     {  // pass 1
       opmath_t opwrap_a0 = opwrap::rt::rowwise::Sum::identity<opmath_t>();
-      for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_input[d])));
-      }
+      const scalar_t* const opwrap_rows[] = {opwrap_x_input};
+      opwrap::rt::cuda::sweep_row<scalar_t, 1>(opwrap_rows, D, vec, [&](int64_t, const scalar_t* opwrap_v) {
+        opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_v[0])));
+      });
       prog.opwrap_r0 = opwrap::rt::cuda::block_reduce<opwrap::rt::rowwise::Sum>(opwrap_a0, opwrap_shared);
     }
     prog.opwrap_stage1();
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      opwrap_p_out[row * D + d] = static_cast<scalar_t>(prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_input[d]), static_cast<opmath_t>(opwrap_x_weight[d])));
+    {
+      const scalar_t* const opwrap_rows[] = {opwrap_x_input, opwrap_x_weight};
+      opwrap::rt::cuda::sweep_row<scalar_t, 2>(opwrap_rows, D, vec, [&](int64_t d, const scalar_t* opwrap_v) {
+        opwrap_p_out[row * D + d] = static_cast<scalar_t>(prog.opwrap_out0(static_cast<opmath_t>(opwrap_v[0]), static_cast<opmath_t>(opwrap_v[1])));
+      });
     }
     if (threadIdx.x == 0) opwrap_p_rstd[row] = static_cast<scalar_t>(prog.template opwrap_out1<opmath_t>());
   }
@@ -67,7 +71,7 @@ void rms_norm_rowwise_cuda(const at::Tensor& input, const at::Tensor& weight, do
           weight.const_data_ptr<scalar_t>(),
           out.mutable_data_ptr<scalar_t>(),
           rstd.mutable_data_ptr<scalar_t>(),
-          start, rows, D);
+          start, rows, D, opwrap::rt::cuda::runs_aligned<scalar_t>({input.const_data_ptr(), weight.const_data_ptr()}, D));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

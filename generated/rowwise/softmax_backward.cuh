@@ -2,11 +2,11 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #pragma once
 // The CUDA kernel of opwrap::softmax_backward, generated from its row-wise program: a block per row
-// (grid-stride over rows); each stage a block-strided pass over the row, reduced across the
-// block (warp shuffles, then shared memory); then the row's outputs.  Reduced types load and
-// store scalar_t and compute in float.
+// (grid-stride over rows); each stage a block-strided pass over the row (16-byte loads where
+// the rows are aligned), reduced across the block (warp shuffles, then shared memory); then
+// the row's outputs.  Reduced types load and store scalar_t and compute in float.
 
-#include <opwrap/runtime/cuda.cuh>
+#include <opwrap/runtime/rowwise.cuh>
 
 #include "softmax_backward_program.h"
 
@@ -18,7 +18,7 @@ __global__ void softmax_backward_rows_cuda_kernel(
     const scalar_t* __restrict__ opwrap_p_grad_output,
     const scalar_t* __restrict__ opwrap_p_output,
     scalar_t* __restrict__ opwrap_p_result,
-    SoftmaxBackwardRow<opmath_t> start, int64_t rows, int64_t D) {
+    SoftmaxBackwardRow<opmath_t> start, int64_t rows, int64_t D, bool vec) {
   __shared__ opmath_t opwrap_shared[opwrap::rt::cuda::kThreads / opwrap::rt::cuda::kWarp];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     auto prog = start;
@@ -27,14 +27,18 @@ __global__ void softmax_backward_rows_cuda_kernel(
     prog.opwrap_stage0();
     {  // pass 1
       opmath_t opwrap_a0 = opwrap::rt::rowwise::Sum::identity<opmath_t>();
-      for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-        opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_grad_output[d]), static_cast<opmath_t>(opwrap_x_output[d])));
-      }
+      const scalar_t* const opwrap_rows[] = {opwrap_x_grad_output, opwrap_x_output};
+      opwrap::rt::cuda::sweep_row<scalar_t, 2>(opwrap_rows, D, vec, [&](int64_t, const scalar_t* opwrap_v) {
+        opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_v[0]), static_cast<opmath_t>(opwrap_v[1])));
+      });
       prog.opwrap_r0 = opwrap::rt::cuda::block_reduce<opwrap::rt::rowwise::Sum>(opwrap_a0, opwrap_shared);
     }
     prog.opwrap_stage1();
-    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      opwrap_p_result[row * D + d] = static_cast<scalar_t>(prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_grad_output[d]), static_cast<opmath_t>(opwrap_x_output[d])));
+    {
+      const scalar_t* const opwrap_rows[] = {opwrap_x_grad_output, opwrap_x_output};
+      opwrap::rt::cuda::sweep_row<scalar_t, 2>(opwrap_rows, D, vec, [&](int64_t d, const scalar_t* opwrap_v) {
+        opwrap_p_result[row * D + d] = static_cast<scalar_t>(prog.opwrap_out0(static_cast<opmath_t>(opwrap_v[0]), static_cast<opmath_t>(opwrap_v[1])));
+      });
     }
   }
 }
@@ -63,7 +67,7 @@ void softmax_backward_rowwise_cuda(const at::Tensor& grad_output, const at::Tens
           grad_output.const_data_ptr<scalar_t>(),
           output.const_data_ptr<scalar_t>(),
           result.mutable_data_ptr<scalar_t>(),
-          start, rows, D);
+          start, rows, D, opwrap::rt::cuda::runs_aligned<scalar_t>({grad_output.const_data_ptr(), output.const_data_ptr()}, D));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
