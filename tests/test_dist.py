@@ -124,7 +124,10 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     python = venv / "bin" / "python"
     repo_install = subprocess.Popen([python, "-m", "pip", "install", "-q", *repo_settings, "."], cwd=clone, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, *repo_settings, repo_copy], env=env)
+    # `python -m build` fills its isolated environment with its own `pip install`, which reads
+    # PIP_CONSTRAINT but no build constraint: without it, that torch is the newest pip allows.
+    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, *repo_settings, repo_copy],
+                      env={**env, "PIP_CONSTRAINT": str(constraint)})
     for process in (lib_build, repo_install):
         output = process.communicate()[0]
         assert process.returncode == 0, output[-4000:]

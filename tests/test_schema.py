@@ -60,7 +60,12 @@ def test_canonical_text_is_a_fixed_point():
 def test_mutated_schemas_agree_with_torch():
     """Random edits of real schemas: torch and we accept and reject the same texts, and
     print the accepted ones identically.  (Class types are not checked: torch requires
-    the class to be registered in the process, we accept any well-formed class name.)"""
+    the class to be registered in the process, we accept any well-formed class name.)
+    The corpus is every schema this process has registered, so which edits are drawn depends
+    on the torch release and on the libraries loaded before: the agreement must hold for any.
+    Printing is compared where torch reads its own text back: its printer writes a string
+    default of another type unquoted (`Scalar alpha="x"` -> `alpha=x`, which it then refuses)
+    and `Scalar??` as `Union(Scalar)?` (read back as `Scalar?`)."""
     rng = random.Random(1234)
     pieces = ["(", ")", "[", "]", ",", "?", "!", "*", "=", ".", "::", "->", "...", "Tensor", "int", "1",
               "1.5", "None", '"x"', "a", "|", " ", "-", "[2]", "(a!)", "in"]
@@ -77,7 +82,7 @@ def test_mutated_schemas_agree_with_torch():
             continue
         mine = _ours(m)
         assert (ref is None) == (mine is None), (m, ref, mine)
-        if ref is not None:
+        if ref is not None and _norm(_torch(ref) or "") == _norm(ref):
             assert _norm(mine) == _norm(ref), m
         checked += 1
     assert checked > 5000
