@@ -55,7 +55,10 @@ OPTIMIZE_LEVELS = (0, 1, 2, 3)
 OPENMP_FLAGS = ["-fopenmp"] if sys.platform.startswith("linux") else []
 # torch adds -std, the arch flags from TORCH_CUDA_ARCH_LIST and its half/bfloat16 defines;
 # aten's gpu_kernel (generated pointwise kernels) takes extended __host__ __device__ lambdas.
-NVCC_FLAGS = ["--extended-lambda"]
+# -fvisibility-inlines-hidden for the host compiler too, as for C++ units: inline functions
+# of the headers (c10::str's helpers, ...) are not exported from the library, where another
+# library's copy could replace them at load time.
+NVCC_FLAGS = ["--extended-lambda", "-Xcompiler=-fvisibility-inlines-hidden"]
 # `codegen build --sanitize`: AddressSanitizer and UndefinedBehaviorSanitizer over the CPU
 # kernels.  Every report is fatal (-fno-sanitize-recover), so a test run under it passes only
 # with zero reports.  -O1 keeps stack traces exact and compiles faster than -O3; -g1 (line

@@ -88,9 +88,15 @@ def _loops(decl, p: RowwisePlan) -> dict:
     binders = {b: fn for b, _, fn in rows.cached}
 
     def call(fn, vec: bool) -> str:
+        """The call of `fn` on the CPU: on half `h` of the step at element `d` (vec), or on
+        element `d`.  A tensor's row is scalar_t (converted as it is loaded), a cached
+        binding's buffer opmath_t."""
         if vec:
-            return f"prog.{fn.name}(" + ", ".join(f"V::loadu({local[t]} + d)" for t in fn.inputs) + ")"
-        return f"prog.{fn.name}(" + ", ".join(f"{local[t]}[d]" for t in fn.inputs) + ")"
+            return f"prog.{fn.name}(" + ", ".join(
+                f"V::loadu({local[t]} + d + h * V::size())" if t in binders else f"L::load({local[t]} + d, h)"
+                for t in fn.inputs) + ")"
+        return f"prog.{fn.name}(" + ", ".join(
+            f"{local[t]}[d]" if t in binders else f"static_cast<opmath_t>({local[t]}[d])" for t in fn.inputs) + ")"
 
     def tensors_cuda(fns) -> list[str]:
         """The element tensors a CUDA sweep calling `fns` loads (a cached binding is

@@ -73,6 +73,7 @@ template <typename scalar_t>
 void layer_norm_backward_rows(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& saved_mean, const at::Tensor& saved_rstd, at::Tensor& result) {
   using opmath_t = at::opmath_type<scalar_t>;
   using V = at::vec::Vectorized<opmath_t>;
+  using L = opwrap::rt::rowwise::Lanes<scalar_t>;
   int64_t D = 1;
   for (const auto i : c10::irange(grad_out.dim() - 1, grad_out.dim())) D *= grad_out.size(i);
   int64_t rows = 1;
@@ -88,36 +89,35 @@ void layer_norm_backward_rows(const at::Tensor& grad_out, const at::Tensor& inpu
   // About 32K elements a task, at least a row.
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_grad_out;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_input;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_weight;
-    const opmath_t* opwrap_x_weight = opwrap_b_weight.load(opwrap_p_weight, D);
+    const scalar_t* opwrap_x_weight = opwrap_p_weight;
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
       prog.saved_mean = static_cast<opmath_t>(opwrap_p_saved_mean[row]);
       prog.saved_rstd = static_cast<opmath_t>(opwrap_p_saved_rstd[row]);
-      const opmath_t* opwrap_x_grad_out = opwrap_b_grad_out.load(opwrap_p_grad_out + row * D, D);
-      const opmath_t* opwrap_x_input = opwrap_b_input.load(opwrap_p_input + row * D, D);
+      const scalar_t* opwrap_x_grad_out = opwrap_p_grad_out + row * D;
+      const scalar_t* opwrap_x_input = opwrap_p_input + row * D;
       prog.opwrap_stage0();
       {  // pass 1
         V opwrap_a0(opwrap::rt::rowwise::Sum::identity<opmath_t>());
         V opwrap_a1(opwrap::rt::rowwise::Sum::identity<opmath_t>());
         int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(V::loadu(opwrap_x_grad_out + d), V::loadu(opwrap_x_weight + d)));
-          opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(V::loadu(opwrap_x_grad_out + d), V::loadu(opwrap_x_input + d), V::loadu(opwrap_x_weight + d)));
+        for (; d + L::kStep <= D; d += L::kStep) {
+          for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_weight + d, h)));
+            opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_input + d, h), L::load(opwrap_x_weight + d, h)));
+          }
         }
         prog.opwrap_r0 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Sum>(opwrap_a0);
         prog.opwrap_r1 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Sum>(opwrap_a1);
         for (; d < D; ++d) {
-          prog.opwrap_r0 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r0, prog.opwrap_reduce0(opwrap_x_grad_out[d], opwrap_x_weight[d]));
-          prog.opwrap_r1 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r1, prog.opwrap_reduce1(opwrap_x_grad_out[d], opwrap_x_input[d], opwrap_x_weight[d]));
+          prog.opwrap_r0 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_grad_out[d]), static_cast<opmath_t>(opwrap_x_weight[d])));
+          prog.opwrap_r1 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r1, prog.opwrap_reduce1(static_cast<opmath_t>(opwrap_x_grad_out[d]), static_cast<opmath_t>(opwrap_x_input[d]), static_cast<opmath_t>(opwrap_x_weight[d])));
         }
       }
       prog.opwrap_stage1();
       opwrap::rt::rowwise::write_row<scalar_t>(  // 'result'
-          opwrap_p_result + row * D, D, [&](int64_t d) { return prog.opwrap_out0(V::loadu(opwrap_x_grad_out + d), V::loadu(opwrap_x_input + d), V::loadu(opwrap_x_weight + d)); },
-          [&](int64_t d) { return prog.opwrap_out0(opwrap_x_grad_out[d], opwrap_x_input[d], opwrap_x_weight[d]); });
+          opwrap_p_result + row * D, D, [&](int64_t d, int h) { return prog.opwrap_out0(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_input + d, h), L::load(opwrap_x_weight + d, h)); },
+          [&](int64_t d) { return prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_grad_out[d]), static_cast<opmath_t>(opwrap_x_input[d]), static_cast<opmath_t>(opwrap_x_weight[d])); });
     }
   });
 }

@@ -89,6 +89,7 @@ template <typename scalar_t>
 void layer_norm_rows(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, double eps, at::Tensor& out, at::Tensor& mean, at::Tensor& rstd) {
   using opmath_t = at::opmath_type<scalar_t>;
   using V = at::vec::Vectorized<opmath_t>;
+  using L = opwrap::rt::rowwise::Lanes<scalar_t>;
   int64_t D = 1;
   for (const auto i : c10::irange(input.dim() - 1, input.dim())) D *= input.size(i);
   int64_t rows = 1;
@@ -105,42 +106,43 @@ void layer_norm_rows(const at::Tensor& input, const at::Tensor& weight, const at
   // About 32K elements a task, at least a row.
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_input;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_weight;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_bias;
-    const opmath_t* opwrap_x_weight = opwrap_b_weight.load(opwrap_p_weight, D);
-    const opmath_t* opwrap_x_bias = opwrap_b_bias.load(opwrap_p_bias, D);
+    const scalar_t* opwrap_x_weight = opwrap_p_weight;
+    const scalar_t* opwrap_x_bias = opwrap_p_bias;
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
-      const opmath_t* opwrap_x_input = opwrap_b_input.load(opwrap_p_input + row * D, D);
+      const scalar_t* opwrap_x_input = opwrap_p_input + row * D;
       prog.opwrap_stage0();
       {  // pass 1
         V opwrap_a0(opwrap::rt::rowwise::Sum::identity<opmath_t>());
         int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(V::loadu(opwrap_x_input + d)));
+        for (; d + L::kStep <= D; d += L::kStep) {
+          for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(L::load(opwrap_x_input + d, h)));
+          }
         }
         prog.opwrap_r0 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Sum>(opwrap_a0);
         for (; d < D; ++d) {
-          prog.opwrap_r0 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r0, prog.opwrap_reduce0(opwrap_x_input[d]));
+          prog.opwrap_r0 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_input[d])));
         }
       }
       prog.opwrap_stage1();
       {  // pass 2
         V opwrap_a1(opwrap::rt::rowwise::Sum::identity<opmath_t>());
         int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(V::loadu(opwrap_x_input + d)));
+        for (; d + L::kStep <= D; d += L::kStep) {
+          for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(L::load(opwrap_x_input + d, h)));
+          }
         }
         prog.opwrap_r1 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Sum>(opwrap_a1);
         for (; d < D; ++d) {
-          prog.opwrap_r1 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r1, prog.opwrap_reduce1(opwrap_x_input[d]));
+          prog.opwrap_r1 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r1, prog.opwrap_reduce1(static_cast<opmath_t>(opwrap_x_input[d])));
         }
       }
       prog.opwrap_stage2();
       opwrap::rt::rowwise::write_row<scalar_t>(  // 'out'
-          opwrap_p_out + row * D, D, [&](int64_t d) { return prog.opwrap_out0(V::loadu(opwrap_x_input + d), V::loadu(opwrap_x_weight + d), V::loadu(opwrap_x_bias + d)); },
-          [&](int64_t d) { return prog.opwrap_out0(opwrap_x_input[d], opwrap_x_weight[d], opwrap_x_bias[d]); });
+          opwrap_p_out + row * D, D, [&](int64_t d, int h) { return prog.opwrap_out0(L::load(opwrap_x_input + d, h), L::load(opwrap_x_weight + d, h), L::load(opwrap_x_bias + d, h)); },
+          [&](int64_t d) { return prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_input[d]), static_cast<opmath_t>(opwrap_x_weight[d]), static_cast<opmath_t>(opwrap_x_bias[d])); });
       opwrap_p_mean[row] = static_cast<scalar_t>(prog.template opwrap_out1<opmath_t>());
       opwrap_p_rstd[row] = static_cast<scalar_t>(prog.template opwrap_out2<opmath_t>());
     }

@@ -55,6 +55,7 @@ template <typename scalar_t>
 void log_softmax_backward_rows(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& result) {
   using opmath_t = at::opmath_type<scalar_t>;
   using V = at::vec::Vectorized<opmath_t>;
+  using L = opwrap::rt::rowwise::Lanes<scalar_t>;
   int64_t D = 1;
   for (const auto i : c10::irange(grad_output.dim() - 1, grad_output.dim())) D *= grad_output.size(i);
   int64_t rows = 1;
@@ -67,28 +68,28 @@ void log_softmax_backward_rows(const at::Tensor& grad_output, const at::Tensor& 
   // About 32K elements a task, at least a row.
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_grad_output;
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_output;
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
-      const opmath_t* opwrap_x_grad_output = opwrap_b_grad_output.load(opwrap_p_grad_output + row * D, D);
-      const opmath_t* opwrap_x_output = opwrap_b_output.load(opwrap_p_output + row * D, D);
+      const scalar_t* opwrap_x_grad_output = opwrap_p_grad_output + row * D;
+      const scalar_t* opwrap_x_output = opwrap_p_output + row * D;
       prog.opwrap_stage0();
       {  // pass 1
         V opwrap_a0(opwrap::rt::rowwise::Sum::identity<opmath_t>());
         int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(V::loadu(opwrap_x_grad_output + d)));
+        for (; d + L::kStep <= D; d += L::kStep) {
+          for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(L::load(opwrap_x_grad_output + d, h)));
+          }
         }
         prog.opwrap_r0 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Sum>(opwrap_a0);
         for (; d < D; ++d) {
-          prog.opwrap_r0 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r0, prog.opwrap_reduce0(opwrap_x_grad_output[d]));
+          prog.opwrap_r0 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_grad_output[d])));
         }
       }
       prog.opwrap_stage1();
       opwrap::rt::rowwise::write_row<scalar_t>(  // 'result'
-          opwrap_p_result + row * D, D, [&](int64_t d) { return prog.opwrap_out0(V::loadu(opwrap_x_grad_output + d), V::loadu(opwrap_x_output + d)); },
-          [&](int64_t d) { return prog.opwrap_out0(opwrap_x_grad_output[d], opwrap_x_output[d]); });
+          opwrap_p_result + row * D, D, [&](int64_t d, int h) { return prog.opwrap_out0(L::load(opwrap_x_grad_output + d, h), L::load(opwrap_x_output + d, h)); },
+          [&](int64_t d) { return prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_grad_output[d]), static_cast<opmath_t>(opwrap_x_output[d])); });
     }
   });
 }

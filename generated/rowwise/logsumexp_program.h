@@ -73,6 +73,7 @@ template <typename scalar_t>
 void logsumexp_rows(const at::Tensor& self, at::Tensor& result) {
   using opmath_t = at::opmath_type<scalar_t>;
   using V = at::vec::Vectorized<opmath_t>;
+  using L = opwrap::rt::rowwise::Lanes<scalar_t>;
   int64_t D = 1;
   for (const auto i : c10::irange(self.dim() - 1, self.dim())) D *= self.size(i);
   int64_t rows = 1;
@@ -84,32 +85,35 @@ void logsumexp_rows(const at::Tensor& self, at::Tensor& result) {
   // About 32K elements a task, at least a row.
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    opwrap::rt::rowwise::Row<scalar_t> opwrap_b_self;
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
-      const opmath_t* opwrap_x_self = opwrap_b_self.load(opwrap_p_self + row * D, D);
+      const scalar_t* opwrap_x_self = opwrap_p_self + row * D;
       prog.opwrap_stage0();
       {  // pass 1
         V opwrap_a0(opwrap::rt::rowwise::Max::identity<opmath_t>());
         int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          opwrap_a0 = opwrap::rt::rowwise::Max::combine(opwrap_a0, prog.opwrap_reduce0(V::loadu(opwrap_x_self + d)));
+        for (; d + L::kStep <= D; d += L::kStep) {
+          for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a0 = opwrap::rt::rowwise::Max::combine(opwrap_a0, prog.opwrap_reduce0(L::load(opwrap_x_self + d, h)));
+          }
         }
         prog.opwrap_r0 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Max>(opwrap_a0);
         for (; d < D; ++d) {
-          prog.opwrap_r0 = opwrap::rt::rowwise::Max::combine(prog.opwrap_r0, prog.opwrap_reduce0(opwrap_x_self[d]));
+          prog.opwrap_r0 = opwrap::rt::rowwise::Max::combine(prog.opwrap_r0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_self[d])));
         }
       }
       prog.opwrap_stage1();
       {  // pass 2
         V opwrap_a1(opwrap::rt::rowwise::Sum::identity<opmath_t>());
         int64_t d = 0;
-        for (; d + V::size() <= D; d += V::size()) {
-          opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(V::loadu(opwrap_x_self + d)));
+        for (; d + L::kStep <= D; d += L::kStep) {
+          for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(L::load(opwrap_x_self + d, h)));
+          }
         }
         prog.opwrap_r1 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Sum>(opwrap_a1);
         for (; d < D; ++d) {
-          prog.opwrap_r1 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r1, prog.opwrap_reduce1(opwrap_x_self[d]));
+          prog.opwrap_r1 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r1, prog.opwrap_reduce1(static_cast<opmath_t>(opwrap_x_self[d])));
         }
       }
       prog.opwrap_stage2();

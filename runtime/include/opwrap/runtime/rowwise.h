@@ -66,71 +66,41 @@ T reduce_lanes(const at::vec::Vectorized<T>& v) {
                                     v);
 }
 
-// One row (or column) of a tensor of scalar_t in the computation type opmath_t: the data
-// itself when the types are the same, else a conversion into a buffer kept across rows.
+// How a loop over a row of scalar_t reads it in the computation type opmath_t: in steps of
+// kStep elements, each kHalves vectors of opmath_t (two for float16 and bfloat16: one
+// Vectorized<scalar_t> converted to two Vectorized<float>, as aten's reduced-type loops do).
 template <typename scalar_t>
-class Row {
- public:
+struct Lanes {
   using opmath_t = at::opmath_type<scalar_t>;
-  static constexpr bool kSame = std::is_same_v<scalar_t, opmath_t>;
   using VS = at::vec::Vectorized<scalar_t>;
   using VM = at::vec::Vectorized<opmath_t>;
+  static constexpr bool kSame = std::is_same_v<scalar_t, opmath_t>;
+  static constexpr int kHalves = kSame ? 1 : 2;
+  static constexpr int64_t kStep = VM::size() * kHalves;
+  static_assert(kSame || VS::size() == kStep, "a reduced-type vector converts to two float vectors");
 
-  // `n` values from `p`, to read.
-  const opmath_t* load(const scalar_t* p, int64_t n) {
+  // Half h of the step at p.
+  static VM load(const scalar_t* p, int h) {
     if constexpr (kSame) {
-      return p;
+      return VM::loadu(p);
     } else {
-      buffer_.resize(static_cast<size_t>(n));
-      opmath_t* out = buffer_.data();
-      int64_t i = 0;
-      for (; i + VS::size() <= n; i += VS::size()) {  // explicitly vectorized: at::vec::convert is a scalar loop here
-        const auto [lo, hi] = at::vec::convert_to_float<scalar_t>(VS::loadu(p + i));
-        lo.store(out + i);
-        hi.store(out + i + VM::size());
-      }
-      for (; i < n; ++i) out[i] = static_cast<opmath_t>(p[i]);
-      return out;
+      const auto [lo, hi] = at::vec::convert_to_float<scalar_t>(VS::loadu(p));
+      return h == 0 ? lo : hi;
     }
   }
-  // Where to write `n` values bound for `p` (store() puts them there).
-  opmath_t* target(scalar_t* p, int64_t n) {
-    if constexpr (kSame) {
-      return p;
-    } else {
-      buffer_.resize(static_cast<size_t>(n));
-      return buffer_.data();
-    }
-  }
-  void store(scalar_t* p, int64_t n) {
-    if constexpr (!kSame) {
-      const opmath_t* in = buffer_.data();
-      int64_t i = 0;
-      for (; i + VS::size() <= n; i += VS::size()) {
-        at::vec::convert_from_float<scalar_t>(VM::loadu(in + i), VM::loadu(in + i + VM::size())).store(p + i);
-      }
-      for (; i < n; ++i) p[i] = static_cast<scalar_t>(in[i]);
-    }
-  }
-
- private:
-  std::vector<opmath_t> buffer_;
 };
 
-// Writes n values of a row to `dst`: vec(d) gives the Vectorized<opmath_t> of elements
-// [d, d + size), scalar(d) one element.  Reduced types are converted as they are stored,
-// two float vectors to one of scalar_t, with no pass over a buffer.
+// Writes n values of a row to `dst`: vec(d, h) gives half h of the step at element d (see
+// Lanes), scalar(d) one element.  Reduced types are converted as they are stored.
 template <typename scalar_t, typename VecFn, typename ScalarFn>
 void write_row(scalar_t* dst, int64_t n, const VecFn& vec, const ScalarFn& scalar) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using VS = at::vec::Vectorized<scalar_t>;
-  using VM = at::vec::Vectorized<opmath_t>;
+  using L = Lanes<scalar_t>;
   int64_t d = 0;
-  if constexpr (std::is_same_v<scalar_t, opmath_t>) {
-    for (; d + VM::size() <= n; d += VM::size()) vec(d).store(dst + d);
-  } else {
-    for (; d + VS::size() <= n; d += VS::size()) {
-      at::vec::convert_from_float<scalar_t>(vec(d), vec(d + VM::size())).store(dst + d);
+  for (; d + L::kStep <= n; d += L::kStep) {
+    if constexpr (L::kSame) {
+      vec(d, 0).store(dst + d);
+    } else {
+      at::vec::convert_from_float<scalar_t>(vec(d, 0), vec(d, 1)).store(dst + d);
     }
   }
   for (; d < n; ++d) dst[d] = static_cast<scalar_t>(scalar(d));
