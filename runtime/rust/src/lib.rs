@@ -34,17 +34,11 @@ fn huber<T: Float>(
         return Err(format!("delta must be positive, got {delta}").into());
     }
     let (d, half) = (T::from_f64(delta), T::from_f64(0.5));
-    let loss = move |x: T, y: T| {
-        let e = x - y;
-        let a = e.abs();
-        if a <= d { half * e * e } else { d * (a - half * d) }
-    };
+    let loss = move |x: T, y: T| huber_loss(x, y, d, half);
     match (input.as_slice(), target.as_slice()) {
         (Some(x), Some(y)) => result.par_chunks_mut(ctx, GRAIN, |start, out| {
             let n = out.len();
-            for ((o, &a), &b) in out.iter_mut().zip(&x[start..start + n]).zip(&y[start..start + n]) {
-                *o = loss(a, b);
-            }
+            huber_slices(&x[start..start + n], &y[start..start + n], out, d, half);
         }),
         _ => result.par_chunks_mut(ctx, GRAIN, |start, out| {
             for ((o, a), b) in out.iter_mut().zip(input.values_from(start)).zip(target.values_from(start)) {
@@ -52,4 +46,38 @@ fn huber<T: Float>(
             }
         }),
     }
+}
+
+#[inline(always)]
+fn huber_loss<T: Float>(x: T, y: T, d: T, half: T) -> T {
+    let e = x - y;
+    let a = e.abs();
+    if a <= d { half * e * e } else { d * (a - half * d) }
+}
+
+/// The contiguous loop, built once for the baseline target and once with AVX2 and FMA (the
+/// same code, vectorized 8 floats wide), chosen at run time with std's feature detection, as
+/// torch chooses its own kernels' builds.
+fn huber_slices<T: Float>(x: &[T], y: &[T], out: &mut [T], d: T, half: T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { huber_slices_avx2(x, y, out, d, half) };
+        }
+    }
+    huber_slices_baseline(x, y, out, d, half)
+}
+
+#[inline(always)]
+fn huber_slices_baseline<T: Float>(x: &[T], y: &[T], out: &mut [T], d: T, half: T) {
+    for ((o, &a), &b) in out.iter_mut().zip(x).zip(y) {
+        *o = huber_loss(a, b, d, half);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn huber_slices_avx2<T: Float>(x: &[T], y: &[T], out: &mut [T], d: T, half: T) {
+    huber_slices_baseline(x, y, out, d, half)
 }
