@@ -49,9 +49,11 @@ def test_unity_setting():
     cpu_ops = [p for p in one if p.startswith("cpu/") and p.count(".") == 1]
     singles = [INCLUDE.findall(t) for p, t in one.items() if re.fullmatch(r"units/(cpu|pointwise)\.\d+\.cpp", p)]
     assert all(len(m) == 1 for m in singles)  # unity = 1: one source a unit
-    # the CPU wrappers, the registration and the fallbacks of ops without formulas
+    # the CPU wrappers, the registration, the fallbacks of ops without formulas and the
+    # DEFAULT builds of row-wise ops' loops
     assert set(cpu_ops) | {"registration.cpp"} <= {m[0] for m in singles}
-    assert all(m[0] in cpu_ops or m[0] == "registration.cpp" or m[0].startswith("autograd/") for m in singles)
+    assert all(m[0] in cpu_ops or m[0] == "registration.cpp" or m[0].startswith("autograd/")
+               or m[0].endswith(".rowwise.cpp") for m in singles)
     eight = generate(config).files
     assert len([p for p in eight if re.fullmatch(r"units/(cpu|pointwise)\.\d+\.cpp", p)]) < len(cpu_ops)
     assert {p for p in one if not p.startswith("units/")} == {p for p in eight if not p.startswith("units/")}
