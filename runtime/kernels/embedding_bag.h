@@ -6,7 +6,9 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/OpMathType.h>
+#include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
+#include <c10/util/bit_cast.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -26,6 +28,56 @@ inline void bag_range(const char* op, const index_t* offsets, int64_t b, int64_t
 
 constexpr int64_t kPrefetch = 8;  // rows fetched ahead of the one being summed
 
+// acc[d] += row[d], which the compiler vectorizes.
+template <typename acc_t, typename scalar_t>
+__attribute__((always_inline)) inline void add_row(acc_t* acc, const scalar_t* row, int64_t D) {
+  if constexpr (std::is_same_v<scalar_t, c10::BFloat16> && std::is_same_v<acc_t, float>) {
+    // bfloat16 is the top half of a float: a shift the compiler vectorizes (the conversion
+    // operator, a function call per element, it does not).
+    for (int64_t d = 0; d < D; ++d) acc[d] += c10::bit_cast<float>(static_cast<uint32_t>(row[d].x) << 16);
+  } else {
+    for (int64_t d = 0; d < D; ++d) acc[d] += static_cast<acc_t>(row[d]);
+  }
+}
+
+// The sums of bags [begin, end): each the sum of its weight rows, added row by row into
+// `acc` (D values), with the row kPrefetch indices ahead prefetched (the rows are random).
+template <typename scalar_t, typename index_t, typename acc_t>
+__attribute__((always_inline)) inline void sum_bags(const scalar_t* w, const index_t* idx, const index_t* off,
+                                                    scalar_t* out, int64_t B, int64_t D, int64_t N, int64_t begin,
+                                                    int64_t end, acc_t* acc) {
+  for (int64_t b = begin; b < end; ++b) {
+    int64_t start = 0, stop = 0;
+    bag_range("opwrap::embedding_bag_sum", off, b, B, N, start, stop);
+    for (int64_t d = 0; d < D; ++d) acc[d] = acc_t(0);
+    for (int64_t i = start; i < stop; ++i) {
+      if (i + kPrefetch < stop) {
+        const char* ahead = reinterpret_cast<const char*>(w + static_cast<int64_t>(idx[i + kPrefetch]) * D);
+        for (int64_t byte = 0; byte < D * static_cast<int64_t>(sizeof(scalar_t)); byte += 64) {
+          __builtin_prefetch(ahead + byte);
+        }
+      }
+      add_row(acc, w + static_cast<int64_t>(idx[i]) * D, D);
+    }
+    scalar_t* o = out + b * D;
+    for (int64_t d = 0; d < D; ++d) o[d] = static_cast<scalar_t>(acc[d]);
+  }
+}
+
+// The library is compiled for baseline x86-64 (SSE2), as torch's own kernels are before
+// their per-CPU builds.  On x86-64 with GCC or Clang, sum_bags is also compiled for AVX2 (in
+// a function of its own name, so no inline function is built for two instruction sets) and
+// chosen once at run time, per chunk of bags.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define OPWRAP_EMBEDDING_BAG_AVX2 1
+template <typename scalar_t, typename index_t, typename acc_t>
+__attribute__((target("avx2,fma"))) void sum_bags_avx2(const scalar_t* w, const index_t* idx, const index_t* off,
+                                                       scalar_t* out, int64_t B, int64_t D, int64_t N, int64_t begin,
+                                                       int64_t end, acc_t* acc) {
+  sum_bags(w, idx, off, out, B, D, N, begin, end, acc);
+}
+#endif
+
 template <typename scalar_t, typename index_t>
 void embedding_bag_sum_cpu(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
                            at::Tensor& result) {
@@ -35,30 +87,17 @@ void embedding_bag_sum_cpu(const at::Tensor& weight, const at::Tensor& indices, 
   const index_t* off = offsets.const_data_ptr<index_t>();
   scalar_t* out = result.mutable_data_ptr<scalar_t>();
   const int64_t B = offsets.size(0), D = weight.size(1), N = indices.size(0);
-  // Bags are independent: each writes its own row, the sum of its weight rows added row by
-  // row (contiguous, vectorized by the compiler) into an accumulator of D values.
+#if OPWRAP_EMBEDDING_BAG_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  // Bags are independent: each writes its own row.
   const int64_t per_bag = std::max<int64_t>(1, D * (B > 0 ? N / B : 1));
   at::parallel_for(0, B, std::max<int64_t>(1, 32768 / per_bag), [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(static_cast<size_t>(D));
-    for (int64_t b = begin; b < end; ++b) {
-      int64_t start = 0, stop = 0;
-      bag_range("opwrap::embedding_bag_sum", off, b, B, N, start, stop);
-      std::fill(acc.begin(), acc.end(), acc_t(0));
-      acc_t* a = acc.data();
-      for (int64_t i = start; i < stop; ++i) {
-        // The rows are random: ask for the one kPrefetch indices ahead while this one is added.
-        if (i + kPrefetch < stop) {
-          const char* ahead = reinterpret_cast<const char*>(w + static_cast<int64_t>(idx[i + kPrefetch]) * D);
-          for (int64_t byte = 0; byte < D * static_cast<int64_t>(sizeof(scalar_t)); byte += 64) {
-            __builtin_prefetch(ahead + byte);
-          }
-        }
-        const scalar_t* row = w + static_cast<int64_t>(idx[i]) * D;
-        for (int64_t d = 0; d < D; ++d) a[d] += static_cast<acc_t>(row[d]);
-      }
-      scalar_t* o = out + b * D;
-      for (int64_t d = 0; d < D; ++d) o[d] = static_cast<scalar_t>(a[d]);
-    }
+#if OPWRAP_EMBEDDING_BAG_AVX2
+    if (avx2) return sum_bags_avx2(w, idx, off, out, B, D, N, begin, end, acc.data());
+#endif
+    sum_bags(w, idx, off, out, B, D, N, begin, end, acc.data());
   });
 }
 
