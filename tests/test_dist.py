@@ -122,12 +122,12 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     venv = tmp_path / "venv"
     _ok(_run([sys.executable, "-m", "venv", venv]))
     python = venv / "bin" / "python"
-    repo_install = subprocess.Popen([python, "-m", "pip", "install", "-q", *repo_settings, "."], cwd=clone, env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    # `python -m build` fills its isolated environment with its own `pip install`, which reads
-    # PIP_CONSTRAINT but no build constraint: without it, that torch is the newest pip allows.
-    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, *repo_settings, repo_copy],
-                      env={**env, "PIP_CONSTRAINT": str(constraint)})
+    # The fresh venv's pip (ensurepip's) and `python -m build` (its own `pip install`) read no
+    # build constraint, but PIP_CONSTRAINT: without it, their torch is the newest pip allows.
+    pinned = {**env, "PIP_CONSTRAINT": str(constraint)}
+    repo_install = subprocess.Popen([python, "-m", "pip", "install", "-q", *repo_settings, "."], cwd=clone,
+                                    env=pinned, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, *repo_settings, repo_copy], env=pinned)
     for process in (lib_build, repo_install):
         output = process.communicate()[0]
         assert process.returncode == 0, output[-4000:]
@@ -169,8 +169,9 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     assert 'Argument 2 to "scale" has incompatible type "str"; expected "float"' in r.stdout, r.stdout + r.stderr
     assert r.stdout.count("error:") == 1, r.stdout
 
-    # Beside another torch release: pip's resolver refuses, nothing is installed.
-    r = _run([python, "-m", "pip", "install", "--dry-run", *find, lib_wheel, "torch==2.13.0"], env=env)
+    # Beside another torch release (any but the one it was built with): pip's resolver refuses,
+    # nothing is installed.
+    r = _run([python, "-m", "pip", "install", "--dry-run", *find, lib_wheel, f"torch!={release}.*"], env=env)
     assert r.returncode != 0 and "ResolutionImpossible" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
     assert f"mylib 0.1.0 depends on torch=={release}.*" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
 
