@@ -6,7 +6,7 @@ For each such op:
   member template per element function (over a scalar or an ``at::vec::Vectorized``) and
   one member function per stage's row statements; and (for the CPU) the loop over rows:
   ``at::parallel_for`` over rows, each stage one vectorized pass over the row in the
-  computation type (float for float16 and bfloat16, through a per-thread row buffer).
+  computation type (float for float16 and bfloat16, converted as they are loaded and stored).
 - ``cpu/<op>.rowwise.cpp``, ``cpu/<op>.rowwise.AVX2.cpp``, ``cpu/<op>.rowwise.AVX512.cpp``:
   the loop built for each CPU capability, chosen at run time, as pointwise kernels are.
 - ``rowwise/<op>.h``: the kernel template the generated CPU wrapper calls (its signature is
@@ -68,13 +68,13 @@ class RowwisePlan:
 def plan(decl, namespace: str) -> RowwisePlan:
     rows = decl.rows
     params = tuple(Param(*p) for p in kernel_parameters(decl))
-    ident = base = decl.ident
+    ident = decl.ident
     first = next(p.name for p in params if p.schema_name == rows.row_tensors[0])
     return RowwisePlan(
-        op=f"{namespace}::{decl.op_name}", program=f"{_camel(base)}Row",
+        op=f"{namespace}::{decl.op_name}", program=f"{_camel(ident)}Row",
         params=params, kernel_type="void (*)(" + ", ".join(p.type for p in params) + ")",
-        loop=f"{base}_rows", kernel=f"{base}_rows_kernel", cpu_kernels=f"{ident}_rows_cpu_kernels",
-        cpu_function=decl.kernel("CPU"), cuda_function=decl.kernel("CUDA"), cuda_kernel=f"{base}_rows_cuda_kernel",
+        loop=f"{ident}_rows", kernel=f"{ident}_rows_kernel", cpu_kernels=f"{ident}_rows_cpu_kernels",
+        cpu_function=decl.kernel("CPU"), cuda_function=decl.kernel("CUDA"), cuda_kernel=f"{ident}_rows_cuda_kernel",
         registered=tuple((cap, f"{ident}_rows_{cap}_registered") for cap in CAPABILITIES),
         dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes), first=first, row_dims=rows.row_dims)
 
@@ -83,7 +83,7 @@ def _loops(decl, p: RowwisePlan) -> dict:
     """What the loop templates lay out, decided here: per stage its reductions and row
     statements, per function its arguments over a row pointer (`x_<tensor>`) at `d`."""
     rows = decl.rows
-    # Each element input's row in opmath_t (CPU): a tensor's, or a cached binding's buffer.
+    # Each element input's row: a tensor's (scalar_t), or a cached binding's buffer (opmath_t, CPU).
     local = {t: f"opwrap_x_{t}" for t in rows.element_inputs + tuple(b for b, _, _ in rows.cached)}
     binders = {b: fn for b, _, fn in rows.cached}
 
@@ -122,7 +122,7 @@ def _loops(decl, p: RowwisePlan) -> dict:
     for s in range(1, rows.stages + 1):
         cuda = sweep([r.function for r in rows.reductions if r.stage == s])
         reds = [dict(member=r.member, combiner=r.combiner, acc=f"opwrap_a{i}", vec=call(r.function, True),
-                     scalar=call(r.function, False), cuda=call_cuda(r.function, cuda["index"]), kind=r.kind)
+                     scalar=call(r.function, False), cuda=call_cuda(r.function, cuda["index"]))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         caches = [dict(row=local[b], vec=call(fn, True), scalar=call(fn, False)) for b, fn in rows.cached_in(s)]
         stages.append(dict(number=s, reductions=reds, caches=caches, cuda=cuda))
@@ -132,18 +132,16 @@ def _loops(decl, p: RowwisePlan) -> dict:
         target = p.param(o.name)
         fn = o.function
         value = f"prog.template {fn.name}<opmath_t>()" if not fn.inputs else None
-        outputs.append(dict(name=o.name, per_row=o.per_row, pointer=f"opwrap_p_{o.name}", buffer=f"opwrap_b_{o.name}",
-                            row=f"opwrap_y_{o.name}", tensor=target, value=value,
+        outputs.append(dict(name=o.name, per_row=o.per_row, pointer=f"opwrap_p_{o.name}", tensor=target,
                             vec=call(fn, True) if fn.inputs else f"V({value})",
                             scalar=call(fn, False) if fn.inputs else value,
                             cuda=call_cuda(fn, out_sweep["index"]) if fn.inputs else value))
-    def inputs(names, role):
-        return [dict(name=t, tensor=p.param(t), pointer=f"opwrap_p_{t}", buffer=f"opwrap_b_{t}", row=local.get(t),
-                     role=role) for t in names]
+    def inputs(names):
+        return [dict(name=t, tensor=p.param(t), pointer=f"opwrap_p_{t}", row=local.get(t)) for t in names]
 
     return dict(stages=stages, outputs=outputs, out_sweep=out_sweep, caches=[dict(name=b, row=local[b]) for b, _, _ in rows.cached],
-                row_inputs=inputs(rows.row_tensors, "row"), column_inputs=inputs(rows.column_tensors, "column"),
-                per_row_inputs=inputs(rows.per_row_tensors, "per_row"),
+                row_inputs=inputs(rows.row_tensors), column_inputs=inputs(rows.column_tensors),
+                per_row_inputs=inputs(rows.per_row_tensors),
                 scalars=[(name, conv.format(name=p.param(name))) for name, conv in rows.scalars],
                 members=list(rows.per_row_tensors) + [name for name, _ in rows.scalars]
                 + [r.member for r in rows.reductions] + list(rows.bindings),
