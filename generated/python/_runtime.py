@@ -37,6 +37,11 @@ import torch
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# torch._check, typed: torch 2.13 declares it without annotations, and `mypy --strict` refuses
+# to call an untyped function (no-untyped-call); 2.14 annotates it.  The same function object,
+# so torch.compile still recognizes it where it traces a caller.
+_check: Callable[[Any, Callable[[], str]], None] = torch._check
+
 
 # ----------------------------------------------------------------------------- loading
 
@@ -56,6 +61,58 @@ def torch_release(version: str) -> str:
     """'2.14.1+cu130' -> '2.14': torch's C++ ABI holds within a release.  (The build backend
     pins a wheel's torch with the same rule.)"""
     return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def torch_before(release: tuple[int, int]) -> bool:
+    """Whether the running torch is older than `release` (major, minor); a nightly or a
+    source build counts as its release."""
+    major, minor = (int(part) for part in torch_release(torch.__version__).split(".")[:2])
+    return (major, minor) < release
+
+
+# The namespaces whose out= overloads inductor is kept from (this module's copy: each library
+# carries its own, and each copy wraps torch's lookup once for its own namespaces).
+_NO_OUT_VARIANT: set[str] = set()
+
+
+def _inductor_mislowers(op: Any) -> bool:
+    """Whether inductor would mishandle `op` (a functional OpOverload) lowered to its out=
+    overload: with dynamic shapes it builds the outputs' layouts from the fake result's raw
+    SymInt sizes and fails an assertion.  torch 2.14 fixed that for ops with one result
+    (pytorch#185503, pytorch#185601); the path of ops with several results still has it
+    (measured on 2.14.1)."""
+    return len(op._schema.returns) != 1 or torch_before((2, 14))
+
+
+def keep_inductor_from_out_variants(namespace: str) -> None:
+    """Keep inductor from lowering the functional ops of `namespace` to their out= overloads
+    where it would mishandle them (`_inductor_mislowers`): from torch 2.13 on, inductor looks
+    up a custom op's out= overload (`torch._library._out_variant.to_out_variant`: the overload
+    tagged `out` with the functional op's arguments, which the generator tags) and calls it
+    with buffers it allocates itself.  With the lookup answering None the op runs as any other
+    custom op does (a fallback kernel that allocates its own results); everything else, other
+    namespaces and aten's ops included, gets torch's answer.  The lookup is wrapped once per
+    copy of this module, and does nothing on a torch that has none (inductor imports it where
+    it calls it, so a wrapped module attribute is what it calls)."""
+    try:
+        from torch._library import _out_variant
+    except ImportError:
+        return
+    lookup = getattr(_out_variant, "to_out_variant", None)
+    if not callable(lookup):
+        return
+    wrapped = bool(_NO_OUT_VARIANT)
+    _NO_OUT_VARIANT.add(namespace)
+    if wrapped:
+        return
+
+    def to_out_variant(op: Any) -> Any:
+        if getattr(op, "namespace", None) in _NO_OUT_VARIANT and _inductor_mislowers(op):
+            return None
+        return lookup(op)
+
+    setattr(to_out_variant, "__wrapped__", lookup)
+    setattr(_out_variant, "to_out_variant", to_out_variant)
 
 
 class Library:
@@ -135,6 +192,7 @@ class Library:
             raise ImportError(f"{self.namespace}: cannot load {path}: {e}\n(a library compiled against another torch "
                               f"than this one, {torch.__version__}, fails so: rebuild it with this torch)") from e
         self.path = path
+        keep_inductor_from_out_variants(self.namespace)
         for companion in self.companions:
             if importlib.util.find_spec(f"{self.package}.{companion}") is not None:
                 importlib.import_module(f"{self.package}.{companion}")
@@ -195,24 +253,24 @@ def register_fake(op: str) -> Callable[[F], F]:
 
 def check_dtype(op: str, name: str, t: torch.Tensor, allowed: tuple[torch.dtype, ...], names: str) -> None:
     """`t`'s dtype is one of the declared dtypes."""
-    torch._check(t.dtype in allowed, lambda: f"{op}: argument '{name}' has dtype {t.dtype}, but expected one of: {names}")
+    _check(t.dtype in allowed, lambda: f"{op}: argument '{name}' has dtype {t.dtype}, but expected one of: {names}")
 
 
 def check_like(op: str, name: str, t: torch.Tensor | None, first_name: str, first: torch.Tensor) -> None:
     """`t` (when given) has the dtype and device of the first tensor input."""
     if t is None:
         return
-    torch._check(t.dtype == first.dtype, lambda: f"{op}: argument '{name}' has dtype {t.dtype}, but expected "
-                 f"{first.dtype} (the dtype of '{first_name}')")
-    torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but '{first_name}' "
-                 f"is on {first.device}")
+    _check(t.dtype == first.dtype, lambda: f"{op}: argument '{name}' has dtype {t.dtype}, but expected "
+           f"{first.dtype} (the dtype of '{first_name}')")
+    _check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but '{first_name}' "
+           f"is on {first.device}")
 
 
 def check_device(op: str, name: str, t: torch.Tensor | None, first_name: str, first: torch.Tensor) -> None:
     """`t` (when given) is on the device of the tensor the op dispatches on."""
     if t is not None:
-        torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
-                     f"'{first_name}' is on {first.device}")
+        _check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
+               f"'{first_name}' is on {first.device}")
 
 
 def check_list(op: str, name: str, ts: Sequence[torch.Tensor | None], allowed: tuple[torch.dtype, ...], names: str,
@@ -223,11 +281,11 @@ def check_list(op: str, name: str, ts: Sequence[torch.Tensor | None], allowed: t
     for i, t in enumerate(ts):
         if t is None:
             continue
-        torch._check(t.dtype in allowed, lambda: f"{op}: argument '{name}[{i}]' has dtype {t.dtype}, but expected "
-                     f"one of: {names}")
+        _check(t.dtype in allowed, lambda: f"{op}: argument '{name}[{i}]' has dtype {t.dtype}, but expected "
+               f"one of: {names}")
         expected, source = (ref.dtype, ref_name) if ref is not None else (given[0].dtype, f"{name}[0]")
-        torch._check(t.dtype == expected, lambda: f"{op}: argument '{name}[{i}]' has dtype {t.dtype}, but expected "
-                     f"{expected} (the dtype of '{source}')")
+        _check(t.dtype == expected, lambda: f"{op}: argument '{name}[{i}]' has dtype {t.dtype}, but expected "
+               f"{expected} (the dtype of '{source}')")
 
 
 def first_given(tensors: Sequence[Any]) -> torch.Tensor:
@@ -243,15 +301,15 @@ def first_given(tensors: Sequence[Any]) -> torch.Tensor:
 def check_output_dtype(op: str, name: str, dtype: torch.dtype, allowed: tuple[torch.dtype, ...], names: str,
                        rule: str) -> None:
     """The dtype a return's rule gives is among the return's declared dtypes."""
-    torch._check(dtype in allowed, lambda: f"{op}: output '{name}' would have dtype {dtype} (dtype: {rule}), but "
-                 f"expected one of: {names}")
+    _check(dtype in allowed, lambda: f"{op}: output '{name}' would have dtype {dtype} (dtype: {rule}), but "
+           f"expected one of: {names}")
 
 
 def new_output(op: str, name: str, shape: Sequence[Any], dtype: torch.dtype, device: Any) -> torch.Tensor:
     """An output of the shape its rule gives (checked non-negative, SymInt-safe)."""
     shape = list(shape)
     for size in shape:
-        torch._check(size >= 0, lambda: f"{op}: output '{name}' would have negative size {size} (shape {shape})")
+        _check(size >= 0, lambda: f"{op}: output '{name}' would have negative size {size} (shape {shape})")
     return torch.empty(shape, dtype=dtype, device=device)
 
 
@@ -260,15 +318,15 @@ def resize_out(op: str, name: str, out: torch.Tensor, shape: Sequence[Any] | Non
     """An out= argument of the fake kernel: it must have the result's dtype and device, and is
     resized to the result's shape (None: no rule, left as it is) as
     `at::native::resize_output` does it, with aten's warning when it held elements."""
-    torch._check(out.dtype == dtype, lambda: f"{op}: out= argument '{name}' has dtype {out.dtype}, but the result "
-                 f"has dtype {dtype}")
-    torch._check(out.device == torch.device(device), lambda: f"{op}: out= argument '{name}' is on {out.device}, but "
-                 f"the result is on {device}")
+    _check(out.dtype == dtype, lambda: f"{op}: out= argument '{name}' has dtype {out.dtype}, but the result "
+           f"has dtype {dtype}")
+    _check(out.device == torch.device(device), lambda: f"{op}: out= argument '{name}' is on {out.device}, but "
+           f"the result is on {device}")
     if shape is None:
         return
     shape = list(shape)
     for size in shape:
-        torch._check(size >= 0, lambda: f"{op}: output '{name}' would have negative size {size} (shape {shape})")
+        _check(size >= 0, lambda: f"{op}: output '{name}' would have negative size {size} (shape {shape})")
     if list(out.shape) == shape:
         return
     if out.numel() != 0:
@@ -284,10 +342,10 @@ def pointwise_out(op: str, name: str, out: torch.Tensor, result: torch.Tensor) -
     """The out= argument of a pointwise op's fake kernel, as TensorIterator treats it: the
     result type must cast safely to its dtype; it is resized to the result's shape (aten's
     warning when it held elements) and then takes the result's strides."""
-    torch._check(torch.can_cast(result.dtype, out.dtype), lambda: f"{op}: result type {result.dtype} can't be cast "
-                 f"to the desired output type {out.dtype} of out= argument '{name}'")
-    torch._check(out.device == result.device, lambda: f"{op}: argument '{name}' is on {out.device}, but expected "
-                 f"{result.device} (the device of the result)")
+    _check(torch.can_cast(result.dtype, out.dtype), lambda: f"{op}: result type {result.dtype} can't be cast "
+           f"to the desired output type {out.dtype} of out= argument '{name}'")
+    _check(out.device == result.device, lambda: f"{op}: argument '{name}' is on {out.device}, but expected "
+           f"{result.device} (the device of the result)")
     if list(out.shape) != list(result.shape):
         resize_out(op, name, out, result.shape, out.dtype, out.device)
         out.as_strided_(result.shape, result.stride())
@@ -332,8 +390,8 @@ def pointwise_output(op: str, names: Sequence[str], tensors: Sequence[torch.Tens
 
     first = tensors[0]
     for name, t in zip(names[1:], tensors[1:]):
-        torch._check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
-                     f"'{names[0]}' is on {first.device}")
+        _check(t.device == first.device, lambda: f"{op}: argument '{name}' is on {t.device}, but "
+               f"'{names[0]}' is on {first.device}")
     broadcast_shapes: Callable[..., torch.Size] = torch.broadcast_shapes
     try:
         shape = broadcast_shapes(*(t.shape for t in tensors))
@@ -342,8 +400,8 @@ def pointwise_output(op: str, names: Sequence[str], tensors: Sequence[torch.Tens
         raise RuntimeError(f"{op}: the shapes of {shapes} do not broadcast") from e
     kind = ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT if float_op else ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT
     _, dtype = elementwise_dtypes(*tensors, type_promotion_kind=kind)
-    torch._check(dtype in allowed, lambda: f"{op}: the inputs compute in dtype {dtype}, which is not supported; "
-                 f"expected one of: {allowed_names}")
+    _check(dtype in allowed, lambda: f"{op}: the inputs compute in dtype {dtype}, which is not supported; "
+           f"expected one of: {allowed_names}")
     strides = compute_elementwise_output_strides(*(t.expand(shape) for t in tensors))
     return torch.empty_strided(shape, strides, dtype=dtype, device=first.device)
 
