@@ -494,6 +494,48 @@ def test_compile_fullgraph_with_mutated_inputs(ops, backend):
     assert sum(counters["graph_break"].values()) == 0
 
 
+def functional_model(ops, x):
+    """The functional ops of the out= overloads (one result and two), which inductor may lower
+    to those overloads, and an out= overload called directly."""
+    s = ops.scale(x.relu(), 2.0)
+    values, indices = ops.rowmax(s - x)
+    o = ops.scale.out(values, 0.5, out=torch.empty_like(values))
+    return o + indices, s
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_inductor_compiles_the_functional_ops_of_out_overloads(ops, dynamic):
+    # Inductor (torch >= 2.13) lowers a functional custom op to its out= overload and calls that
+    # with buffers of its own; with dynamic shapes it fails so for ops with one result on torch
+    # 2.13 (pytorch#185503) and with two on 2.14.1, unless the runtime's
+    # keep_inductor_from_out_variants keeps it from them.  Inductor's caches are off, so that a
+    # graph compiled by an earlier run cannot stand in for the lowering.
+    import torch._inductor.config
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(lambda x: functional_model(ops, x), fullgraph=True, dynamic=dynamic, backend="inductor")
+    with torch._inductor.config.patch(force_disable_caches=True):
+        for rows in (4, 7):
+            x = torch.randn(rows, 5)
+            torch.testing.assert_close(compiled(x), functional_model(ops, x))
+    assert sum(counters["graph_break"].values()) == 0
+
+
+def test_inductor_is_kept_only_from_the_out_overloads_it_mislowers(ops):
+    import importlib
+
+    from torch._library import _out_variant
+
+    rt = importlib.import_module("mutlib._generated._runtime")
+    lookup = _out_variant.to_out_variant
+    assert lookup(ops.rowmax.default) is None  # two results: kept from rowmax.out on every release
+    assert lookup(ops.scale.default) == (None if rt.torch_before((2, 14)) else ops.scale.out)
+    assert lookup(torch.ops.aten.sin.default) == torch.ops.aten.sin.out  # other namespaces: torch's answer
+    rt.keep_inductor_from_out_variants("mutlib")  # as loading the library did: wraps nothing again
+    assert _out_variant.to_out_variant is lookup
+
+
 def test_export(ops):
     class M(torch.nn.Module):
         def forward(self, *a):
