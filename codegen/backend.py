@@ -51,7 +51,7 @@ from setuptools.command.sdist import sdist
 from .config import Config, line_of, load_config
 from .diagnostics import CodegenError
 
-TORCH_REQUIREMENT = "torch>=2.6"  # what an sdist or an editable install asks for: nothing is compiled yet
+TORCH_REQUIREMENT = "torch>=2.13"  # what an sdist or an editable install asks for: nothing is compiled yet
 # Requirements that a wheel built in a source checkout takes from a folder beside it rather
 # than from an index: {distribution name: project folder}.  This repository's own build
 # (toolchain/inrepo.py) names its toolchain, so that `pip install .` of a clone works with
