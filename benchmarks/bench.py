@@ -419,9 +419,11 @@ def _check(case: Case, op, args) -> str | None:
     return None
 
 
-def op_table(report: Report, runs: int, scale: int = 1, device: str = "cpu", timer=None, threads=(1, 2)):
-    """Every entry of OPS, float32 and bfloat16 (as the entry says), at each thread count (CPU),
-    the op and its reference interleaved, medians; ratio = reference time / opwrap time."""
+def op_table(report: Report, runs: int, scale: int = 1, device: str = "cpu", timer=None, threads=(1, 2),
+             ops: set[str] | None = None):
+    """Every entry of OPS (or those of the ops named), float32 and bfloat16 (as the entry says),
+    at each thread count (CPU), the op and its reference interleaved, medians; ratio =
+    reference time / opwrap time."""
     timer = timer or median_ms
     thr_note = f", {' and '.join(map(str, threads))} threads" if threads[0] else ""
     report.section(f"every op on {device}{thr_note}; ratio = reference time / opwrap time (>1: opwrap faster); "
@@ -436,6 +438,8 @@ def op_table(report: Report, runs: int, scale: int = 1, device: str = "cpu", tim
     old = torch.get_num_threads()
     try:
         for case in OPS:
+            if ops and case.op not in ops:
+                continue
             label, op = f"{case.op} vs {case.reference}", _resolve(case.op)
             if op is None:
                 skip(label, "-", "not in torch.ops.opwrap (yet)")
@@ -480,7 +484,7 @@ def op_table(report: Report, runs: int, scale: int = 1, device: str = "cpu", tim
                           f"{_mark(ratio, case.target)}{gbs}", flush=True)
                 del args, ref_args, out, fns
         timed = {c.op for c in OPS}
-        for name in _known_ops():
+        for name in [] if ops else _known_ops():
             if name in NOT_TIMED:
                 skip(name, "-", NOT_TIMED[name])
             elif name not in timed:
@@ -919,6 +923,9 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=str(ROOT / "build" / "bench.json"), help="where to write the results")
     parser.add_argument("--only", choices=SECTIONS, action="append")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--op", action="append", metavar="NAME",
+                        help="with the ops section: time only this op (as OPS names it: sincos, myadd.out); "
+                        "repeatable")
     args = parser.parse_args(argv)
     only = set(args.only or SECTIONS)
     report = Report()
@@ -932,7 +939,7 @@ def main(argv=None) -> int:
     if "blas" in only:
         blas_ops(report, *((3, 4) if args.quick else (15, 1)))
     if "ops" in only:
-        op_table(report, *((3, 16) if args.quick else (15, 1)))
+        op_table(report, *((3, 16) if args.quick else (15, 1)), ops=set(args.op or ()))
     if "build" in only:
         build_times(report, full=not args.quick)
     if "foreign" in only and shutil.which("cargo"):

@@ -83,7 +83,7 @@ class Expression:
     """A checked pointwise expression and its C++ translation."""
 
     source: str
-    bindings: tuple[tuple[str, str], ...]  # (name, C++ expression), in order
+    bindings: tuple[tuple[str, str, str], ...]  # (name, C++ type, C++ expression), in order
     results: tuple[str, ...]  # C++ expression of each result, in the order of the schema's returns
     tensors: tuple[str, ...]  # the Tensor arguments, in schema order (the iterator's inputs)
     scalars: tuple[tuple[str, str], ...]  # (argument, C++ conversion to opmath_t), in schema order
@@ -115,17 +115,13 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
             ok = False
     if not ok:
         return None
-    tr = _Translator({a.name for a in tensors}, {a.name for a in scalars})
-    bindings = []
     try:
         assignments, values = statements(module, len(schema.returns), "pointwise expression", "expression")
-        for target, value in assignments:
-            name = target.id
-            if name in tr.names or name in FUNCTIONS or name == VALUE_TYPE:
-                raise _Error(target, f"'{name}' is already defined")
-            bindings.append((name, tr.value(value)))
-            tr.names[name] = "binding"
-        results = tuple(tr.value(v) for v in values)
+        # Twice: the first pass finds the values whose sine and cosine are both taken, the
+        # second computes each pair with one sincos() (one range reduction, not two).
+        first = _translate(_Translator({a.name for a in tensors}, {a.name for a in scalars}), assignments, values)
+        tr = _Translator({a.name for a in tensors}, {a.name for a in scalars}, first.sincos_arguments())
+        bindings, results = _translate(tr, assignments, values).output
     except _Error as e:
         node = e.node
         loc = loc_at(node.lineno, node.col_offset) if node is not None else loc_at(1, 0)
@@ -138,9 +134,25 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
     if not ok:
         return None
     return Expression(
-        source=text, bindings=tuple(bindings), results=results, tensors=tuple(a.name for a in tensors),
+        source=text, bindings=bindings, results=results, tensors=tuple(a.name for a in tensors),
         scalars=tuple((a.name, SCALAR_TYPES[a.type.name].format(name=a.name)) for a in scalars if a.name in tr.used),
         floating=tr.floating, loc=loc_at(1, 0))
+
+
+def _translate(tr: _Translator, assignments: list, values: list) -> _Translator:
+    """Translate a program's bindings and results with `tr`; its `output` is then
+    (bindings, results) as Expression holds them."""
+    bindings: list[tuple[str, str, str]] = []
+    for target, value in assignments:
+        name = target.id
+        if name in tr.names or name in FUNCTIONS or name == VALUE_TYPE:
+            raise _Error(target, f"'{name}' is already defined")
+        cpp = tr.value(value)
+        bindings += tr.take_pending() + [(name, VALUE_TYPE, cpp)]
+        tr.names[name] = "binding"
+    results = [tr.value(v) for v in values]
+    tr.output = (tuple(bindings + tr.take_pending()), tuple(results))
+    return tr
 
 
 def statements(module: ast.Module, returns: int, what: str, noun: str) -> tuple[list, list]:
@@ -164,11 +176,31 @@ def statements(module: ast.Module, returns: int, what: str, noun: str) -> tuple[
     return assignments, values
 
 
+# sin() and cos() of one value share their range reduction: opwrap::pw::sincos computes both.
+_SINCOS = {"sin": 0, "cos": 1}
+
+
 class _Translator:
-    def __init__(self, tensors: set[str], scalars: set[str]):
+    def __init__(self, tensors: set[str], scalars: set[str], sincos: tuple[str, ...] = ()):
         self.names: dict[str, str] = {**{n: "tensor" for n in tensors}, **{n: "scalar" for n in scalars}}
         self.used: set[str] = set()
         self.floating = False
+        # The C++ arguments of sin() and cos() calls, and those taken by both, each computed
+        # once by a sincos() binding (named by its position here), made before the
+        # statement that first needs it (`pending`).
+        self.trig: set[tuple[str, str]] = set()
+        self.sincos = {arg: f"opwrap_sincos{i}" for i, arg in enumerate(sincos)}
+        self.pending: list[tuple[str, str, str]] = []
+        self.bound: set[str] = set()
+        self.output: tuple[tuple[tuple[str, str, str], ...], tuple[str, ...]] = ((), ())
+
+    def sincos_arguments(self) -> tuple[str, ...]:
+        """The arguments whose sine and cosine are both taken, in a fixed order."""
+        return tuple(sorted({a for f, a in self.trig if ("sin" if f == "cos" else "cos", a) in self.trig}))
+
+    def take_pending(self) -> list[tuple[str, str, str]]:
+        pending, self.pending = self.pending, []
+        return pending
 
     def value(self, node: ast.AST) -> str:
         """A C++ expression of type Tv."""
@@ -232,7 +264,17 @@ class _Translator:
             op = _COMPARE[type(cond.ops[0])]
             test = f"({self.value(cond.left)} {op} {self.value(cond.comparators[0])})"
             return f"opwrap::pw::where({test}, {self.value(node.args[1])}, {self.value(node.args[2])})"
-        return f"opwrap::pw::{name}(" + ", ".join(self.value(a) for a in node.args) + ")"
+        args = [self.value(a) for a in node.args]
+        if name in _SINCOS:
+            self.trig.add((name, args[0]))
+            pair = self.sincos.get(args[0])
+            if pair is not None:
+                if pair not in self.bound:
+                    self.bound.add(pair)
+                    self.pending.append((pair, f"opwrap::pw::Values<{VALUE_TYPE}, 2>",
+                                         f"opwrap::pw::sincos({args[0]})"))
+                return f"{pair}.v[{_SINCOS[name]}]"
+        return f"opwrap::pw::{name}(" + ", ".join(args) + ")"
 
 
 def _op_text(op: ast.AST) -> str:

@@ -204,3 +204,33 @@ def test_capability_builds_are_in_the_library():
     symbols = subprocess.run(["nm", "-C", str(so)], capture_output=True, text=True, check=True).stdout
     for cap in ("AVX2", "AVX512"):
         assert f"at::vec::{cap}::Vectorized<float>" in symbols, cap
+
+
+@pytest.mark.parametrize("text, pairs", [
+    ("sin(self), cos(self)", 1),  # sincos
+    ("sin(2 * self) * cos(2 * self), self", 1),  # the same argument, written twice
+    ("s = self + 1\nsin(s) + cos(s), cos(s)", 1),  # of a binding, used again after the pair
+    ("sin(self), cos(self + 1)", 0),  # different arguments: nothing shared
+    ("sin(self), sin(self)", 0),  # no cosine
+])
+def test_sine_and_cosine_of_one_value_share_one_sincos(text, pairs):
+    """sin(x) and cos(x) of one value are computed by one opwrap::pw::sincos (one argument
+    reduction), bound before the statement that first needs it."""
+    from opwrap_codegen import pointwise
+    from opwrap_codegen.diagnostics import Diagnostics, Loc
+    from opwrap_codegen.schema import FunctionSchema
+
+    diag = Diagnostics()
+    expr = pointwise.parse(text, FunctionSchema.parse("f(Tensor self) -> (Tensor a, Tensor b)"),
+                           lambda line, col: Loc("ops.yaml", line, col + 1), diag)
+    assert not diag, diag.sorted()
+    shared = [b for b in expr.bindings if b[2].startswith("opwrap::pw::sincos(")]
+    assert len(shared) == pairs
+    code = "\n".join(v for _, _, v in expr.bindings) + "\n" + "\n".join(expr.results)
+    if pairs:
+        name = shared[0][0]
+        assert "opwrap::pw::sin(" not in code and "opwrap::pw::cos(" not in code
+        assert f"{name}.v[0]" in code and f"{name}.v[1]" in code
+        names = [b[0] for b in expr.bindings]
+        uses = [i for i, (_, _, v) in enumerate(expr.bindings) if name in v and i != names.index(name)]
+        assert all(i > names.index(name) for i in uses)

@@ -30,9 +30,10 @@ struct SincosOp {
 
   template <typename Tv>
   C10_HOST_DEVICE opwrap::pw::Values<Tv, 2> operator()(Tv self) const {
+    const opwrap::pw::Values<Tv, 2> opwrap_sincos0 = opwrap::pw::sincos(self);
     return opwrap::pw::Values<Tv, 2>{ {
-        opwrap::pw::sin(self),
-        opwrap::pw::cos(self)
+        opwrap_sincos0.v[0],
+        opwrap_sincos0.v[1]
     } };
   }
 };
