@@ -1,11 +1,21 @@
 """PyTorch's operator schema language: a tokenizer, a recursive-descent parser and a printer.
 
-``FunctionSchema.parse(text)`` accepts what ``torch._C.parse_schema`` accepts and
-``str(schema)`` prints the canonical text that torch prints, so the model can be
-compared with torch's own parser (see tests/test_schema_corpus.py).  The grammar
-follows torch/csrc/jit/frontend/function_schema_parser.cpp and
-schema_type_parser.cpp; where torch's behaviour is odd (a bare ``!`` alias, the
-``int[2] x=1`` default broadcast) it is reproduced on purpose and commented.
+``FunctionSchema.parse(text)`` accepts what ``torch._C.parse_schema`` accepts, reads it to
+the same model (types, list sizes, defaults, alias sets) and ``str(schema)`` prints the
+canonical text that torch prints, so the model can be compared with torch's own parser
+(tests/test_schema.py).  The grammar follows torch/csrc/jit/frontend/lexer.h,
+function_schema_parser.cpp and schema_type_parser.cpp; where torch's behaviour is odd (a
+bare ``!`` alias, the ``int[2] x=1`` default broadcast, ``(*|)``, a line break outside
+parentheses ending the schema) it is reproduced on purpose and commented.
+
+What torch accepts but reads otherwise than written is refused here, with a message that
+says so: ``Union(...)`` types (torch merges and reorders their members) and ``Scalar??``
+(a union to torch), a complex default without its ``j`` (torch drops the last character:
+``complex c=1.5`` is 1j), an exponent ``1E3`` where torch reads an integer (1), hexadecimal
+numbers, list sizes beyond int32, device indices beyond 127, octal escapes beyond ASCII, and
+a value of the wrong kind in ``int[0] x=1.5``.  Type variables (``t``, ``t.x``) are parsed as
+torch._C.parse_schema does; torch.library refuses them outside aten:: and prim::, and the
+code generator refuses them as unsupported types.
 
 Why not ``torch._C.parse_schema`` itself?  The code generator must run (and report
 positioned errors) without importing torch, and it needs a typed model it can
@@ -16,8 +26,10 @@ C++ objects expose only partially.
 from __future__ import annotations
 
 import math
+import re
+import sys
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Union
+from typing import Callable, Iterator, NoReturn, Union
 
 __all__ = [
     "SchemaError", "AliasInfo", "BaseType", "ListType", "OptionalType", "TupleType",
@@ -50,7 +62,7 @@ _BASE_TYPES = {
     "SymBool": "SymBool", "None": "NoneType", "NoneType": "NoneType", "Capsule": "Capsule", "Any": "Any",
     "AnyClassType": "AnyClassType", "AnyEnumType": "AnyEnumType",
 }
-_GENERIC_TYPES = {"Dict": 2, "Future": 1, "RRef": 1, "Await": 1, "Union": None}
+_GENERIC_TYPES = {"Dict": 2, "Future": 1, "RRef": 1, "Await": 1}
 _CLASS_PREFIX = "__torch__.torch.classes."
 
 
@@ -128,7 +140,7 @@ class TupleType:
 
 @dataclass(frozen=True)
 class GenericType:
-    name: str  # Dict, Future, RRef, Await, Union
+    name: str  # Dict, Future, RRef, Await (Union types are refused)
     args: tuple["Type", ...]
 
     def __str__(self) -> str:
@@ -188,9 +200,9 @@ class Default:
     def python(self) -> str:
         """The value as Python source (for stubs and fake kernels)."""
         v = self.value
-        if self.kind == "list":
+        if self.kind == "list" and isinstance(v, tuple):
             return "[" + ", ".join(repr(x) for x in v) + "]"
-        if self.kind == "float" and not math.isfinite(v):
+        if self.kind == "float" and isinstance(v, float) and not math.isfinite(v):
             return f"float('{v}')"
         return repr(v)
 
@@ -204,8 +216,8 @@ def _format_value(v: object, kind: str) -> str:
         return str(v)
     if isinstance(v, float):
         return format_double(v)
-    if isinstance(v, complex):
-        return f"{format_double(v.real)}+{format_double(v.imag)}j"
+    if isinstance(v, complex):  # c10's printComplex: the sign, then the magnitude of the imaginary part
+        return f"{format_double(v.real)}{'+' if v.imag >= 0 else '-'}{format_double(abs(v.imag))}j"
     if isinstance(v, tuple):
         return "[" + ", ".join(_format_value(x, "") for x in v) + "]"
     if kind == "device":
@@ -381,67 +393,75 @@ class Token:
 
 
 _PUNCT = set("()[],?!*=.:|-")
-# Words torch's JIT lexer reserves: they can name neither a type nor an argument.
+# Words torch's JIT lexer reserves (its token table, torch/csrc/jit/frontend/lexer.h): they can
+# name neither a type nor an argument, an alias set or an operator.  `NoneType` is a token too,
+# which the type parser accepts as a type and nothing else does.
 _KEYWORDS = frozenset(
     "def return raise import as in is not and or if else elif while for pass break continue del "
-    "with global assert class".split())
-_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f", "n": "\n",
-            "r": "\r", "t": "\t", "v": "\v"}
+    "with global assert class Ellipsis".split())
+_CONSTS = frozenset(("True", "False", "None", "NoneType"))
+# Escapes torch's parseStringLiteral knows; `\r` and `\0` are not among them (it reads a
+# backslash and a digit as a three-digit octal escape), and `\x`, `\u` it refuses.
+_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "\n": "\n", "a": "\a", "b": "\b", "f": "\f", "n": "\n",
+            "v": "\v", "t": "\t"}
+_BLANKS = " \t\r\v\f"  # C's isspace() less the newline, which ends a declaration
+_DIGITS = "0123456789"
+_HEX_DIGITS = "0123456789abcdefABCDEF"
+
+
+def _ident_start(c: str) -> bool:
+    return c.isascii() and (c.isalpha() or c == "_")  # torch's lexer: C's isalpha, C locale
+
+
+def _ident_char(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c == "_")
 
 
 def tokenize(text: str) -> Iterator[Token]:
-    i, n = 0, len(text)
+    """Torch's lexer, for what a schema can hold.  A line break inside brackets is blank
+    space; outside them it ends the declaration, so it is a "newline" token, which only
+    leading and trailing line breaks are not.  `#` starts a comment (but `# type:` is a
+    token of its own, which no schema may hold) and a backslash before a line break joins
+    the lines."""
+    toks = list(_raw_tokens(text))
+    body = [k for k, t in enumerate(toks) if t.kind not in ("newline", "eof")]
+    for k, t in enumerate(toks):
+        if t.kind != "newline" or (body and body[0] < k < body[-1]):
+            yield t
+
+
+def _raw_tokens(text: str) -> Iterator[Token]:
+    i, n, depth = 0, len(text), 0
     while i < n:
         c = text[i]
-        if c in " \t\n\r":
+        if c in _BLANKS:
             i += 1
-        elif c.isalpha() or c == "_":
+        elif c == "\\" and text.startswith("\n", i + 1):
+            i += 2
+        elif c == "#":
+            if text.startswith("# type:", i):
+                raise SchemaError("a '# type:' comment cannot appear in a schema", i, text)
+            while i < n and text[i] != "\n":
+                i += 1
+        elif c == "\n":
+            if depth == 0:
+                yield Token("newline", c, i)
+            i += 1
+        elif _ident_start(c):
             j = i + 1
-            while j < n and (text[j].isalnum() or text[j] == "_"):
+            while j < n and _ident_char(text[j]):
                 j += 1
             word = text[i:j]
-            kind = "keyword" if word in _KEYWORDS else "const" if word in ("True", "False", "None") else "ident"
+            kind = "keyword" if word in _KEYWORDS else "const" if word in _CONSTS else "ident"
             yield Token(kind, word, i)
             i = j
-        elif c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
-            j = i
-            while j < n and text[j].isdigit():
-                j += 1
-            if j < n and text[j] == "." and not text.startswith("...", j):
-                j += 1
-                while j < n and text[j].isdigit():
-                    j += 1
-            if j < n and text[j] in "eE":
-                k = j + 1
-                if k < n and text[k] in "+-":
-                    k += 1
-                if k < n and text[k].isdigit():
-                    j = k
-                    while j < n and text[j].isdigit():
-                        j += 1
-            if j < n and text[j] == "j":
-                j += 1
-            if j < n and (text[j].isalnum() or text[j] == "_"):
-                raise SchemaError(f"malformed number '{text[i:j + 1]}'", i, text)
+        elif c in _DIGITS or (c == "." and i + 1 < n and text[i + 1] in _DIGITS):
+            j = _number_end(text, i)
             yield Token("number", text[i:j], i)
             i = j
         elif c in "\"'":
-            j, chars = i + 1, []
-            while True:
-                if j >= n:
-                    raise SchemaError("unterminated string literal", i, text)
-                if text[j] == c:
-                    break
-                if text[j] == "\\":
-                    if j + 1 >= n or text[j + 1] not in _ESCAPES:
-                        raise SchemaError("unsupported escape sequence in string literal", j, text)
-                    chars.append(_ESCAPES[text[j + 1]])
-                    j += 2
-                else:
-                    chars.append(text[j])
-                    j += 1
-            yield Token("string", "".join(chars), i)
-            i = j + 1
+            tok, i = _string(text, i)
+            yield tok
         elif text.startswith("->", i):
             yield Token("->", "->", i)
             i += 2
@@ -449,6 +469,10 @@ def tokenize(text: str) -> Iterator[Token]:
             yield Token("...", "...", i)
             i += 3
         elif c in _PUNCT:
+            if c in "([":
+                depth += 1
+            elif c in ")]" and depth:
+                depth -= 1
             yield Token(c, c, i)
             i += 1
         else:
@@ -456,7 +480,74 @@ def tokenize(text: str) -> Iterator[Token]:
     yield Token("eof", "", n)
 
 
+def _number_end(text: str, i: int) -> int:
+    """The end of the number at `i`: digits, a fraction, an exponent, then an optional `j`
+    (torch's lexer takes what C's strtod reads, and a `j` after it)."""
+    n = len(text)
+    if text.startswith(("0x", "0X"), i) and (text[i + 2:i + 3] in tuple(_HEX_DIGITS) or (
+            text[i + 2:i + 3] == "." and text[i + 3:i + 4] in tuple(_HEX_DIGITS))):
+        # strtod reads C's hexadecimal floats; torch then takes '0x10' for 16.0 or for the
+        # integer 0, depending on the argument's type.
+        raise SchemaError("hexadecimal numbers are not supported; write the number in decimal", i, text)
+    j = i
+    while j < n and text[j] in _DIGITS:
+        j += 1
+    if j < n and text[j] == "." and not text.startswith("...", j):
+        j += 1
+        while j < n and text[j] in _DIGITS:
+            j += 1
+    if j < n and text[j] in "eE":
+        k = j + 1
+        if k < n and text[k] in "+-":
+            k += 1
+        if k < n and text[k] in _DIGITS:
+            j = k
+            while j < n and text[j] in _DIGITS:
+                j += 1
+    if j < n and text[j] == "j":
+        j += 1
+    if j < n and _ident_char(text[j]):
+        raise SchemaError(f"malformed number '{text[i:j + 1]}'", i, text)
+    return j
+
+
+def _string(text: str, i: int) -> tuple[Token, int]:
+    """The string literal at `i`, in single, double or tripled quotes (torch's lexer and its
+    parseStringLiteral), and the index past it."""
+    n, quote = len(text), text[i] * (3 if text.startswith(text[i] * 3, i) else 1)
+    j, chars = i + len(quote), []
+    while not text.startswith(quote, j):
+        if j >= n:
+            raise SchemaError("unterminated string literal", i, text)
+        ch = text[j]
+        if ch == "\n" and len(quote) == 1:
+            raise SchemaError("a line break inside a string literal (write it as \\n)", j, text)
+        if ch != "\\":
+            chars.append(ch)
+            j += 1
+            continue
+        esc, octal = text[j + 1:j + 2], text[j + 1:j + 4]
+        if esc in _ESCAPES:
+            chars.append(_ESCAPES[esc])
+            j += 2
+        elif len(octal) == 3 and all(d in "01234567" for d in octal) and int(octal, 8) < 256:
+            if int(octal, 8) > 0o177:
+                # torch keeps the byte, which leaves the string invalid UTF-8
+                raise SchemaError(f"the octal escape \\{octal} is not an ASCII character; write the "
+                                  "character itself", j, text)
+            chars.append(chr(int(octal, 8)))
+            j += 4
+        elif not esc:
+            raise SchemaError("unterminated string literal", i, text)
+        else:
+            raise SchemaError(f"unsupported escape sequence \\{esc} in a string literal; the escapes are "
+                              "\\\\ \\' \\\" \\a \\b \\f \\n \\t \\v and three octal digits (\\101)", j, text)
+    return Token("string", "".join(chars), i), j + len(quote)
+
+
 def _describe(tok: Token) -> str:
+    if tok.kind == "newline":
+        return "a line break (outside parentheses a line break ends the schema)"
     return "end of schema" if tok.kind == "eof" else repr(tok.text)
 
 
@@ -492,7 +583,7 @@ class _Parser:
             self.error(f"expected {what or repr(kind)} but found {_describe(self.cur)}")
         return self.next()
 
-    def error(self, message: str, tok: Token | None = None):
+    def error(self, message: str, tok: Token | None = None) -> NoReturn:
         raise SchemaError(message, (tok or self.cur).offset, self.text)
 
     def comma_list(self, close: str, item: Callable[[], None]) -> None:
@@ -581,10 +672,13 @@ class _Parser:
         if self.cur.kind == "[":
             self.next()
             tok = self.expect("number", "a list size")
-            digits = tok.text[: len(tok.text) - len(tok.text.lstrip("0123456789"))]
+            digits = tok.text[: len(tok.text) - len(tok.text.lstrip(_DIGITS))]
             if not digits:
                 self.error(f"list size must be a non-negative integer, not '{tok.text}'", tok)
             size = int(digits)  # torch reads it with std::stoll, which stops at the first non-digit
+            if size > _INT32_MAX:
+                # torch keeps the size in an int32_t: 4294967298 would be 2
+                self.error(f"list size {size} is too large (at most {_INT32_MAX})", tok)
             self.expect("]", "']'")
             t = ListType(t, size)
             alias = self.wrap_container_alias(alias)
@@ -607,25 +701,28 @@ class _Parser:
         if tok.kind == "(":
             self.next()
             elems: list[Type] = []
-            self.comma_list(")", lambda: elems.append(self.parse_type()[0]))
+            self.comma_list(")", lambda: elems.append(_fake(self.parse_type()[0])))
             t: Type = TupleType(tuple(elems))
+        elif tok.kind == "ident" and tok.text == "Union" and self.peek().kind == "(":
+            # torch merges and sorts a union's members by its own type order (`Union(str, int)`
+            # is Union(int, str), `Union(int, None)` is int?, `Union(int, Scalar)` is
+            # Union(float, complex, int)), which this model does not reproduce.
+            self.error("Union types are not supported in opwrap schemas", tok)
         elif tok.kind == "ident" and tok.text in _GENERIC_TYPES and self.peek().kind == "(":
             self.next()
             self.next()
             params: list[Type] = []
-            self.comma_list(")", lambda: params.append(self.parse_type()[0]))
+            # torch builds containers of the parameters' "fake" types: SymInt, ScalarType,
+            # Layout and MemoryFormat are int in them (`Dict(str, SymInt)` is Dict(str, int)).
+            self.comma_list(")", lambda: params.append(_fake(self.parse_type()[0])))
             arity = _GENERIC_TYPES[tok.text]
-            if arity is not None and len(params) != arity:
+            if len(params) != arity:
                 self.error(f"{tok.text} takes {arity} type parameter(s), got {len(params)}", tok)
             t = GenericType(tok.text, tuple(params))
             if tok.text == "Dict":
-                key = params[0]
-                if key == BaseType("SymInt"):
-                    key = BaseType("int")  # torch keys dicts by the SymInt's fake type
-                if key not in _DICT_KEYS:
-                    self.error(f"cannot create a Dict with key type '{key}'; keys may be "
-                               "int, float, complex, bool, str, Tensor or Any", tok)
-                t = GenericType("Dict", (key, params[1]))
+                if params[0] not in _DICT_KEYS:
+                    self.error(f"cannot create a Dict with key type '{params[0]}'; keys may be "
+                               "int, float, complex, bool, str, Tensor, Device or Any", tok)
                 alias = self.parse_alias()
         elif tok.kind == "ident" and tok.text == "__torch__":
             parts = [self.next().text]
@@ -636,18 +733,24 @@ class _Parser:
                     self.error(f"expected '{expected}' in '__torch__.torch.classes.<ns>.<Class>'", part)
                 parts.append(part.text)
             t = ClassType(".".join(parts))
-        elif tok.kind == "ident" or (tok.kind == "const" and tok.text == "None"):
+        elif tok.kind == "ident" and tok.text == "Tensor":
             self.next()
-            if tok.text in _BASE_TYPES:
-                t = BaseType(_BASE_TYPES[tok.text])
-            elif tok.text[0].islower():
-                name = tok.text  # a type variable, as in `t[] self`; torch lets it be dotted
-                while self.cur.kind == "." and self.peek().kind == "ident":
-                    self.next()
-                    name += "." + self.next().text
-                t = BaseType(name)
+            t = BaseType("Tensor")
+            alias = self.parse_alias()
+        elif tok.kind == "ident" or (tok.kind == "const" and tok.text in ("None", "NoneType")):
+            self.next()
+            # torch reads a dotted name after any base type but Tensor (`t.x`, even `int.x`);
+            # one that is not a known type and starts lower-case is a type variable.
+            name = tok.text
+            while self.cur.kind == "." and self.peek().kind == "ident":
+                self.next()
+                name += "." + self.next().text
+            if name in _BASE_TYPES:
+                t = BaseType(_BASE_TYPES[name])
+            elif name[0].islower():
+                t = BaseType(name)  # a type variable, as in `t[] self`
             else:
-                self.error(f"unknown type '{tok.text}'; common types are Tensor, SymInt, int, float, "
+                self.error(f"unknown type '{name}'; common types are Tensor, SymInt, int, float, "
                            "bool, str, Scalar, ScalarType, Device, Layout, MemoryFormat", tok)
             alias = self.parse_alias()
         else:
@@ -658,7 +761,13 @@ class _Parser:
                 self.next()
                 t = ListType(t)
                 alias = self.wrap_container_alias(alias)
-            elif self.accept("?"):
+            elif self.cur.kind == "?":
+                q = self.next()
+                if t == BaseType("NoneType"):
+                    self.error("'NoneType?' is not a type: None is already the only value of NoneType", q)
+                if t == OptionalType(BaseType("Scalar")):
+                    # torch turns an optional Scalar? into the union Union(float, complex, int)?
+                    self.error("'Scalar??' is not supported; write 'Scalar?'", q)
                 if not isinstance(t, OptionalType):  # torch folds `T??` into `T?`
                     t = OptionalType(t)
             else:
@@ -679,46 +788,81 @@ class _Parser:
         return None
 
     def alias_sets(self) -> tuple[str, ...]:
+        """`a|b|*`: a set of alias sets, each once, in the order written.  `*` (every set)
+        may follow names but no name may follow it: torch then stops reading names, so it
+        rejects `*|a`; what it still reads after `*|` (another `*`, or nothing, as in `(*|)`)
+        is read here too."""
         sets: list[str] = []
         while True:
             if self.accept("*"):
                 if "*" not in sets:
                     sets.append("*")
+            elif "*" in sets:
+                if self.cur.kind == "ident":
+                    self.error(f"nothing may follow '*' in an alias set: '*' already includes '{self.cur.text}'")
             else:
                 tok = self.expect("ident", "an alias set name or '*'")
-                if "*" not in sets:
+                if tok.text not in sets:
                     sets.append(tok.text)
             if not self.accept("|"):
                 return tuple(sets)
 
-    # defaults (torch's parseDefaultValue / parseSingleConstant)
+    # defaults (torch's parseDefaultValue / parseSingleConstant / convertToList).  torch reads a
+    # default against the argument's "fake" type, where SymInt, ScalarType, Layout and
+    # MemoryFormat are int; only dtype names (`ScalarType dtype=float32`) look at the real one.
     def parse_default(self, t: Type) -> Default:
         tok = self.cur
-        inner = t
-        if isinstance(t, ListType):
-            elem = t.elem
-            if not (isinstance(elem, BaseType) and elem.name in ("int", "SymInt", "float", "complex", "bool")):
-                self.error("list defaults are only supported for int, float, complex and bool lists", tok)
+        fake = _fake(t)
+        if isinstance(fake, ListType) and isinstance(t, ListType):
+            elem = fake.elem
+            if not isinstance(elem, BaseType) or elem.name not in _LIST_DEFAULT_ELEMS:
+                self.error(f"a {t.elem}[] cannot have a default value; list defaults are only supported for "
+                           "lists of int, SymInt, float, complex and bool (or ScalarType, Layout, MemoryFormat)", tok)
             if self.cur.kind == "ident":
                 self.error(f"invalid default value {_describe(self.cur)} for a list")
             if t.size is not None and self.cur.kind != "[":
-                v = self.single_constant(elem)
-                return Default(tuple([v.value] * t.size), "list")
+                # `int[2] stride=1`: one value for every element
+                return Default(tuple([self.list_element(elem, t.elem)] * t.size), "list")
             self.expect("[", "'[' to open a list default")
             items: list[object] = []
-            self.comma_list("]", lambda: items.append(self.single_constant(elem).value))
+            self.comma_list("]", lambda: items.append(self.list_element(elem, t.elem)))
             return Default(tuple(items), "list")
-        if isinstance(inner, BaseType) and inner.name in ("Tensor", "Generator", "Quantizer"):
+        if isinstance(fake, BaseType) and fake.name in ("Tensor", "Generator", "Quantizer"):
             return self.none_default()
-        if isinstance(inner, BaseType) and inner.name == "Device":
-            s = self.expect("string", "a device string").text
-            return Default(s, "device")
-        if isinstance(inner, (OptionalType,)) or (isinstance(inner, BaseType) and inner.name in (
-                "str", "Scalar", "int", "SymInt", "bool", "float", "complex", "ScalarType", "Layout",
-                "MemoryFormat")):
-            v = self.single_constant(t)
-            return v
+        if isinstance(fake, BaseType) and fake.name == "Device":
+            s = self.expect("string", "a device string")
+            self.check_device(s)
+            return Default(s.text, "device")
+        if isinstance(fake, OptionalType) or (isinstance(fake, BaseType) and fake.name in (
+                "str", "Scalar", "int", "bool", "float", "complex")):
+            return self.single_constant(fake, t)
         self.error(f"type '{t}' cannot have a default value", tok)
+
+    def list_element(self, elem: BaseType, real_elem: Type) -> object:
+        """One element of a list default; torch's convertToList takes only values of the
+        element's own kind (an int[] takes no True, a float[] no long, a bool[] no 1)."""
+        tok = self.cur
+        d = self.single_constant(elem, real_elem)
+        kinds = {"int": ("int", "enum"), "float": ("float",), "bool": ("bool",), "complex": ("complex",)}[elem.name]
+        if d.kind not in kinds:
+            what = {"int": "an integer", "float": "a number", "bool": "True or False",
+                    "complex": "an imaginary number like 1.5j"}[elem.name]
+            written = self.text[tok.offset:self.cur.offset].strip() if self.cur.offset > tok.offset else tok.text
+            self.error(f"an element of a {real_elem}[] default must be {what}, not {written}", tok)
+        return d.value
+
+    def check_device(self, tok: Token) -> None:
+        """c10::Device's string form: a device type, then an optional index (`cuda:0`)."""
+        m = re.fullmatch(r"([a-zA-Z_]+)(?::([1-9][0-9]*|0))?", tok.text)
+        if m is None:
+            self.error(f"invalid device string {quote_string(tok.text)}: expected a device type and an optional "
+                       "index, like \"cpu\" or \"cuda:0\"", tok)
+        elif m.group(1) not in _DEVICE_TYPES:
+            self.error(f"unknown device type '{m.group(1)}' in {quote_string(tok.text)}; device types are "
+                       + ", ".join(_DEVICE_TYPES), tok)
+        elif m.group(2) and int(m.group(2)) > 127:
+            # c10::DeviceIndex is an int8_t: torch would make cuda:200 into cuda:-56
+            self.error(f"device index {m.group(2)} is too large (at most 127)", tok)
 
     def none_default(self) -> Default:
         tok = self.cur
@@ -727,7 +871,9 @@ class _Parser:
         self.next()
         return Default(None, "none")
 
-    def single_constant(self, t: Type) -> Default:
+    def single_constant(self, fake: Type, real: Type) -> Default:
+        """torch's parseSingleConstant: `fake` decides how a number reads, `real` whether a
+        dtype name may stand for its ScalarType code."""
         tok = self.cur
         if tok.kind in ("ident", "const"):
             self.next()
@@ -739,8 +885,7 @@ class _Parser:
                 return Default(None, "none")
             if tok.text in _ENUM_DEFAULTS:
                 return Default(_ENUM_DEFAULTS[tok.text], "enum", tok.text)
-            base = unwrap_optional(t)
-            if isinstance(base, BaseType) and base.name == "ScalarType" and tok.text in _DTYPE_CODES:
+            if unwrap_optional(real) == BaseType("ScalarType") and tok.text in _DTYPE_CODES:
                 return Default(_DTYPE_CODES[tok.text], "enum", tok.text)
             self.error(f"invalid default value '{tok.text}'", tok)
         if tok.kind == "string":
@@ -750,18 +895,49 @@ class _Parser:
         num = self.expect("number", "a default value")
         text = ("-" if negative else "") + num.text
         # torch decides on the declared type itself, not the optional's element: `float? x=1` is an int.
-        kind = t.name if isinstance(t, BaseType) else ""
-        try:
-            if kind == "complex" or "j" in text:
-                return Default(complex(0, float(text.rstrip("j"))), "complex")
-            if kind == "float" or any(c in text for c in ".eE"):
-                v = float(text)
-                if math.isinf(v):
-                    self.error(f"default value {text} is out of range", num)
-                return Default(v, "float")
-            v = int(text)
-        except ValueError:
-            self.error(f"malformed number '{text}'", num)
+        kind = fake.name if isinstance(fake, BaseType) else ""
+        if kind == "complex" or text.endswith("j"):
+            if not text.endswith("j"):
+                # torch drops the last character, as it would the `j`: 1.5 would be 1j
+                self.error(f"a complex default is an imaginary number like {text}j, not {text}", num)
+            return Default(complex(0, self.double(text[:-1], num)), "complex")
+        if kind == "float" or "." in text or "e" in text:
+            return Default(self.double(text, num), "float")
+        if "E" in text:
+            # torch tests for a lower-case 'e' only and reads the rest with std::stoll, which stops at the 'E'
+            self.error(f"write the exponent of {text} with a lower-case 'e': torch reads {text} as the integer "
+                       f"{int(text[:text.index('E')])} here", num)
+        v = int(text)
         if not -(2**63) <= v < 2**63:
             self.error(f"default value {text} does not fit in int64", num)
         return Default(v, "int")
+
+    def double(self, text: str, num: Token) -> float:
+        """std::stod: a finite double, refusing what overflows or underflows (ERANGE)."""
+        v = float(text)
+        mantissa = text.lower().split("e")[0]
+        if math.isinf(v):
+            self.error(f"default value {text} is out of range", num)
+        if abs(v) < sys.float_info.min and any(d in mantissa for d in "123456789"):
+            self.error(f"default value {text} is too small: torch reads no value below "
+                       f"{sys.float_info.min!r} other than 0", num)
+        return v
+
+
+def _fake(t: Type) -> Type:
+    """torch's "fake" type of a schema type: SymInt, ScalarType, Layout and MemoryFormat are int."""
+    if isinstance(t, BaseType) and t.name in ("SymInt", "ScalarType", "Layout", "MemoryFormat"):
+        return BaseType("int")
+    if isinstance(t, ListType):
+        return ListType(_fake(t.elem), t.size)
+    if isinstance(t, OptionalType):
+        return OptionalType(_fake(t.elem))
+    return t
+
+
+_INT32_MAX = 2**31 - 1
+_LIST_DEFAULT_ELEMS = ("int", "float", "bool", "complex")  # of the fake element type
+# c10::Device's device types (c10/core/Device.cpp); privateuseone is the default name of a
+# backend that torch.utils.rename_privateuse1_backend can rename.
+_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia",
+                 "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
