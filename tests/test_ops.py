@@ -123,3 +123,23 @@ def test_device_mismatch_is_an_error_naming_the_op_and_argument():
         ops.myadd(torch.ones(3), torch.ones(3, device="meta"))
     out = ops.linear(torch.ones(2, 3, device="meta"), torch.ones(4, 3, device="meta"))
     assert out.device.type == "meta" and out.shape == (2, 4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64])
+@pytest.mark.parametrize("K", [0, 1, 2, 3, 8, 100, 1023])
+def test_bucketize_count_as_torch_on_ties_nan_and_infinities(dtype, K):
+    """Values equal to a boundary, repeated boundaries, NaN (past the last boundary, as in
+    torch.bucketize) and infinities, in the interleaved and the one-at-a-time searches."""
+    g = torch.Generator().manual_seed(K)
+    b = (torch.randn(K, generator=g) * 10).sort().values.to(dtype)
+    if K > 3:
+        b[2] = b[3]
+    v = (torch.randn(4099, generator=g) * 12).to(dtype)
+    if dtype.is_floating_point:
+        v[::97] = math.nan
+        v[5], v[6] = math.inf, -math.inf
+    v[: min(K, v.numel())] = b[: v.numel()]
+    indices, counts = ops.bucketize_count(v, b)
+    expected = torch.bucketize(v, b)
+    assert torch.equal(indices, expected)
+    assert torch.equal(counts, torch.bincount(expected, minlength=K + 1))

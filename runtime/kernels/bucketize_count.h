@@ -1,29 +1,48 @@
 // Hand-written kernel of opwrap::bucketize_count: for each value, the index of its bucket
 // among sorted boundaries (torch.bucketize with right=False: the first i with
-// value <= boundaries[i]), and how many values fell in each of the K + 1 buckets.
+// value <= boundaries[i]; a NaN goes past the last, as in torch), and how many values fell
+// in each of the K + 1 buckets.
 #pragma once
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace opwrap::kernels {
 
-// Binary search, shared with bucketize_count.cuh (std::lower_bound is host-only).
+// Whether v goes past boundary `bound`: torch.bucketize's !(bound >= v), true for a NaN.
+template <typename scalar_t>
+C10_HOST_DEVICE inline bool past(scalar_t bound, scalar_t v) {
+  return !(bound >= v);
+}
+
+// The bucket of v: a binary search without branches on the data (Khuong and Morin's lower
+// bound: the steps depend on K only), shared with bucketize_count.cuh.
 template <typename scalar_t>
 C10_HOST_DEVICE inline int64_t bucket_of(const scalar_t* boundaries, int64_t K, scalar_t v) {
-  int64_t lo = 0, hi = K;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (boundaries[mid] < v) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
+  if (K == 0) return 0;
+  int64_t base = 0;
+  for (int64_t n = K; n > 1; n -= n / 2) base = past(boundaries[base + n / 2], v) ? base + n / 2 : base;
+  return base + past(boundaries[base], v);
+}
+
+// The buckets of kLanes values at once: the searches take the same steps, so they run in
+// lockstep and their loads overlap (one search is a chain of dependent loads).
+template <int kLanes, typename scalar_t>
+inline void buckets_of(const scalar_t* boundaries, int64_t K, const scalar_t* v, int64_t* out) {
+  int64_t base[kLanes] = {};
+  for (int64_t n = K; n > 1; n -= n / 2) {
+    const int64_t half = n / 2;
+#pragma GCC unroll 8
+    for (int j = 0; j < kLanes; ++j) base[j] = past(boundaries[base[j] + half], v[j]) ? base[j] + half : base[j];
   }
-  return lo;
+#pragma GCC unroll 8
+  for (int j = 0; j < kLanes; ++j) out[j] = base[j] + past(boundaries[base[j]], v[j]);
 }
 
 template <typename scalar_t>
@@ -31,14 +50,28 @@ void bucketize_count_cpu(const at::Tensor& values, const at::Tensor& boundaries,
                          at::Tensor& counts) {
   const scalar_t* v = values.const_data_ptr<scalar_t>();
   const scalar_t* b = boundaries.const_data_ptr<scalar_t>();
-  const int64_t K = boundaries.numel();
+  const int64_t K = boundaries.numel(), N = values.numel();
   int64_t* idx = indices.mutable_data_ptr<int64_t>();
   int64_t* cnt = counts.mutable_data_ptr<int64_t>();
+  // Each thread counts into its own histogram; they are added at the end (integers: the same
+  // counts for any split).
+  constexpr int kLanes = 8;
+  const int threads = at::get_num_threads();
+  std::vector<int64_t> local(static_cast<size_t>(threads) * static_cast<size_t>(K + 1), 0);
+  at::parallel_for(0, N, 16384, [&](int64_t begin, int64_t end) {
+    int64_t* mine = local.data() + static_cast<int64_t>(at::get_thread_num()) * (K + 1);
+    int64_t i = begin;
+    if (K > 0) {
+      for (; i + kLanes <= end; i += kLanes) {
+        buckets_of<kLanes>(b, K, v + i, idx + i);
+        for (int j = 0; j < kLanes; ++j) ++mine[idx[i + j]];
+      }
+    }
+    for (; i < end; ++i) ++mine[idx[i] = bucket_of(b, K, v[i])];
+  });
   std::memset(cnt, 0, sizeof(int64_t) * static_cast<size_t>(K + 1));
-  // Serial: the counts are a histogram, and this op is not a hot path on CPU.
-  for (int64_t i = 0; i < values.numel(); ++i) {
-    idx[i] = bucket_of(b, K, v[i]);
-    ++cnt[idx[i]];
+  for (int t = 0; t < threads; ++t) {
+    for (int64_t k = 0; k <= K; ++k) cnt[k] += local[static_cast<size_t>(t) * static_cast<size_t>(K + 1) + k];
   }
 }
 
