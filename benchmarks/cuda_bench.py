@@ -38,13 +38,15 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer calls, 16x smaller tensors")
     parser.add_argument("--json", default=str(bench.ROOT / "build" / "cuda_bench.json"))
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--op", action="append", metavar="NAME", help="time only this op (repeatable)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to benchmark", file=sys.stderr)
         return 1
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     report = bench.Report()
-    bench.op_table(report, *((5, 16) if args.quick else (50, 1)), device="cuda", timer=cuda_median_ms, threads=(None,))
+    bench.op_table(report, *((5, 16) if args.quick else (50, 1)), device="cuda", timer=cuda_median_ms, threads=(None,),
+                   ops=set(args.op or ()))
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(dict(torch=torch.__version__, device=torch.cuda.get_device_name(),
                                                rows=report.rows), indent=1) + "\n")
