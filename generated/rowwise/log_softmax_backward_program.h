@@ -74,14 +74,27 @@ void log_softmax_backward_rows(const at::Tensor& grad_output, const at::Tensor& 
       const scalar_t* opwrap_x_output = opwrap_p_output + row * D;
       prog.opwrap_stage0();
       {  // pass 1
-        V opwrap_a0(opwrap::rt::rowwise::Sum::identity<opmath_t>());
+        // kChains independent accumulators per reduction (one chain's add latency would bound
+        // the pass): each chunk of kChains vectors adds vector k to accumulator k.
+        constexpr int kChains = opwrap::rt::rowwise::kChains, kUnroll = kChains / L::kHalves;
+        V opwrap_a0[kChains];
+        for (V& a : opwrap_a0) a = V(opwrap::rt::rowwise::Sum::identity<opmath_t>());
         int64_t d = 0;
-        for (; d + L::kStep <= D; d += L::kStep) {
-          for (int h = 0; h < L::kHalves; ++h) {
-            opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(L::load(opwrap_x_grad_output + d, h)));
+        for (; d + kUnroll * L::kStep <= D;) {
+#pragma GCC unroll 8
+          for (int u = 0; u < kUnroll; ++u, d += L::kStep) {
+#pragma GCC unroll 2
+            for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a0[u * L::kHalves + h] = opwrap::rt::rowwise::Sum::combine(opwrap_a0[u * L::kHalves + h], prog.opwrap_reduce0(L::load(opwrap_x_grad_output + d, h)));
+            }
           }
         }
-        prog.opwrap_r0 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Sum>(opwrap_a0);
+        for (; d + L::kStep <= D; d += L::kStep) {
+          for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a0[h] = opwrap::rt::rowwise::Sum::combine(opwrap_a0[h], prog.opwrap_reduce0(L::load(opwrap_x_grad_output + d, h)));
+          }
+        }
+        prog.opwrap_r0 = opwrap::rt::rowwise::reduce_chains<opwrap::rt::rowwise::Sum>(opwrap_a0);
         for (; d < D; ++d) {
           prog.opwrap_r0 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_grad_output[d])));
         }

@@ -89,28 +89,54 @@ void log_softmax_rows(const at::Tensor& self, at::Tensor& result) {
       const scalar_t* opwrap_x_self = opwrap_p_self + row * D;
       prog.opwrap_stage0();
       {  // pass 1
-        V opwrap_a0(opwrap::rt::rowwise::Max::identity<opmath_t>());
+        // kChains independent accumulators per reduction (one chain's add latency would bound
+        // the pass): each chunk of kChains vectors adds vector k to accumulator k.
+        constexpr int kChains = opwrap::rt::rowwise::kChains, kUnroll = kChains / L::kHalves;
+        V opwrap_a0[kChains];
+        for (V& a : opwrap_a0) a = V(opwrap::rt::rowwise::Max::identity<opmath_t>());
         int64_t d = 0;
-        for (; d + L::kStep <= D; d += L::kStep) {
-          for (int h = 0; h < L::kHalves; ++h) {
-            opwrap_a0 = opwrap::rt::rowwise::Max::combine(opwrap_a0, prog.opwrap_reduce0(L::load(opwrap_x_self + d, h)));
+        for (; d + kUnroll * L::kStep <= D;) {
+#pragma GCC unroll 8
+          for (int u = 0; u < kUnroll; ++u, d += L::kStep) {
+#pragma GCC unroll 2
+            for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a0[u * L::kHalves + h] = opwrap::rt::rowwise::Max::combine(opwrap_a0[u * L::kHalves + h], prog.opwrap_reduce0(L::load(opwrap_x_self + d, h)));
+            }
           }
         }
-        prog.opwrap_r0 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Max>(opwrap_a0);
+        for (; d + L::kStep <= D; d += L::kStep) {
+          for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a0[h] = opwrap::rt::rowwise::Max::combine(opwrap_a0[h], prog.opwrap_reduce0(L::load(opwrap_x_self + d, h)));
+          }
+        }
+        prog.opwrap_r0 = opwrap::rt::rowwise::reduce_chains<opwrap::rt::rowwise::Max>(opwrap_a0);
         for (; d < D; ++d) {
           prog.opwrap_r0 = opwrap::rt::rowwise::Max::combine(prog.opwrap_r0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_self[d])));
         }
       }
       prog.opwrap_stage1();
       {  // pass 2
-        V opwrap_a1(opwrap::rt::rowwise::Sum::identity<opmath_t>());
+        // kChains independent accumulators per reduction (one chain's add latency would bound
+        // the pass): each chunk of kChains vectors adds vector k to accumulator k.
+        constexpr int kChains = opwrap::rt::rowwise::kChains, kUnroll = kChains / L::kHalves;
+        V opwrap_a1[kChains];
+        for (V& a : opwrap_a1) a = V(opwrap::rt::rowwise::Sum::identity<opmath_t>());
         int64_t d = 0;
-        for (; d + L::kStep <= D; d += L::kStep) {
-          for (int h = 0; h < L::kHalves; ++h) {
-            opwrap_a1 = opwrap::rt::rowwise::Sum::combine(opwrap_a1, prog.opwrap_reduce1(L::load(opwrap_x_self + d, h)));
+        for (; d + kUnroll * L::kStep <= D;) {
+#pragma GCC unroll 8
+          for (int u = 0; u < kUnroll; ++u, d += L::kStep) {
+#pragma GCC unroll 2
+            for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a1[u * L::kHalves + h] = opwrap::rt::rowwise::Sum::combine(opwrap_a1[u * L::kHalves + h], prog.opwrap_reduce1(L::load(opwrap_x_self + d, h)));
+            }
           }
         }
-        prog.opwrap_r1 = opwrap::rt::rowwise::reduce_lanes<opwrap::rt::rowwise::Sum>(opwrap_a1);
+        for (; d + L::kStep <= D; d += L::kStep) {
+          for (int h = 0; h < L::kHalves; ++h) {
+            opwrap_a1[h] = opwrap::rt::rowwise::Sum::combine(opwrap_a1[h], prog.opwrap_reduce1(L::load(opwrap_x_self + d, h)));
+          }
+        }
+        prog.opwrap_r1 = opwrap::rt::rowwise::reduce_chains<opwrap::rt::rowwise::Sum>(opwrap_a1);
         for (; d < D; ++d) {
           prog.opwrap_r1 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r1, prog.opwrap_reduce1(static_cast<opmath_t>(opwrap_x_self[d])));
         }

@@ -66,6 +66,17 @@ T reduce_lanes(const at::vec::Vectorized<T>& v) {
                                     v);
 }
 
+// Independent accumulators a reduction pass keeps (a multiple of Lanes' kHalves): enough
+// adds in flight to hide an add's latency on current x86 and Arm cores.
+constexpr int kChains = 4;
+
+// kChains accumulators reduced to one value (pairwise, then across lanes).
+template <typename R, typename T>
+T reduce_chains(const at::vec::Vectorized<T> (&acc)[kChains]) {
+  at::vec::Vectorized<T> a = R::combine(R::combine(acc[0], acc[1]), R::combine(acc[2], acc[3]));
+  return reduce_lanes<R>(a);
+}
+
 // How a loop over a row of scalar_t reads it in the computation type opmath_t: in steps of
 // kStep elements, each kHalves vectors of opmath_t (two for float16 and bfloat16: one
 // Vectorized<scalar_t> converted to two Vectorized<float>, as aten's reduced-type loops do).
