@@ -80,15 +80,19 @@ test-asan: venv
 	  [ -n "$$runtime" ] || { echo "no AddressSanitizer runtime (libasan.so) for this compiler" >&2; exit 1; }; \
 	  LD_PRELOAD=$$runtime ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OPWRAP_LIBRARY=build/sanitize/_C.so \
-	  $(PY) -m pytest -q -p no:cacheprovider -n logical --dist loadgroup $(ASAN_TESTS); rc=$$?; \
+	  $(PY) -m pytest -q -p no:cacheprovider -n logical --dist loadgroup --basetemp=$(PYTEST_TMP)-asan $(ASAN_TESTS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a pass.  The suite
 # runs on every core (pytest-xdist, `-n logical`; PYTEST_ARGS=-n0 runs it in one process):
 # --dist loadgroup hands out one test at a time, in collection order, which tests/conftest.py
 # starts with the slowest (`slow` marks), and keeps each `xdist_group` on one worker.
+# Each checkout's runs keep their temporary directories apart (pytest's default, one
+# /tmp/pytest-of-<user>, keeps the last 3 runs of any checkout, and deletes the directories
+# of a run still going in another).
+PYTEST_TMP ?= $(or $(TMPDIR),/tmp)/opwrap-pytest-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
 pytest: venv
-	@$(PHASE) pytest sh -c '$(PY) -m pytest -q -n logical --dist loadgroup --durations=20 $(PYTEST_ARGS); rc=$$?; \
+	@$(PHASE) pytest sh -c '$(PY) -m pytest -q -n logical --dist loadgroup --durations=20 --basetemp=$(PYTEST_TMP) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
 
 # Speed, side by side with what opwrap replaces, as ratios (benchmarks/bench.py).

@@ -152,9 +152,13 @@ def test_corpus_is_large():
 
 
 def test_every_registered_schema_parses_to_torchs_model():
-    results = [compare(text) for text in CORPUS]
-    assert [r for r in results if r not in ("same", "class")] == []
-    assert results.count("same") > 2000
+    # Which ops are registered depends on what the process imported (torch.distributed adds
+    # `_dtensor::mesh_get_process_group(PyObject mesh, ...)`, which torch's parser refuses as
+    # well: 'rejected' is agreement too).
+    results = {text: compare(text) for text in CORPUS}
+    assert {t: r for t, r in results.items() if r not in ("same", "class", "rejected")} == {}
+    assert list(results.values()).count("same") > 2000
+
 
 def test_every_registered_schema_round_trips_like_torch():
     mismatches = []
@@ -388,7 +392,8 @@ def test_accepted_schemas_read_like_torch(text):
 
 
 def test_hand_written_class_type_is_kept():
-    text = "f(__torch__.torch.classes.opwrap.TensorQueue foo, Tensor inc) -> ()"
+    # A class no library registers (opwrap's TensorQueue is, once opwrap is imported).
+    text = "f(__torch__.torch.classes.nolib.NoSuchQueue foo, Tensor inc) -> ()"
     assert _torch(text) == "UNKNOWN-CLASS"  # torch wants the class registered; we take the name
     assert _ours(text) == text
 
