@@ -24,7 +24,8 @@ from ..api.names import cpp_string
 from ..schema import BaseType, FunctionSchema
 from .base import Output, Plugin
 
-# at::Tag values that not every supported torch (>= 2.6) has: tag -> (macro, (major, minor) since).
+# at::Tag values that older torch releases lack: tag -> (macro, (major, minor) since).  opwrap claims
+# torch >= 2.13, which has both; the guard keeps a library compiling against an older one.
 # Both came with torch's support for tagged in-place and out= custom ops (pytorch#180851,
 # which renamed 2.10's `out_variant`, a tag of other meaning, to `out`).
 VERSIONED_TAGS = {"inplace": ("OPWRAP_TAG_INPLACE", (2, 13)), "out": ("OPWRAP_TAG_OUT", (2, 13))}
