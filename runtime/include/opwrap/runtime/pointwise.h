@@ -171,24 +171,25 @@ inline Vec<T> pow(const Vec<T>& a, const Vec<T>& b) {
 }
 // Sleef's sincos where at::vec uses Sleef for sin and cos (AVX2, AVX-512; the same accuracy as
 // its sin() and cos(): 3.5 ulp for float, 1 ulp for double), else at::vec's sin() and cos().
+#if defined(CPU_CAPABILITY_AVX512)
+#define OPWRAP_PW_SLEEF_SINCOS_F Sleef_sincosf16_u35
+#define OPWRAP_PW_SLEEF_SINCOS_D Sleef_sincosd8_u10
+#elif defined(CPU_CAPABILITY_AVX2)
+#define OPWRAP_PW_SLEEF_SINCOS_F Sleef_sincosf8_u35
+#define OPWRAP_PW_SLEEF_SINCOS_D Sleef_sincosd4_u10
+#endif
 template <typename T>
 inline Values<Vec<T>, 2> sincos(const Vec<T>& x) {
-#if defined(CPU_CAPABILITY_AVX512)
+#ifdef OPWRAP_PW_SLEEF_SINCOS_F
   if constexpr (std::is_same_v<T, float>) {
-    const auto r = Sleef_sincosf16_u35(x);
+    const auto r = OPWRAP_PW_SLEEF_SINCOS_F(x);
     return {{Vec<T>(r.x), Vec<T>(r.y)}};
   } else if constexpr (std::is_same_v<T, double>) {
-    const auto r = Sleef_sincosd8_u10(x);
+    const auto r = OPWRAP_PW_SLEEF_SINCOS_D(x);
     return {{Vec<T>(r.x), Vec<T>(r.y)}};
   }
-#elif defined(CPU_CAPABILITY_AVX2)
-  if constexpr (std::is_same_v<T, float>) {
-    const auto r = Sleef_sincosf8_u35(x);
-    return {{Vec<T>(r.x), Vec<T>(r.y)}};
-  } else if constexpr (std::is_same_v<T, double>) {
-    const auto r = Sleef_sincosd4_u10(x);
-    return {{Vec<T>(r.x), Vec<T>(r.y)}};
-  }
+#undef OPWRAP_PW_SLEEF_SINCOS_F
+#undef OPWRAP_PW_SLEEF_SINCOS_D
 #endif
   return {{x.sin(), x.cos()}};
 }
