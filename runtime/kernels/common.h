@@ -10,6 +10,13 @@
 
 namespace opwrap::kernels {
 
+// The bfloat16 nearest (ties to even) to a float's bits `u`, in the low 16 bits, as
+// c10::BFloat16 rounds a float that is not NaN: for a uint32_t or a GCC vector of them.
+template <typename U>
+inline U bfloat16_rounded_bits(U u) {
+  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
 // Elements per parallel chunk (at::internal::GRAIN_SIZE lives in a heavier header).
 constexpr int64_t kGrainSize = 32768;
 

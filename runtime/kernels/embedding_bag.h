@@ -10,6 +10,8 @@
 #include <c10/util/Exception.h>
 #include <c10/util/bit_cast.h>
 
+#include "common.h"
+
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
@@ -54,9 +56,7 @@ using v8u = Lanes8<uint32_t>::type;
 // The bfloat16 nearest to each of eight floats (ties to even; NaN stays NaN), as
 // c10::BFloat16's conversion rounds, in the low 16 bits of each lane.
 __attribute__((always_inline)) inline v8u bfloat16_bits(v8f v) {
-  const v8u u = reinterpret_cast<v8u>(v);
-  const v8u rounded = (u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16;
-  return v != v ? v8u{} + 0x7FC0u : rounded;
+  return v != v ? v8u{} + 0x7FC0u : bfloat16_rounded_bits(reinterpret_cast<v8u>(v));
 }
 
 // The sum of one bag's rows [start, stop) over the W columns from c, in registers, with the

@@ -7,6 +7,8 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/TypeCast.h>
 
+#include "common.h"
+
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -20,8 +22,7 @@ inline void float_to_bfloat16(const float* in, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, in + i, sizeof(u));
-    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    out[i] = static_cast<uint16_t>(in[i] != in[i] ? 0x7FC0u : rounded);
+    out[i] = static_cast<uint16_t>(in[i] != in[i] ? 0x7FC0u : bfloat16_rounded_bits(u));
   }
 }
 
