@@ -25,6 +25,12 @@ Sections (each compares in the same process, on the same inputs):
 
 Prints a table of ratios and writes it as JSON (--json).  Targets are printed beside the
 figures they apply to; --check exits 1 when one is missed.
+
+The run keeps freed memory for reuse (glibc's MALLOC_MMAP_MAX_=0 and a large trim threshold,
+set by re-running itself): otherwise every allocation of 32 MB or more is a fresh mmap whose
+pages fault in on first touch, so an op's time is mostly the kernel's page faults, and
+whether glibc happened to reuse a freed block (it does for some sizes and orders of
+allocation and not others) swung a ratio between 0.3x and 1.0x from one run to the next.
 """
 
 from __future__ import annotations
@@ -45,6 +51,11 @@ import time
 import timeit
 from pathlib import Path
 from typing import Callable, NamedTuple
+
+# Allocations reuse freed memory instead of mapping fresh pages (see the docstring).
+STEADY_MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40), "MALLOC_TOP_PAD_": str(1 << 28)}
+if __name__ == "__main__" and any(os.environ.get(k) != v for k, v in STEADY_MALLOC.items()):
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **STEADY_MALLOC})
 
 import torch
 import torch.nn.functional as F
@@ -931,7 +942,8 @@ def main(argv=None) -> int:
     report = Report()
     fast = type(opwrap.ops.myadd).__name__ == "builtin_function_or_method"
     print(f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
-          f"{os.cpu_count()} CPUs; fast bindings: {'yes' if fast else 'no'}")
+          f"{os.cpu_count()} CPUs; fast bindings: {'yes' if fast else 'no'}; freed memory reused "
+          f"({'yes' if all(os.environ.get(k) == v for k, v in STEADY_MALLOC.items()) else 'no'})")
     if "calls" in only:
         call_overhead(report, *((2000, 3) if args.quick else (100000, 7)))
     if "throughput" in only:
