@@ -160,6 +160,38 @@ def test_batching_rules():
         rt.no_rule("ns::op")(info, (0,), x)
 
 
+def test_rowwise_rule_one_call_unless_a_column_is_batched():
+    calls = []
+
+    def op(x, w, eps=0.0):  # a row-wise op: x ["*B", D], w [D], returns ["*B", D] and ["*B"]
+        calls.append(tuple(x.shape))
+        return x * w + eps, x.sum(-1)
+
+    rule = rt.rowwise_rule(op, ("rows", "column", None), 2)
+    info = SimpleNamespace(batch_size=3)
+    x, w = torch.randn(2, 3, 4), torch.randn(4)
+    (y, s), dims = rule(info, (1, None, None), x, w, 0.5)  # the batch moves to the front: one call
+    assert dims == (0, 0) and calls == [(3, 2, 4)]
+    assert torch.equal(y, x.movedim(1, 0) * w + 0.5) and torch.equal(s, x.movedim(1, 0).sum(-1))
+    calls.clear()
+    ws = torch.randn(4, 3)
+    (y, s), dims = rule(info, (None, 1), x[:, 0], ws)  # a batched column: one call per sample, stacked
+    assert dims == (0, 0) and calls == [(2, 4)] * 3
+    assert torch.equal(y, torch.stack([x[:, 0] * ws[:, i] for i in range(3)]))
+    calls.clear()
+    one = rt.rowwise_rule(lambda x, o: x - o[..., None], ("rows", "rows"), 1)
+    out, dims = one(info, (None, 0), x[:, 0], torch.randn(3, 2))  # an unbatched row tensor is expanded
+    assert dims == 0 and out.shape == (3, 2, 4)
+
+
+def test_per_sample_takes_lists_and_several_results():
+    parts = [torch.randn(2, 3), torch.randn(1, 3, 3)]  # the second batched at dim 1: a [1, 3] per sample
+    out, dims = rt.per_sample(lambda ts, k: (torch.cat(ts) * k, ts[1].sum()), 3, ([None, 1], None), (parts, 2.0), {})
+    assert dims == (0, 0) and out[0].shape == (3, 3, 3) and out[1].shape == (3,)
+    assert torch.equal(out[0][1], torch.cat([parts[0], parts[1][:, 1]]) * 2.0)
+    assert torch.equal(out[1], parts[1].sum((0, 2)))
+
+
 def test_result_class_is_a_pytree_node():
     @rt.result_class
     class PairResult(tuple):

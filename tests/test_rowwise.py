@@ -213,6 +213,42 @@ def test_derivatives_out_overload_opcheck_compile_export(ops):
     torch.testing.assert_close(ep.module()(x32, off32), f(x32, off32))
 
 
+def _per_sample(fn, in_dims, *args):
+    size = next(a.size(d) for a, d in zip(args, in_dims) if d is not None)
+    outs = [fn(*[a if d is None else a.select(d, i) for a, d in zip(args, in_dims)]) for i in range(size)]
+    return tuple(torch.stack(o) for o in zip(*outs)) if isinstance(outs[0], tuple) else torch.stack(outs)
+
+
+@pytest.mark.slow(120)
+def test_vmap_rules_generated_from_the_shape_rule(ops, rowlib):
+    """A `codegen init` library's row-wise ops get batching rules from their declarations:
+    the batch is one more leading row dimension of row and per-row tensors (one call); a
+    batched column runs one call per sample.  Each is compared with a loop over the samples."""
+    vmap_py = (rowlib[2] / "generated" / "python" / "vmap.py").read_text()
+    assert "# rowlib::plane_norm: row-wise, one call with the batch in the rows of x; one call per sample " \
+           "where scale is batched" in vmap_py, vmap_py
+    assert "_runtime.rowwise_rule(torch.ops.rowlib.center.default, ('rows', 'rows'), 1)" in vmap_py, vmap_py
+    f64 = torch.float64
+    x, scale = torch.randn(3, 2, 4, 5, dtype=f64), torch.randn(3, 4, 5, dtype=f64)
+    plane = lambda a, s: ops.plane_norm(a, s, 1e-3)  # noqa: E731
+    for in_dims in [(0, None), (1, None), (None, 0), (2, 0)]:
+        args = (x if in_dims[0] is not None else x[0], scale if in_dims[1] is not None else scale[0])
+        if in_dims[0] == 1:
+            args = (x.transpose(0, 1).contiguous(), args[1])
+        if in_dims[0] == 2:
+            args = (x.permute(1, 2, 0, 3).contiguous(), args[1])
+        torch.testing.assert_close(torch.vmap(plane, in_dims=in_dims)(*args), _per_sample(plane, in_dims, *args))
+    xs, off = torch.randn(4, 3, 6, dtype=f64), torch.randn(3, 4, dtype=f64)
+    for in_dims in [(0, None), (None, 1), (0, 1)]:
+        args = (xs if in_dims[0] is not None else xs[0], off if in_dims[1] is not None else off[:, 0])
+        torch.testing.assert_close(torch.vmap(ops.center, in_dims=in_dims)(*args), _per_sample(ops.center, in_dims, *args))
+    out = torch.empty(4, 3, 6, dtype=f64)  # the out= overload, through center's rule
+    torch.vmap(lambda a, o, buf: torch.ops.rowlib.center.out(a, o, out=buf), in_dims=(0, 1, 0))(xs, off, out)
+    torch.testing.assert_close(out, _per_sample(ops.center, (0, 1), xs, off))
+    e = torch.randn(2, 3, 7)
+    torch.testing.assert_close(torch.vmap(ops.extremes, in_dims=1)(e), _per_sample(ops.extremes, (1,), e))
+
+
 @pytest.mark.slow(120)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_max_min_propagate_nan_and_empty_rows(ops, dtype):

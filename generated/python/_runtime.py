@@ -532,6 +532,75 @@ def pointwise_rule(op: Callable[..., Any], n_out: int, broadcasts: bool) -> Batc
     return rule
 
 
+def sample(arg: Any, in_dim: Any, i: int) -> Any:
+    """Sample `i` of an argument that `register_vmap` hands a rule with its `in_dim` (None:
+    not batched); a list of tensors (`Tensor[]`) comes with a list of dims, one per element."""
+    if isinstance(arg, (list, tuple)) and isinstance(in_dim, (list, tuple)):
+        return type(arg)(sample(a, d, i) for a, d in zip(arg, in_dim))
+    return arg if in_dim is None else arg.select(in_dim, i)
+
+
+def per_sample(op: Callable[..., Any], batch_size: int, in_dims: Sequence[Any], args: Sequence[Any],
+               kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """One call of `op` per sample, the results stacked along dim 0: what a rule does for the
+    arguments it cannot fold into one call on the whole batch.  (A rule's `args` are the
+    op's positional arguments, those left at their defaults at the end omitted.)"""
+    if batch_size == 0:  # no sample to call the op on: its results' shapes from its fake kernel
+        return _no_samples(op, in_dims, args, kwargs)
+    results = [op(*(sample(a, d, i) for a, d in zip(args, in_dims)), **kwargs) for i in range(batch_size)]
+    if isinstance(results[0], (tuple, list)):
+        return tuple(torch.stack(r) for r in zip(*results)), (0,) * len(results[0])
+    return torch.stack(results), 0
+
+
+def _no_samples(op: Callable[..., Any], in_dims: Sequence[Any], args: Sequence[Any],
+                kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """`per_sample` over an empty batch: empty results of the shapes and dtypes a sample's
+    would have, from a call on meta tensors of a sample's shape."""
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+
+    def meta(a: Any, d: Any) -> Any:
+        if isinstance(a, (list, tuple)) and isinstance(d, (list, tuple)):
+            return type(a)(meta(x, e) for x, e in zip(a, d))
+        if not isinstance(a, torch.Tensor):
+            return a
+        shape = list(a.shape)
+        if d is not None:
+            del shape[d]
+        return torch.empty(shape, dtype=a.dtype, device="meta")
+
+    result = op(*(meta(a, d) for a, d in zip(args, in_dims)), **kwargs)
+
+    def empty(r: torch.Tensor) -> torch.Tensor:
+        return torch.empty((0, *r.shape), dtype=r.dtype, device=device)
+
+    if isinstance(result, (tuple, list)):
+        return tuple(empty(r) for r in result), (0,) * len(result)
+    return empty(result), 0
+
+
+def rowwise_rule(op: Callable[..., Any], roles: Sequence[str | None], n_out: int) -> BatchingRule:
+    """Row-wise ops (`rowwise:`), from their shape rule.  `roles` has one entry per positional
+    argument: "rows" for a tensor whose shape begins with the run of rows (`["*B", D]` and
+    the per-row `["*B"]`), "column" for one without it (`[D]`: the same for every row), None
+    for other arguments.  The batch is one more leading dimension of the run of rows, so while
+    no column is batched one call on the whole batch is the batched result: batch dims to the
+    front, unbatched row tensors expanded to the batch; every return is rows or per-row, so
+    batched at 0.  A batched column has no such form: one call per sample, stacked."""
+
+    def rule(info: Any, in_dims: Sequence[int | None], *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        if any(d is not None and r == "column" for d, r in zip(in_dims, roles)):
+            return per_sample(op, info.batch_size, in_dims, args, kwargs)
+        moved = []
+        for a, d, r in zip(args, in_dims, roles):
+            if r == "rows" and isinstance(a, torch.Tensor):
+                a = a.movedim(d, 0) if d is not None else a.expand(info.batch_size, *a.shape)
+            moved.append(a)
+        return op(*moved, **kwargs), ((0,) * n_out if n_out > 1 else 0)
+
+    return rule
+
+
 def load_rule(module: str, function: str) -> BatchingRule:
     """A hand-written batching rule, `vmap: module:function`."""
     rule: BatchingRule = getattr(importlib.import_module(module), function)

@@ -14,6 +14,10 @@ if _runtime.registered('opwrap::addmv_'):  # a selective build leaves ops out
 if _runtime.registered('opwrap::bucketize_count'):  # a selective build leaves ops out
     _runtime.register_vmap('opwrap::bucketize_count', _runtime.no_rule('opwrap::bucketize_count'))
 
+# opwrap::cat_rows: no rule
+if _runtime.registered('opwrap::cat_rows'):  # a selective build leaves ops out
+    _runtime.register_vmap('opwrap::cat_rows', _runtime.no_rule('opwrap::cat_rows'))
+
 # opwrap::chunk_rows: no rule
 if _runtime.registered('opwrap::chunk_rows'):  # a selective build leaves ops out
     _runtime.register_vmap('opwrap::chunk_rows', _runtime.no_rule('opwrap::chunk_rows'))
@@ -54,13 +58,13 @@ if _runtime.registered('opwrap::gelu_tanh_double_backward'):  # a selective buil
 if _runtime.registered('opwrap::huber'):  # a selective build leaves ops out
     _runtime.register_vmap('opwrap::huber', _runtime.no_rule('opwrap::huber'))
 
-# opwrap::layer_norm: no rule
+# opwrap::layer_norm: row-wise, one call with the batch in the rows of input; one call per sample where weight or bias is batched
 if _runtime.registered('opwrap::layer_norm'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::layer_norm', _runtime.no_rule('opwrap::layer_norm'))
+    _runtime.register_vmap('opwrap::layer_norm', _runtime.rowwise_rule(torch.ops.opwrap.layer_norm.default, ('rows', 'column', 'column', None), 3))
 
-# opwrap::layer_norm_backward: no rule
+# opwrap::layer_norm_backward: row-wise, one call with the batch in the rows of grad_out, input, saved_mean, saved_rstd; one call per sample where weight is batched
 if _runtime.registered('opwrap::layer_norm_backward'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::layer_norm_backward', _runtime.no_rule('opwrap::layer_norm_backward'))
+    _runtime.register_vmap('opwrap::layer_norm_backward', _runtime.rowwise_rule(torch.ops.opwrap.layer_norm_backward.default, ('rows', 'rows', 'column', 'rows', 'rows'), 1))
 
 # opwrap::linear: rule opwrap.batching:linear
 if _runtime.registered('opwrap::linear'):  # a selective build leaves ops out
@@ -90,33 +94,33 @@ if _runtime.registered('opwrap::nonzero_flat'):  # a selective build leaves ops 
 if _runtime.registered('opwrap::reshape_and_cache'):  # a selective build leaves ops out
     _runtime.register_vmap('opwrap::reshape_and_cache', _runtime.no_rule('opwrap::reshape_and_cache'))
 
-# opwrap::rms_norm: no rule
+# opwrap::rms_norm: row-wise, one call with the batch in the rows of input; one call per sample where weight is batched
 if _runtime.registered('opwrap::rms_norm'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::rms_norm', _runtime.no_rule('opwrap::rms_norm'))
+    _runtime.register_vmap('opwrap::rms_norm', _runtime.rowwise_rule(torch.ops.opwrap.rms_norm.default, ('rows', 'column', None), 2))
 
 # opwrap::sincos: pointwise, broadcasting
 if _runtime.registered('opwrap::sincos'):  # a selective build leaves ops out
     _runtime.register_vmap('opwrap::sincos', _runtime.pointwise_rule(torch.ops.opwrap.sincos.default, 2, broadcasts=True))
 
-# opwrap::softmax: no rule
+# opwrap::softmax: row-wise, one call with the batch in the rows of self
 if _runtime.registered('opwrap::softmax'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::softmax', _runtime.no_rule('opwrap::softmax'))
+    _runtime.register_vmap('opwrap::softmax', _runtime.rowwise_rule(torch.ops.opwrap.softmax.default, ('rows',), 1))
 
-# opwrap::softmax_backward: no rule
+# opwrap::softmax_backward: row-wise, one call with the batch in the rows of grad_output, output
 if _runtime.registered('opwrap::softmax_backward'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::softmax_backward', _runtime.no_rule('opwrap::softmax_backward'))
+    _runtime.register_vmap('opwrap::softmax_backward', _runtime.rowwise_rule(torch.ops.opwrap.softmax_backward.default, ('rows', 'rows'), 1))
 
-# opwrap::log_softmax: no rule
+# opwrap::log_softmax: row-wise, one call with the batch in the rows of self
 if _runtime.registered('opwrap::log_softmax'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::log_softmax', _runtime.no_rule('opwrap::log_softmax'))
+    _runtime.register_vmap('opwrap::log_softmax', _runtime.rowwise_rule(torch.ops.opwrap.log_softmax.default, ('rows',), 1))
 
-# opwrap::log_softmax_backward: no rule
+# opwrap::log_softmax_backward: row-wise, one call with the batch in the rows of grad_output, output
 if _runtime.registered('opwrap::log_softmax_backward'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::log_softmax_backward', _runtime.no_rule('opwrap::log_softmax_backward'))
+    _runtime.register_vmap('opwrap::log_softmax_backward', _runtime.rowwise_rule(torch.ops.opwrap.log_softmax_backward.default, ('rows', 'rows'), 1))
 
-# opwrap::logsumexp: no rule
+# opwrap::logsumexp: row-wise, one call with the batch in the rows of self
 if _runtime.registered('opwrap::logsumexp'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::logsumexp', _runtime.no_rule('opwrap::logsumexp'))
+    _runtime.register_vmap('opwrap::logsumexp', _runtime.rowwise_rule(torch.ops.opwrap.logsumexp.default, ('rows',), 1))
 
 # opwrap::to_dtype: no rule
 if _runtime.registered('opwrap::to_dtype'):  # a selective build leaves ops out
