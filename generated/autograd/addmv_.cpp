@@ -50,17 +50,17 @@ struct addmv__Function : public torch::autograd::Function<addmv__Function> {
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(5);
     if (needs(self_edge)) {
-#line 11 "declarations/addmv.yaml"
+#line 12 "declarations/addmv.yaml"
       grad_inputs[0] = grad * beta;
 #line 56 "generated/autograd/addmv_.cpp"
     }
     if (needs(mat_edge)) {
-#line 12 "declarations/addmv.yaml"
+#line 13 "declarations/addmv.yaml"
       grad_inputs[1] = grad.outer(vec) * alpha;
 #line 61 "generated/autograd/addmv_.cpp"
     }
     if (needs(vec_edge)) {
-#line 13 "declarations/addmv.yaml"
+#line 14 "declarations/addmv.yaml"
       grad_inputs[2] = mat.t().mv(grad) * alpha;
 #line 66 "generated/autograd/addmv_.cpp"
     }

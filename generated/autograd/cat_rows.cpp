@@ -53,7 +53,7 @@ struct cat_rows_Function : public torch::autograd::Function<cat_rows_Function> {
     };
     torch::autograd::variable_list grad_inputs(0 + tensors_size);
     if (needs_list(tensors_edge, tensors_size)) {
-#line 12 "declarations/cat_rows.yaml"
+#line 13 "declarations/cat_rows.yaml"
       const std::vector<at::Tensor> tensors_grads = grad.split_with_sizes(rows_of(tensors_args_sizes), 0);
 #line 59 "generated/autograd/cat_rows.cpp"
       opwrap::rt::scatter_list_grads("opwrap::cat_rows", "tensors", tensors_grads, tensors_size, grad_inputs, tensors_slot, tensors_edge, needs);

@@ -45,7 +45,7 @@ struct dropout_Function : public torch::autograd::Function<dropout_Function> {
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(3);
     if (needs(self_edge)) {
-#line 13 "declarations/dropout.yaml"
+#line 14 "declarations/dropout.yaml"
       grad_inputs[0] = grad * mask.to(grad.scalar_type()) / (1 - p);
 #line 51 "generated/autograd/dropout.cpp"
     }

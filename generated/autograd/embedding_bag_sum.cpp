@@ -58,7 +58,7 @@ struct embedding_bag_sum_Function : public torch::autograd::Function<embedding_b
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(3);
     if (needs(weight_edge)) {
-#line 15 "declarations/embedding_bag.yaml"
+#line 16 "declarations/embedding_bag.yaml"
       grad_inputs[0] = embedding_bag_sum_backward(grad, indices, offsets, weight.sym_size(0));
 #line 64 "generated/autograd/embedding_bag_sum.cpp"
     }

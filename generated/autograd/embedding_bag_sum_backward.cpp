@@ -57,7 +57,7 @@ struct embedding_bag_sum_backward_Function : public torch::autograd::Function<em
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(4);
     if (needs(grad_output_edge)) {
-#line 31 "declarations/embedding_bag.yaml"
+#line 33 "declarations/embedding_bag.yaml"
       grad_inputs[0] = embedding_bag_sum(grad, indices, offsets);
 #line 63 "generated/autograd/embedding_bag_sum_backward.cpp"
     }

@@ -46,12 +46,12 @@ struct huber_Function : public torch::autograd::Function<huber_Function> {
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(3);
     if (needs(input_edge)) {
-#line 15 "declarations/huber.yaml"
+#line 16 "declarations/huber.yaml"
       grad_inputs[0] = grad * (input - target).clamp(-delta, delta);
 #line 52 "generated/autograd/huber.cpp"
     }
     if (needs(target_edge)) {
-#line 16 "declarations/huber.yaml"
+#line 17 "declarations/huber.yaml"
       grad_inputs[1] = -grad * (input - target).clamp(-delta, delta);
 #line 57 "generated/autograd/huber.cpp"
     }

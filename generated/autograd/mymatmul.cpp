@@ -44,12 +44,12 @@ struct mymatmul_Function : public torch::autograd::Function<mymatmul_Function> {
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(2);
     if (needs(self_edge)) {
-#line 12 "declarations/mymatmul.yaml"
+#line 13 "declarations/mymatmul.yaml"
       grad_inputs[0] = grad.mm(other.t());
 #line 50 "generated/autograd/mymatmul.cpp"
     }
     if (needs(other_edge)) {
-#line 13 "declarations/mymatmul.yaml"
+#line 14 "declarations/mymatmul.yaml"
       grad_inputs[1] = self.t().mm(grad);
 #line 55 "generated/autograd/mymatmul.cpp"
     }

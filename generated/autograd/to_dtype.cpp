@@ -41,7 +41,7 @@ struct to_dtype_Function : public torch::autograd::Function<to_dtype_Function> {
     const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
     torch::autograd::variable_list grad_inputs(2);
     if (needs(self_edge)) {
-#line 10 "declarations/to_dtype.yaml"
+#line 11 "declarations/to_dtype.yaml"
       grad_inputs[0] = grad.to(self_scalar_type);
 #line 47 "generated/autograd/to_dtype.cpp"
     }

@@ -6,17 +6,17 @@ import torch
 
 from . import _runtime
 
-# opwrap::addmv_: no rule
+# opwrap::addmv_: rule opwrap.batching:addmv_
 if _runtime.registered('opwrap::addmv_'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::addmv_', _runtime.no_rule('opwrap::addmv_'))
+    _runtime.register_vmap('opwrap::addmv_', _runtime.load_rule('opwrap.batching', 'addmv_'))
 
 # opwrap::bucketize_count: no rule
 if _runtime.registered('opwrap::bucketize_count'):  # a selective build leaves ops out
     _runtime.register_vmap('opwrap::bucketize_count', _runtime.no_rule('opwrap::bucketize_count'))
 
-# opwrap::cat_rows: no rule
+# opwrap::cat_rows: rule opwrap.batching:cat_rows
 if _runtime.registered('opwrap::cat_rows'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::cat_rows', _runtime.no_rule('opwrap::cat_rows'))
+    _runtime.register_vmap('opwrap::cat_rows', _runtime.load_rule('opwrap.batching', 'cat_rows'))
 
 # opwrap::chunk_rows: no rule
 if _runtime.registered('opwrap::chunk_rows'):  # a selective build leaves ops out
@@ -26,17 +26,17 @@ if _runtime.registered('opwrap::chunk_rows'):  # a selective build leaves ops ou
 if _runtime.registered('opwrap::dedup_consecutive'):  # a selective build leaves ops out
     _runtime.register_vmap('opwrap::dedup_consecutive', _runtime.no_rule('opwrap::dedup_consecutive'))
 
-# opwrap::dropout: no rule
+# opwrap::dropout: rule opwrap.batching:dropout
 if _runtime.registered('opwrap::dropout'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::dropout', _runtime.no_rule('opwrap::dropout'))
+    _runtime.register_vmap('opwrap::dropout', _runtime.load_rule('opwrap.batching', 'dropout'))
 
-# opwrap::embedding_bag_sum: no rule
+# opwrap::embedding_bag_sum: rule opwrap.batching:embedding_bag_sum
 if _runtime.registered('opwrap::embedding_bag_sum'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::embedding_bag_sum', _runtime.no_rule('opwrap::embedding_bag_sum'))
+    _runtime.register_vmap('opwrap::embedding_bag_sum', _runtime.load_rule('opwrap.batching', 'embedding_bag_sum'))
 
-# opwrap::embedding_bag_sum_backward: no rule
+# opwrap::embedding_bag_sum_backward: rule opwrap.batching:embedding_bag_sum_backward
 if _runtime.registered('opwrap::embedding_bag_sum_backward'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::embedding_bag_sum_backward', _runtime.no_rule('opwrap::embedding_bag_sum_backward'))
+    _runtime.register_vmap('opwrap::embedding_bag_sum_backward', _runtime.load_rule('opwrap.batching', 'embedding_bag_sum_backward'))
 
 # opwrap::gelu_tanh: pointwise, broadcasting
 if _runtime.registered('opwrap::gelu_tanh'):  # a selective build leaves ops out
@@ -54,9 +54,9 @@ if _runtime.registered('opwrap::gelu_tanh_backward'):  # a selective build leave
 if _runtime.registered('opwrap::gelu_tanh_double_backward'):  # a selective build leaves ops out
     _runtime.register_vmap('opwrap::gelu_tanh_double_backward', _runtime.pointwise_rule(torch.ops.opwrap.gelu_tanh_double_backward.default, 1, broadcasts=True))
 
-# opwrap::huber: no rule
+# opwrap::huber: pointwise
 if _runtime.registered('opwrap::huber'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::huber', _runtime.no_rule('opwrap::huber'))
+    _runtime.register_vmap('opwrap::huber', _runtime.pointwise_rule(torch.ops.opwrap.huber.default, 1, broadcasts=False))
 
 # opwrap::layer_norm: row-wise, one call with the batch in the rows of input; one call per sample where weight or bias is batched
 if _runtime.registered('opwrap::layer_norm'):  # a selective build leaves ops out
@@ -82,9 +82,9 @@ if _runtime.registered('opwrap::myadd'):  # a selective build leaves ops out
 if _runtime.registered('opwrap::myadd.out'):  # a selective build leaves ops out
     _runtime.register_batched('opwrap::myadd.out', _runtime.out_rule('opwrap::myadd.out', torch.ops.opwrap.myadd.default, ('out',)))
 
-# opwrap::mymatmul: no rule
+# opwrap::mymatmul: rule opwrap.batching:mymatmul
 if _runtime.registered('opwrap::mymatmul'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::mymatmul', _runtime.no_rule('opwrap::mymatmul'))
+    _runtime.register_vmap('opwrap::mymatmul', _runtime.load_rule('opwrap.batching', 'mymatmul'))
 
 # opwrap::nonzero_flat: no rule
 if _runtime.registered('opwrap::nonzero_flat'):  # a selective build leaves ops out
@@ -122,6 +122,6 @@ if _runtime.registered('opwrap::log_softmax_backward'):  # a selective build lea
 if _runtime.registered('opwrap::logsumexp'):  # a selective build leaves ops out
     _runtime.register_vmap('opwrap::logsumexp', _runtime.rowwise_rule(torch.ops.opwrap.logsumexp.default, ('rows',), 1))
 
-# opwrap::to_dtype: no rule
+# opwrap::to_dtype: rule opwrap.batching:to_dtype
 if _runtime.registered('opwrap::to_dtype'):  # a selective build leaves ops out
-    _runtime.register_vmap('opwrap::to_dtype', _runtime.no_rule('opwrap::to_dtype'))
+    _runtime.register_vmap('opwrap::to_dtype', _runtime.load_rule('opwrap.batching', 'to_dtype'))
