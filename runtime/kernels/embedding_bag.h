@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace opwrap::kernels {
@@ -174,6 +175,32 @@ void embedding_bag_sum_cpu(const at::Tensor& weight, const at::Tensor& indices, 
   });
 }
 
+// Prefetches the `width` accumulators of row `row` (written next), a cache line at a time.
+template <typename acc_t>
+__attribute__((always_inline)) inline void prefetch_row(const acc_t* row, int64_t width) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t byte = 0; byte < width * static_cast<int64_t>(sizeof(acc_t)); byte += 64) {
+    __builtin_prefetch(p + byte, /*rw=*/1);
+  }
+}
+
+// Adds every bag's gradient row (columns [d0, d0 + width)) into the accumulator rows its
+// indices name: acc row v starts at acc + v * stride.  The rows are written in the order of
+// the indices, so in random order: each is prefetched kPrefetch indices ahead.
+template <typename acc_t, typename scalar_t, typename index_t>
+void scatter_bags(const scalar_t* g, const index_t* idx, const index_t* off, int64_t B, int64_t D, int64_t N,
+                  int64_t d0, int64_t width, acc_t* acc, int64_t stride) {
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t start = 0, stop = 0;
+    bag_range("opwrap::embedding_bag_sum_backward", off, b, B, N, start, stop);
+    const scalar_t* gr = g + b * D + d0;
+    for (int64_t i = start; i < stop; ++i) {
+      if (i + kPrefetch < N) prefetch_row(acc + static_cast<int64_t>(idx[i + kPrefetch]) * stride, width);
+      add_row(acc + static_cast<int64_t>(idx[i]) * stride, gr, width);
+    }
+  }
+}
+
 template <typename scalar_t, typename index_t>
 void embedding_bag_sum_backward_cpu(const at::Tensor& grad_output, const at::Tensor& indices, const at::Tensor& offsets,
                                     int64_t num_weights, at::Tensor& result) {
@@ -184,23 +211,23 @@ void embedding_bag_sum_backward_cpu(const at::Tensor& grad_output, const at::Ten
   scalar_t* out = result.mutable_data_ptr<scalar_t>();
   const int64_t B = offsets.size(0), D = grad_output.size(1), N = indices.size(0);
   // A scatter-add: two bags may index one row, so threads split the columns, each adding
-  // its columns of every bag's gradient row, in order (deterministic).
-  const int64_t cols = std::max<int64_t>(1, std::min<int64_t>(D, 64));
+  // its columns of every bag's gradient row, in order (deterministic).  As few blocks as
+  // threads: each block reads every index again and touches every row it names once more.
+  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
+  const int64_t cols = std::max<int64_t>(16, (D + threads - 1) / threads + 15) / 16 * 16;
   at::parallel_for(0, (D + cols - 1) / cols, 1, [&](int64_t begin, int64_t end) {
     const int64_t d0 = begin * cols, d1 = std::min(D, end * cols);
-    std::vector<acc_t> acc(static_cast<size_t>(num_weights * (d1 - d0)), acc_t(0));
     const int64_t width = d1 - d0;
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t start = 0, stop = 0;
-      bag_range("opwrap::embedding_bag_sum_backward", off, b, B, N, start, stop);
-      const scalar_t* gr = g + b * D + d0;
-      for (int64_t i = start; i < stop; ++i) {
-        acc_t* row = acc.data() + static_cast<int64_t>(idx[i]) * width;
-        for (int64_t d = 0; d < width; ++d) row[d] += static_cast<acc_t>(gr[d]);
+    if constexpr (std::is_same_v<acc_t, scalar_t>) {
+      // float32 and float64 accumulate in the result: no buffer to zero and copy back.
+      for (int64_t v = 0; v < num_weights; ++v) std::fill_n(out + v * D + d0, width, scalar_t(0));
+      scatter_bags(g, idx, off, B, D, N, d0, width, out + d0, D);
+    } else {
+      std::vector<acc_t> acc(static_cast<size_t>(num_weights * width), acc_t(0));
+      scatter_bags(g, idx, off, B, D, N, d0, width, acc.data(), width);
+      for (int64_t v = 0; v < num_weights; ++v) {
+        for (int64_t d = 0; d < width; ++d) out[v * D + d0 + d] = static_cast<scalar_t>(acc[v * width + d]);
       }
-    }
-    for (int64_t v = 0; v < num_weights; ++v) {
-      for (int64_t d = 0; d < width; ++d) out[v * D + d0 + d] = static_cast<scalar_t>(acc[v * width + d]);
     }
   });
 }
