@@ -5,8 +5,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 
+#include "common.h"
+
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 namespace opwrap::kernels {
@@ -26,7 +27,7 @@ void cat_rows_cpu(at::TensorList tensors, at::Tensor& result) {
   for (const at::Tensor& t : tensors) {
     if (t.numel() == 0) continue;  // (an empty tensor's data pointer may be null: no memcpy)
     const at::Tensor c = t.contiguous();
-    std::memcpy(out, c.const_data_ptr<scalar_t>(), sizeof(scalar_t) * c.numel());
+    parallel_memcpy(out, c.const_data_ptr<scalar_t>(), sizeof(scalar_t) * c.numel());
     out += c.numel();
   }
 }
@@ -39,7 +40,7 @@ std::vector<at::Tensor> chunk_rows_cpu(const at::Tensor& self, int64_t chunks) {
   for (int64_t i = 0; i < chunks; ++i) {
     at::Tensor block = at::empty({rows, cols}, self.options());
     if (rows * cols != 0) {  // (an empty tensor's data pointer may be null: no memcpy)
-      std::memcpy(block.mutable_data_ptr<scalar_t>(), in + i * rows * cols, sizeof(scalar_t) * rows * cols);
+      parallel_memcpy(block.mutable_data_ptr<scalar_t>(), in + i * rows * cols, sizeof(scalar_t) * rows * cols);
     }
     out.push_back(std::move(block));
   }

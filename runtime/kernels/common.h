@@ -6,7 +6,9 @@
 #include <ATen/Parallel.h>
 #include <c10/macros/Macros.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace opwrap::kernels {
 
@@ -26,6 +28,15 @@ template <typename F>
 void parallel_elementwise(int64_t n, const F& f) {
   at::parallel_for(0, n, kGrainSize, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) f(i);
+  });
+}
+
+// memcpy split across the intra-op threads: one core does not fill the memory bandwidth a
+// copy of megabytes can use.  Copies under 256 KB run in the calling thread.
+inline void parallel_memcpy(void* dst, const void* src, size_t bytes) {
+  constexpr int64_t kGrainBytes = int64_t{1} << 18;
+  at::parallel_for(0, static_cast<int64_t>(bytes), kGrainBytes, [&](int64_t begin, int64_t end) {
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, static_cast<size_t>(end - begin));
   });
 }
 
