@@ -12,6 +12,16 @@ in one key, ``input, weight: f(grad_input_mask)``) whose value is a C++ expressi
 * ``grad`` (the one differentiable output's gradient), ``grads[i]``, ``grad_<return>``;
 * ``grad_input_mask`` (a ``std::array<bool, N>``) in a key naming N inputs.
 
+Forward-mode derivatives (``torch.func.jvp``, ``jacfwd``, ``hessian``,
+``torch.autograd.forward_ad``) come from keys naming a return, as in torchgen: ``result`` (the
+only return, or the only differentiable one) or the return's name (``out``, ``result0``...).
+Such a formula gives that return's tangent from the inputs' tangents ``<input>_t`` (zeros
+where an input has none; a ``std::vector`` for a ``Tensor[]``; undefined for an absent
+``Tensor?``), the inputs' values (``<input>`` or ``<input>_p``), the results and the other
+arguments.  An op declared ``pointwise:`` needs none: its Jacobian is diagonal, so each
+return's tangent is the sum over inputs of that input's backward formula with the input's
+tangent in place of the return's ``grad`` (``derived_forward``).
+
 The formula of a ``Tensor[]`` argument yields the list of its elements' gradients (a
 ``std::vector<at::Tensor>``, as torchgen's ``tensors: ...``); a ``Tensor?[]`` argument's
 formula sees every position (undefined where ``None`` was given) and yields one gradient per
@@ -54,14 +64,11 @@ METADATA = {
     "scalar_type": ("scalar_type", "at::ScalarType", "toScalarType()"),
 }
 # The same for a Tensor[] argument, written as torchgen writes them (`to_args_sizes(tensors)`):
-# function -> (saved suffix, C++ type, how the forward saves it, how the backward reads it).
+# function -> (saved suffix, C++ type, the runtime helper that computes it).
 LIST_METADATA = {
-    "to_args_sizes": ("args_sizes", "std::vector<std::vector<int64_t>>", "opwrap::rt::save_list_sizes",
-                      "opwrap::rt::load_list_sizes"),
-    "to_args_sizes_symint": ("args_sym_sizes", "std::vector<std::vector<c10::SymInt>>",
-                             "opwrap::rt::save_list_sym_sizes", "opwrap::rt::load_list_sym_sizes"),
-    "to_args_scalartypes": ("args_scalartypes", "std::vector<at::ScalarType>", "opwrap::rt::save_list_scalar_types",
-                            "opwrap::rt::load_list_scalar_types"),
+    "to_args_sizes": ("args_sizes", "std::vector<std::vector<int64_t>>", "opwrap::rt::list_sizes"),
+    "to_args_sizes_symint": ("args_sym_sizes", "std::vector<std::vector<c10::SymInt>>", "opwrap::rt::list_sym_sizes"),
+    "to_args_scalartypes": ("args_scalartypes", "std::vector<at::ScalarType>", "opwrap::rt::list_scalar_types"),
 }
 _KEYWORDS = frozenset("""
     alignas alignof and auto bool break case catch char const constexpr const_cast continue decltype default delete do
@@ -102,11 +109,23 @@ class Formula:
 
 
 @dataclass(frozen=True)
+class ForwardFormula:
+    """A forward derivative: the tangent of return `output` (index `index`)."""
+
+    output: str
+    index: int
+    text: str
+    loc: Loc
+    uses: tuple[Use, ...] = ()
+
+
+@dataclass(frozen=True)
 class Derivatives:
     formulas: tuple[Formula, ...]
     output_differentiability: tuple[bool, ...]  # one per return
     once_differentiable: bool = False
     materialize_grads: bool = True
+    forward: tuple[ForwardFormula, ...] = ()  # the 'result:' (or return-named) keys
 
     @property
     def differentiable(self) -> bool:
@@ -116,7 +135,11 @@ class Derivatives:
         return next((f for f in self.formulas if arg in f.inputs), None)
 
     def uses(self) -> list[Use]:
+        """The names the backward formulas use (what the node saves)."""
         return [u for f in self.formulas for u in f.uses]
+
+    def forward_for(self, index: int) -> ForwardFormula | None:
+        return next((f for f in self.forward if f.index == index), None)
 
 
 def scan(text: str, names: frozenset[str] | set[str] = frozenset()) -> list[Use]:
@@ -159,6 +182,7 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
     all_args = [a.name for a in schema.arguments]
     schema_names = set(all_args) | set(rets)
     formulas: list[Formula] = []
+    forward: list[tuple[str, yaml.Node, Loc]] = []  # (return name, value node, key location)
     covered: dict[str, Loc] = {}
     flags: dict[str, object] = {}
     for k, v in node.value:
@@ -166,6 +190,9 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
         kloc = loc_of(k, path)
         if key in FLAGS:
             flags[key] = (_construct(v), loc_of(v, path), v)
+            continue
+        if key not in all_args and (key in rets or key == "result"):
+            forward.append((key, v, kloc))
             continue
         names = [n.strip() for n in key.split(",")]
         ok = True
@@ -179,8 +206,10 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
                 diag.error(kloc, f"'{n}' is not a Tensor argument; only Tensor inputs have gradients")
                 ok = False
             else:
-                diag.error(kloc, f"'{n}' is not an argument of {schema.name}",
-                           did_you_mean(n, tensors + list(FLAGS)) or ("its Tensor arguments: " + ", ".join(tensors)))
+                diag.error(kloc, f"'{n}' is neither an argument nor a return of {schema.name}",
+                           did_you_mean(n, tensors + list(rets) + list(FLAGS))
+                           or ("its Tensor arguments: " + ", ".join(tensors) + "; its returns (forward "
+                               "derivatives): " + ", ".join(rets)))
                 ok = False
         if not isinstance(v, yaml.ScalarNode) or v.tag != "tag:yaml.org,2002:str" or not v.value.strip():
             diag.error(loc_of(v, path), f"the formula for '{key}' must be a C++ expression string or '{NON_DIFFERENTIABLE}'")
@@ -219,7 +248,31 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
         if n not in covered and n not in outs:
             diag.error(loc_of(node, path), f"no derivative formula for Tensor argument '{n}'",
                        f"add '{n}: <formula>', or '{n}: {NON_DIFFERENTIABLE}' if it has no gradient")
-    result = Derivatives(tuple(formulas), out_diff, once, materialize)
+    fwd: list[ForwardFormula] = []
+    diff_rets = [n for n, ok in zip(rets, out_diff) if ok]
+    for key, v, kloc in forward:
+        name = key
+        if key == "result" and key not in rets:
+            if len(diff_rets) != 1:
+                diag.error(kloc, f"'result' names the only differentiable return, but {schema.name} has "
+                           f"{len(diff_rets)}: name the return ({', '.join(rets)})")
+                continue
+            name = diff_rets[0]
+        index = rets.index(name)
+        if not out_diff[index]:
+            diag.error(kloc, f"'{key}' is not a differentiable return, so it has no forward derivative")
+            continue
+        if any(f.index == index for f in fwd):
+            diag.error(kloc, f"return '{name}' has a second forward-derivative formula")
+            continue
+        if not isinstance(v, yaml.ScalarNode) or v.tag != "tag:yaml.org,2002:str" or not v.value.strip():
+            diag.error(loc_of(v, path), f"the forward-derivative formula for '{key}' must be a C++ expression string")
+            continue
+        text = v.value.strip()
+        tangents = {f"{n}_t" for n in tensors} | {f"{n}_p" for n in tensors}
+        fwd.append(ForwardFormula(name, index, text, scalar_text_loc(v, path, v.value.find(text[:1])),
+                                  tuple(scan(text, schema_names | tangents))))
+    result = Derivatives(tuple(formulas), out_diff, once, materialize, tuple(sorted(fwd, key=lambda f: f.index)))
     check_names(result, schema, diag)
     return result
 
@@ -266,6 +319,49 @@ def check_names(d: Derivatives, schema: FunctionSchema, diag: Diagnostics) -> No
                            "and grad_input_mask")
         if not f.uses and not f.text:
             diag.error(f.loc, "empty formula")
+    tensors = {a.name for a in schema.arguments if is_tensor(unwrap_optional(a.type)) or is_tensor_list(a.type)}
+    for ff in d.forward:
+        known = arg_names | set(rets) | {f"{n}_t" for n in tensors} | {f"{n}_p" for n in tensors}
+        for u in ff.uses:
+            loc = ff.loc.shifted(u.start)
+            base = u.name[:-2] if u.name.endswith(("_t", "_p")) and u.name not in arg_names else u.name
+            if base in written and base not in rets and u.name in (base, f"{base}_p"):
+                diag.error(loc, f"'{u.name}' is modified in place by {schema.name}; its value before the call is "
+                           "not available to a forward-derivative formula", "its tangent is "
+                           f"'{u.name}_t'; its new value is the result")
+            elif u.name in ("grad", "grads") or u.name in grads:
+                diag.error(loc, f"'{u.name}' is a backward name; a forward-derivative formula gives the tangent of "
+                           f"'{ff.output}' from the inputs' tangents (<input>_t)")
+            elif u.name not in known:
+                diag.error(loc, f"unknown name '{u.name}' in the forward-derivative formula for '{ff.output}'",
+                           did_you_mean(u.name, sorted(known)) or "forward formulas may use the arguments, their "
+                           "tangents <input>_t, their values <input>_p and the results")
 
 
-__all__ = ["Derivatives", "Formula", "Use", "parse", "scan", "NON_DIFFERENTIABLE", "METADATA", "LIST_METADATA"]
+def derived_forward(decl) -> dict[int, tuple[Formula, ...]]:
+    """For an op declared ``pointwise:`` (elementwise, so each return's Jacobian with respect to
+    each input is diagonal, up to broadcasting): every differentiable return without a
+    forward formula of its own, with the one-input backward formulas whose tangent terms sum
+    to its tangent.  Empty when a formula covers several inputs at once (its gradients come
+    as a tuple) or the op is not pointwise: such returns need a written formula."""
+    d = decl.derivatives
+    if d is None or not getattr(decl, "pointwise", None) or not d.differentiable:
+        return {}
+    diff = [f for f in d.formulas if f.differentiable]
+    if any(len(f.inputs) != 1 or is_tensor_list(decl.schema.argument(f.inputs[0]).type) for f in diff):
+        return {}
+    return {i: tuple(diff) for i, ok in enumerate(d.output_differentiability)
+            if ok and d.forward_for(i) is None}
+
+
+def has_forward(decl) -> bool:
+    """Whether every differentiable return has a forward derivative (written or derived)."""
+    d = decl.derivatives
+    if d is None or not d.differentiable:
+        return False
+    derived = derived_forward(decl)
+    return all(d.forward_for(i) is not None or i in derived
+               for i, ok in enumerate(d.output_differentiability) if ok)
+
+
+__all__ = ["Derivatives", "Formula", "ForwardFormula", "derived_forward", "has_forward", "Use", "parse", "scan", "NON_DIFFERENTIABLE", "METADATA", "LIST_METADATA"]

@@ -106,11 +106,12 @@ CORE_FIELDS: dict[str, Field] = {
                      "a program over each row that reduces it (`sum mean max min`) and may map it again: it "
                      "generates the op's vectorized CPU and CUDA kernels (below); the shape rule says which tensors "
                      "are rows, columns and per-row values."),
-    "derivatives": Field(MappingOf(String(nonempty=True, noun="input names", nouns="input names"), CppExpr(), fixed=tuple(
+    "derivatives": Field(MappingOf(String(nonempty=True, noun="input or return names", nouns="input or return names"), CppExpr(), fixed=tuple(
                              (flag, ListOf(Bool()) if flag == "output_differentiability" else Bool())
                              for flag in derivatives.FLAGS)),
-                         "gradient formulas (below); without them, an op with Tensor inputs raises \"derivative for "
-                         "ns::op is not implemented\" when backward reaches it."),
+                         "gradient formulas per input and forward-derivative formulas per return (below); without "
+                         "them, an op with Tensor inputs raises \"derivative for ns::op is not implemented\" when "
+                         "backward reaches it."),
 }
 # Fields that a pointwise expression decides for itself: shapes broadcast, dtypes promote.
 _EXPRESSION_DECIDES = ("kernels", "header", "shape", "dtype", "like", "contiguous", "split_types")

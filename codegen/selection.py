@@ -99,7 +99,7 @@ def apply(lib: Library, sel: Selection, diag: Diagnostics, loc: Loc) -> tuple[Li
         d = by_op[todo.pop()]
         if d.derivatives is None:
             continue
-        for f in d.derivatives.formulas:
+        for f in (*d.derivatives.formulas, *d.derivatives.forward):
             for callee in _CALL.findall(f.text):
                 dep = by_name.get(callee)
                 if dep is not None and dep.op_name not in chosen:

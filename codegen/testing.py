@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .config import load_config
+from .derivatives import has_forward
 from .dtypes import DTYPES
 from .model import Declaration
 from .schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
@@ -691,7 +692,8 @@ def _map_tensors(sample: SampleInput, fn):
 
 
 def check_gradients(decl: Declaration, op, sample: SampleInput) -> None:
-    """gradcheck, and gradgradcheck unless the op is once_differentiable (then a double
+    """gradcheck (and its forward-mode check where the op has forward derivatives), and
+    gradgradcheck (forward over reverse too) unless the op is once_differentiable (then a double
     backward must raise).  `sample` is float64 with requires_grad set on the inputs that
     have formulas.  In-place ops are checked on a copy of the written argument, so its
     gradient flows too."""
@@ -727,7 +729,10 @@ def check_gradients(decl: Declaration, op, sample: SampleInput) -> None:
         fn = _same_draws(fn, (*inputs, *sample.kwargs.values()))
     if not tensors:
         return
-    assert torch.autograd.gradcheck(fn, tensors, check_undefined_grad=True)
+    # Forward mode (jvp, jacfwd) too, where the op has forward derivatives (a 'result:' formula,
+    # or derived for a pointwise op): its tangents against the numerical Jacobian.
+    forward = has_forward(decl)
+    assert torch.autograd.gradcheck(fn, tensors, check_undefined_grad=True, check_forward_ad=forward)
     if decl.derivatives.once_differentiable:
         outs = fn(*tensors)
         grads = torch.autograd.grad(sum(o.sum() for o in outs), tensors, create_graph=True)
@@ -738,7 +743,9 @@ def check_gradients(decl: Declaration, op, sample: SampleInput) -> None:
         else:
             raise AssertionError(f"{decl.op_name} is once_differentiable, but a double backward did not raise")
     else:
-        assert torch.autograd.gradgradcheck(fn, tensors)
+        # Forward over reverse (torch.func.hessian's jacfwd of jacrev) as well as reverse over
+        # reverse: the backward formulas' own forward derivatives.
+        assert torch.autograd.gradgradcheck(fn, tensors, check_fwd_over_rev=forward)
 
 
 def _same_draws(fn, values):

@@ -14,9 +14,10 @@ from conftest import ROOT, run_codegen
 # ATen/TensorOperators.h comes before each kernel header, so kernels may use `a * b` (it costs
 # about 2 s of compiler time per unit: it includes ATen/Functions.h).
 LEAN = {"ATen/core/Tensor.h", "torch/library.h", "ATen/ops/empty.h", "opwrap/runtime/checks.h", "ATen/TensorOperators.h"}
-AUTOGRAD = {"ATen/TensorOperators.h", "torch/csrc/autograd/custom_function.h", "opwrap/runtime/once_differentiable.h",
+AUTOGRAD = {"ATen/TensorOperators.h", "opwrap/runtime/once_differentiable.h", "opwrap/runtime/autograd_node.h",
             "opwrap/runtime/autograd_not_implemented.h",
-            "torch/csrc/autograd/autograd_not_implemented_fallback.h", "opwrap/runtime/autograd.h", "algorithm", "array", "cstdint", "tuple"}
+            "torch/csrc/autograd/autograd_not_implemented_fallback.h", "opwrap/runtime/autograd.h", "algorithm", "array", "cstdint",
+            "string", "tuple", "vector"}
 
 
 # Pointwise expression kernels: the capability prelude and run-time dispatch (TensorIterator
@@ -75,7 +76,7 @@ def test_init_makes_a_separate_library_that_builds_and_loads(mylib):
     assert cpu == ["axpy.AVX2.cpp", "axpy.AVX512.cpp", "axpy.cpp", "row_sum.cpp", "scale.cpp", "scale_float32.cpp",
                    "scale_float64.cpp", "tile_last.cpp"]
     row_sum = (lib / "generated" / "autograd" / "row_sum.cpp").read_text()
-    assert 'ctx->saved_data["self_sym_sizes"] = self.sym_sizes();' in row_sum and "save_for_backward" not in row_sum
+    assert "grad_fn->self_sym_sizes = self.sym_sizes().vec();" in row_sum and "SavedVariable(self" not in row_sum
     r = run_codegen("list", cwd=lib)
     assert r.stdout.splitlines() == ["mylib::axpy\tfloat32,float64,int64\tCPU,CUDA", "mylib::row_sum\tfloat64\tCPU", "mylib::scale\tfloat32,float64\tCPU",
                                      "mylib::tile_last\tfloat32\tCPU"]

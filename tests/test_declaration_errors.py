@@ -117,7 +117,20 @@ D2 = "- func: g(Tensor self) -> (Tensor a, Tensor b)\n  dtypes: [float32]\n  lik
      "declarations/ops.yaml:5:18: error: unknown name 'alpah' in the derivative formula for 'self'\n"
      "declarations/ops.yaml:5:18: note: did you mean 'alpha'?"),
     # a key that is not an argument
-    (D + "    slef: grad\n    other: grad\n", "declarations/ops.yaml:5:5: error: 'slef' is not an argument of f"),
+    (D + "    slef: grad\n    other: grad\n",
+     "declarations/ops.yaml:5:5: error: 'slef' is neither an argument nor a return of f"),
+    # forward-derivative formulas (keys naming a return): their names, their returns
+    (D + "    self: grad\n    other: grad\n    result: self_t * alpah\n",
+     "declarations/ops.yaml:7:22: error: unknown name 'alpah' in the forward-derivative formula for 'result'"),
+    (D2 + "    self: grad_a + grad_b\n    result: self_t\n",
+     "declarations/ops.yaml:6:5: error: 'result' names the only differentiable return, but g has 2: name the return "
+     "(a, b)"),
+    (D2 + "    self: grad_a\n    output_differentiability: [true, false]\n    b: self_t\n",
+     "declarations/ops.yaml:7:5: error: 'b' is not a differentiable return, so it has no forward derivative"),
+    ("- func: h_(Tensor(a!) self, Tensor other) -> Tensor(a!)\n  dtypes: [float32]\n  derivatives:\n"
+     "    self: grad\n    other: grad\n    result: self_t + self * other_t\n",
+     "declarations/ops.yaml:6:22: error: 'self' is modified in place by h_; its value before the call is not "
+     "available to a forward-derivative formula"),
     # a non-Tensor argument has no gradient
     (D + "    self: grad\n    other: grad\n    alpha: grad.sum()\n",
      "declarations/ops.yaml:7:5: error: 'alpha' is not a Tensor argument; only Tensor inputs have gradients"),
@@ -149,6 +162,10 @@ D2 = "- func: g(Tensor self) -> (Tensor a, Tensor b)\n  dtypes: [float32]\n  lik
      "declarations/ops.yaml:5:22: error: 'derivatives.self' is not a C++ expression: unmatched ')'"),
     (D + "    self: grad; system()\n    other: grad\n",
      "declarations/ops.yaml:5:15: error: 'derivatives.self' is not a C++ expression: ';' ends a statement"),
+    # a return that views an argument (aten records those with as_view; generated nodes do not)
+    ("- func: v(Tensor(a) self) -> Tensor(a)\n  dtypes: [float32]\n  like: self\n  derivatives:\n    self: grad\n",
+     "declarations/ops.yaml:1:9: error: return 'result' is a view of an argument (Tensor(a)): an op with "
+     "derivatives must return a new tensor or an argument it writes"),
     # a data-dependent size is for outputs only
     ("- func: q(Tensor self) -> Tensor\n  dtypes: [float32]\n  shape: {self: ['?n'], result: ['?n']}\n",
      "declarations/ops.yaml:3:19: error: '?n' (a data-dependent size) is for outputs"),
@@ -339,9 +356,10 @@ K = "  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
     ("- func: f(Tensor self) -> Tensor\n" + K + "  shape: {self: [N, ~], result: [N]}\n",
      "declarations/ops.yaml:5:21: error: 'shape.self[1]' must be a dimension (an integer, a name or an expression), "
      "not '~' (null)"),
-    # derivatives for names that are not inputs
+    # a forward formula (a key naming a return) with a backward name
     ("- func: f(Tensor self) -> Tensor\n" + OK + "  derivatives: {self: grad, result: grad}\n",
-     "declarations/ops.yaml:4:29: error: 'result' is not an argument of f"),
+     "declarations/ops.yaml:4:37: error: 'grad' is a backward name; a forward-derivative formula gives the "
+     "tangent of 'result' from the inputs' tangents (<input>_t)"),
     # entries and files
     ("- func: f(Tensor self) -> Tensor\n  func: g(Tensor self) -> Tensor\n", "declarations/ops.yaml:2:3: error: duplicate key 'func'"),
     ("- 3\n", "declarations/ops.yaml:1:3: error: each entry must be a mapping with a 'func:' field"),

@@ -2,81 +2,108 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::addmv_.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::addmv_: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // addmv_(Tensor(a!) self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor(a!)
-struct addmv__Function : public torch::autograd::Function<addmv__Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta, const at::Scalar& alpha) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::addmv_", "")
-        .typed<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, const at::Scalar&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(self, mat, vec, beta, alpha);
-    }
-    ctx->save_for_backward({mat, vec});
-    ctx->saved_data["beta"] = beta;
-    ctx->saved_data["alpha"] = alpha;
-    ctx->mark_dirty({self});  // apply() bumps their version counters
-    return result;
-  }
+struct addmv__Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable mat_;
+  torch::autograd::SavedVariable vec_;
+  at::Scalar beta_;
+  at::Scalar alpha_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& mat = saved[0];
-    const at::Tensor& vec = saved[1];
-    const auto beta = ctx->saved_data["beta"].to<at::Scalar>();
-    const auto alpha = ctx->saved_data["alpha"].to<at::Scalar>();
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor mat = mat_.unpack();
+    const at::Tensor vec = vec_.unpack();
+    const auto& beta = beta_;
+    const auto& alpha = alpha_;
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
     const size_t mat_edge = next_edge++;
     const size_t vec_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(5);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 12 "declarations/addmv.yaml"
-      grad_inputs[0] = grad * beta;
-#line 56 "generated/autograd/addmv_.cpp"
+      grad_inputs[self_edge] = grad * beta;
+#line 47 "generated/autograd/addmv_.cpp"
     }
-    if (needs(mat_edge)) {
+    if (task_should_compute_output(mat_edge)) {
 #line 13 "declarations/addmv.yaml"
-      grad_inputs[1] = grad.outer(vec) * alpha;
-#line 61 "generated/autograd/addmv_.cpp"
+      grad_inputs[mat_edge] = grad.outer(vec) * alpha;
+#line 52 "generated/autograd/addmv_.cpp"
     }
-    if (needs(vec_edge)) {
+    if (task_should_compute_output(vec_edge)) {
 #line 14 "declarations/addmv.yaml"
-      grad_inputs[2] = mat.t().mv(grad) * alpha;
-#line 66 "generated/autograd/addmv_.cpp"
+      grad_inputs[vec_edge] = mat.t().mv(grad) * alpha;
+#line 57 "generated/autograd/addmv_.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::addmv_Backward"; }
+
+  void release_variables() override {
+    mat_.reset_data();
+    vec_.reset_data();
   }
 };
 
 at::Tensor& addmv__autograd(c10::DispatchKeySet ks, at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta, const at::Scalar& alpha) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::addmv_", "")
+      .typed<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, const at::Scalar&)>();
   if (!opwrap::rt::needs_autograd(self, mat, vec)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::addmv_", "")
-        .typed<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, const at::Scalar&)>();
     at::AutoDispatchBelowAutograd guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self, mat, vec, beta, alpha);
   }
-  addmv__Function::apply(self, mat, vec, beta, alpha);
+  const bool forward = opwrap::rt::any_forward_grad(self, mat, vec);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self, mat, vec);
+  opwrap::rt::check_inplace(self, requires_grad);
+  c10::intrusive_ptr<addmv__Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<addmv__Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, mat, vec));
+    grad_fn->mat_ = torch::autograd::SavedVariable(mat, /*is_output=*/false);
+    grad_fn->vec_ = torch::autograd::SavedVariable(vec, /*is_output=*/false);
+    grad_fn->beta_ = beta;
+    grad_fn->alpha_ = alpha;
+  }
+  {
+    at::AutoDispatchBelowAutograd guard;
+    op.redispatch(ks & c10::after_autograd_keyset, self, mat, vec, beta, alpha);
+  }
+  if (grad_fn) {
+    opwrap::rt::rebase_output_history(self, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor self_t = opwrap::rt::tangent(self);
+    const at::Tensor mat_p = opwrap::rt::primal(mat);
+    const at::Tensor mat_t = opwrap::rt::tangent(mat);
+    const at::Tensor vec_p = opwrap::rt::primal(vec);
+    const at::Tensor vec_t = opwrap::rt::tangent(vec);
+  #line 15 "declarations/addmv.yaml"
+    const at::Tensor result_tangent = self_t * beta + (mat_t.mv(vec_p) + mat_p.mv(vec_t)) * alpha;
+  #line 105 "generated/autograd/addmv_.cpp"
+    opwrap::rt::set_forward_grad("opwrap::addmv_", "result", self, result_tangent, /*is_inplace_op=*/true);
+  }
   return self;
 }
 

@@ -2,18 +2,22 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::bias_gelu.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::bias_gelu: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
@@ -30,54 +34,90 @@ at::Tensor gelu_tanh_backward(const at::Tensor& grad_output, const at::Tensor& s
 #endif
 
 // bias_gelu(Tensor self, Tensor bias) -> Tensor
-struct bias_gelu_Function : public torch::autograd::Function<bias_gelu_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, const at::Tensor& bias) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::bias_gelu", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(self, bias);
-    }
-    ctx->save_for_backward({self, bias});
-    return result;
-  }
+struct bias_gelu_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable bias_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& self = saved[0];
-    const at::Tensor& bias = saved[1];
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor self = self_.unpack();
+    const at::Tensor bias = bias_.unpack();
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
     const size_t bias_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(2);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 21 "declarations/gelu.yaml"
-      grad_inputs[0] = gelu_tanh_backward(grad, self + bias);
-#line 62 "generated/autograd/bias_gelu.cpp"
+      grad_inputs[self_edge] = gelu_tanh_backward(grad, self + bias);
+#line 54 "generated/autograd/bias_gelu.cpp"
     }
-    if (needs(bias_edge)) {
+    if (task_should_compute_output(bias_edge)) {
 #line 22 "declarations/gelu.yaml"
-      grad_inputs[1] = gelu_tanh_backward(grad, self + bias);
-#line 67 "generated/autograd/bias_gelu.cpp"
+      grad_inputs[bias_edge] = gelu_tanh_backward(grad, self + bias);
+#line 59 "generated/autograd/bias_gelu.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::bias_geluBackward"; }
+
+  void release_variables() override {
+    self_.reset_data();
+    bias_.reset_data();
   }
 };
 
 at::Tensor bias_gelu_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& bias) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::bias_gelu", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(self, bias)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::bias_gelu", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self, bias);
   }
-  return bias_gelu_Function::apply(self, bias);
+  const bool forward = opwrap::rt::any_forward_grad(self, bias);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self, bias);
+  c10::intrusive_ptr<bias_gelu_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<bias_gelu_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, bias));
+    grad_fn->self_ = torch::autograd::SavedVariable(self, /*is_output=*/false);
+    grad_fn->bias_ = torch::autograd::SavedVariable(bias, /*is_output=*/false);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, self, bias);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor bias_fw = opwrap::rt::raw_tangent(bias);
+    const at::Tensor self_fw = opwrap::rt::raw_tangent(self);
+    const at::Tensor self_p = opwrap::rt::primal(self);
+    const at::Tensor bias_p = opwrap::rt::primal(bias);
+    at::Tensor result_tangent;  // d result = sum over inputs of dresult/dx * x_t (diagonal)
+    if (self_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = self_fw;
+      const at::Tensor& grad = grads[0];
+  #line 21 "declarations/gelu.yaml"
+      opwrap::rt::add_tangent(result_tangent, gelu_tanh_backward(grad, self_p + bias_p));
+  #line 109 "generated/autograd/bias_gelu.cpp"
+    }
+    if (bias_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = bias_fw;
+      const at::Tensor& grad = grads[0];
+  #line 22 "declarations/gelu.yaml"
+      opwrap::rt::add_tangent(result_tangent, gelu_tanh_backward(grad, self_p + bias_p));
+  #line 117 "generated/autograd/bias_gelu.cpp"
+    }
+    opwrap::rt::set_forward_grad("opwrap::bias_gelu", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

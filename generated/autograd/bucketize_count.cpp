@@ -2,52 +2,62 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::bucketize_count.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::bucketize_count: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // bucketize_count(Tensor values, Tensor boundaries) -> (Tensor indices, Tensor counts)
-struct bucketize_count_Function : public torch::autograd::Function<bucketize_count_Function> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& values, const at::Tensor& boundaries) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::bucketize_count", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>();
-    at::Tensor indices, counts;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      std::tie(indices, counts) = op.call(values, boundaries);
-    }
-    ctx->mark_non_differentiable({indices, counts});
-    return {indices, counts};
+struct bucketize_count_Backward : public torch::autograd::TraceableFunction {
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    return torch::autograd::variable_list(num_outputs());  // no input has a gradient
   }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    return torch::autograd::variable_list(2);  // no input has a gradient
+  std::string name() const override { return "opwrap::bucketize_countBackward"; }
+
+  void release_variables() override {
   }
 };
 
 std::tuple<at::Tensor, at::Tensor> bucketize_count_autograd(c10::DispatchKeySet ks, const at::Tensor& values, const at::Tensor& boundaries) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::bucketize_count", "")
+      .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(values, boundaries)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::bucketize_count", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, values, boundaries);
   }
-  const torch::autograd::variable_list outs = bucketize_count_Function::apply(values, boundaries);
-  return {outs[0], outs[1]};
+  const bool requires_grad = torch::autograd::compute_requires_grad(values, boundaries);
+  c10::intrusive_ptr<bucketize_count_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<bucketize_count_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(values, boundaries));
+  }
+  at::Tensor indices, counts;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    std::tie(indices, counts) = op.redispatch(ks & c10::after_autograd_keyset, values, boundaries);
+  }
+  if (grad_fn) {
+    opwrap::rt::skip_output(grad_fn);  // not differentiable: its slot stays undefined
+    opwrap::rt::skip_output(grad_fn);  // not differentiable: its slot stays undefined
+  }
+  return {indices, counts};
 }
 
 } // namespace

@@ -2,75 +2,89 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <ATen/ops/cat.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 #include "cat_rows.h"
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::cat_rows.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::cat_rows: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // cat_rows(Tensor[] tensors) -> Tensor
-struct cat_rows_Function : public torch::autograd::Function<cat_rows_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::TensorList tensors) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::cat_rows", "")
-        .typed<at::Tensor(at::TensorList)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(tensors);
-    }
-    ctx->saved_data["tensors_size"] = static_cast<int64_t>(tensors.size());
-    ctx->saved_data["tensors_args_sizes"] = opwrap::rt::save_list_sizes(tensors);
-    return result;
-  }
+struct cat_rows_Backward : public torch::autograd::TraceableFunction {
+  std::vector<std::vector<int64_t>> tensors_args_sizes;
+  size_t tensors_size = 0;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     using namespace ::opwrap::kernels;  // the helpers the formulas call
-    const size_t tensors_size = ctx->saved_data["tensors_size"].toInt();
-    const std::vector<std::vector<int64_t>> tensors_args_sizes = opwrap::rt::load_list_sizes(ctx->saved_data["tensors_args_sizes"]);
+    opwrap::rt::materialize_grads(*this, grads);
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
-    size_t next_slot = 0;
     const size_t tensors_edge = next_edge;
     next_edge += tensors_size;
-    const size_t tensors_slot = next_slot;
-    next_slot += tensors_size;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    const auto needs_list = [&](size_t edge, size_t n) {
-      for (size_t i = 0; i < n; ++i) if (ctx->needs_input_grad(edge + i)) return true;
-      return false;
-    };
-    torch::autograd::variable_list grad_inputs(0 + tensors_size);
-    if (needs_list(tensors_edge, tensors_size)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (opwrap::rt::should_compute_any(*this, tensors_edge, tensors_size)) {
 #line 13 "declarations/cat_rows.yaml"
       const std::vector<at::Tensor> tensors_grads = grad.split_with_sizes(rows_of(tensors_args_sizes), 0);
-#line 59 "generated/autograd/cat_rows.cpp"
-      opwrap::rt::scatter_list_grads("opwrap::cat_rows", "tensors", tensors_grads, tensors_size, grad_inputs, tensors_slot, tensors_edge, needs);
+#line 43 "generated/autograd/cat_rows.cpp"
+      opwrap::rt::scatter_list_grads("opwrap::cat_rows", "tensors", tensors_grads, tensors_size, grad_inputs, tensors_edge, *this);
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::cat_rowsBackward"; }
+
+  void release_variables() override {
   }
 };
 
 at::Tensor cat_rows_autograd(c10::DispatchKeySet ks, at::TensorList tensors) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::cat_rows", "")
+      .typed<at::Tensor(at::TensorList)>();
   if (!opwrap::rt::needs_autograd(tensors)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::cat_rows", "")
-        .typed<at::Tensor(at::TensorList)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, tensors);
   }
-  return cat_rows_Function::apply(tensors);
+  const bool forward = opwrap::rt::any_forward_grad(tensors);
+  const bool requires_grad = torch::autograd::compute_requires_grad(tensors);
+  c10::intrusive_ptr<cat_rows_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<cat_rows_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(tensors));
+    grad_fn->tensors_size = tensors.size();
+    grad_fn->tensors_args_sizes = opwrap::rt::list_sizes(tensors);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, tensors);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    using namespace ::opwrap::kernels;  // the helpers the formulas call
+    const std::vector<at::Tensor> tensors_t = opwrap::rt::tangent(tensors);
+  #line 14 "declarations/cat_rows.yaml"
+    const at::Tensor result_tangent = at::cat(tensors_t, 0);
+  #line 85 "generated/autograd/cat_rows.cpp"
+    opwrap::rt::set_forward_grad("opwrap::cat_rows", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

@@ -2,67 +2,89 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::dropout.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::dropout: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // dropout(Tensor self, float p, Generator? generator=None) -> (Tensor out, Tensor mask)
-struct dropout_Function : public torch::autograd::Function<dropout_Function> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, double p, std::optional<at::Generator> generator) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::dropout", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double, std::optional<at::Generator>)>();
-    at::Tensor out, mask;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      std::tie(out, mask) = op.call(self, p, generator);
-    }
-    ctx->save_for_backward({mask});
-    ctx->saved_data["p"] = p;
-    ctx->mark_non_differentiable({mask});
-    return {out, mask};
-  }
+struct dropout_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable mask_;
+  double p_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& mask = saved[0];
-    const auto p = ctx->saved_data["p"].to<double>();
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor mask = mask_.unpack(getptr());
+    const auto& p = p_;
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(3);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 14 "declarations/dropout.yaml"
-      grad_inputs[0] = grad * mask.to(grad.scalar_type()) / (1 - p);
-#line 51 "generated/autograd/dropout.cpp"
+      grad_inputs[self_edge] = grad * mask.to(grad.scalar_type()) / (1 - p);
+#line 41 "generated/autograd/dropout.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::dropoutBackward"; }
+
+  void release_variables() override {
+    mask_.reset_data();
   }
 };
 
 std::tuple<at::Tensor, at::Tensor> dropout_autograd(c10::DispatchKeySet ks, const at::Tensor& self, double p, std::optional<at::Generator> generator) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::dropout", "")
+      .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double, std::optional<at::Generator>)>();
   if (!opwrap::rt::needs_autograd(self)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::dropout", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double, std::optional<at::Generator>)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self, p, generator);
   }
-  const torch::autograd::variable_list outs = dropout_Function::apply(self, p, generator);
-  return {outs[0], outs[1]};
+  const bool forward = opwrap::rt::any_forward_grad(self);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self);
+  c10::intrusive_ptr<dropout_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<dropout_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+    grad_fn->p_ = p;
+  }
+  at::Tensor out, mask;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    std::tie(out, mask) = op.redispatch(ks & c10::after_autograd_keyset, self, p, generator);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(out, grad_fn);
+    opwrap::rt::skip_output(grad_fn);  // not differentiable: its slot stays undefined
+  }
+  if (forward) {
+    const at::Tensor self_t = opwrap::rt::tangent(self);
+  #line 15 "declarations/dropout.yaml"
+    const at::Tensor out_tangent = self_t * mask.to(self_t.scalar_type()) / (1 - p);
+  #line 82 "generated/autograd/dropout.cpp"
+    opwrap::rt::set_forward_grad("opwrap::dropout", "out", out, out_tangent, /*is_inplace_op=*/false);
+  }
+  if (grad_fn) {
+    grad_fn->mask_ = torch::autograd::SavedVariable(mask, /*is_output=*/true);
+  }
+  return {out, mask};
 }
 
 } // namespace

@@ -2,20 +2,36 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::embedding_bag_sum.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::embedding_bag_sum: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
+
+// opwrap::embedding_bag_sum, called by a formula: through the dispatcher, so the backward records its autograd node.
+// Guarded: the ops of one unit share it.
+#ifndef OPWRAP_AUTOGRAD_CALL_embedding_bag_sum
+#define OPWRAP_AUTOGRAD_CALL_embedding_bag_sum
+at::Tensor embedding_bag_sum(const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::embedding_bag_sum", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  return op.call(weight, indices, offsets);
+}
+#endif
 
 // opwrap::embedding_bag_sum_backward, called by a formula: through the dispatcher, so the backward records its autograd node.
 // Guarded: the ops of one unit share it.
@@ -30,51 +46,75 @@ at::Tensor embedding_bag_sum_backward(const at::Tensor& grad_output, const at::T
 #endif
 
 // embedding_bag_sum(Tensor weight, Tensor indices, Tensor offsets) -> Tensor
-struct embedding_bag_sum_Function : public torch::autograd::Function<embedding_bag_sum_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::embedding_bag_sum", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(weight, indices, offsets);
-    }
-    ctx->save_for_backward({weight, indices, offsets});
-    return result;
-  }
+struct embedding_bag_sum_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable weight_;
+  torch::autograd::SavedVariable indices_;
+  torch::autograd::SavedVariable offsets_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& weight = saved[0];
-    const at::Tensor& indices = saved[1];
-    const at::Tensor& offsets = saved[2];
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor weight = weight_.unpack();
+    const at::Tensor indices = indices_.unpack();
+    const at::Tensor offsets = offsets_.unpack();
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t weight_edge = next_edge++;
     const size_t indices_edge = next_edge++;
     const size_t offsets_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(3);
-    if (needs(weight_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(weight_edge)) {
 #line 16 "declarations/embedding_bag.yaml"
-      grad_inputs[0] = embedding_bag_sum_backward(grad, indices, offsets, weight.sym_size(0));
-#line 64 "generated/autograd/embedding_bag_sum.cpp"
+      grad_inputs[weight_edge] = embedding_bag_sum_backward(grad, indices, offsets, weight.sym_size(0));
+#line 69 "generated/autograd/embedding_bag_sum.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::embedding_bag_sumBackward"; }
+
+  void release_variables() override {
+    weight_.reset_data();
+    indices_.reset_data();
+    offsets_.reset_data();
   }
 };
 
 at::Tensor embedding_bag_sum_autograd(c10::DispatchKeySet ks, const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::embedding_bag_sum", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(weight, indices, offsets)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::embedding_bag_sum", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, weight, indices, offsets);
   }
-  return embedding_bag_sum_Function::apply(weight, indices, offsets);
+  const bool forward = opwrap::rt::any_forward_grad(weight, indices, offsets);
+  const bool requires_grad = torch::autograd::compute_requires_grad(weight, indices, offsets);
+  c10::intrusive_ptr<embedding_bag_sum_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<embedding_bag_sum_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(weight, indices, offsets));
+    grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);
+    grad_fn->indices_ = torch::autograd::SavedVariable(indices, /*is_output=*/false);
+    grad_fn->offsets_ = torch::autograd::SavedVariable(offsets, /*is_output=*/false);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, weight, indices, offsets);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor weight_t = opwrap::rt::tangent(weight);
+    const at::Tensor indices_p = opwrap::rt::primal(indices);
+    const at::Tensor offsets_p = opwrap::rt::primal(offsets);
+  #line 17 "declarations/embedding_bag.yaml"
+    const at::Tensor result_tangent = embedding_bag_sum(weight_t, indices_p, offsets_p);
+  #line 115 "generated/autograd/embedding_bag_sum.cpp"
+    opwrap::rt::set_forward_grad("opwrap::embedding_bag_sum", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

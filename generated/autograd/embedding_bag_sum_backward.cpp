@@ -2,18 +2,22 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::embedding_bag_sum_backward.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::embedding_bag_sum_backward: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
@@ -29,51 +33,84 @@ at::Tensor embedding_bag_sum(const at::Tensor& weight, const at::Tensor& indices
 }
 #endif
 
-// embedding_bag_sum_backward(Tensor grad_output, Tensor indices, Tensor offsets, SymInt num_weights) -> Tensor
-struct embedding_bag_sum_backward_Function : public torch::autograd::Function<embedding_bag_sum_backward_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& indices, const at::Tensor& offsets, c10::SymInt num_weights) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::embedding_bag_sum_backward", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymInt)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(grad_output, indices, offsets, num_weights);
-    }
-    ctx->save_for_backward({indices, offsets});
-    return result;
-  }
+// opwrap::embedding_bag_sum_backward, called by a formula: through the dispatcher, so the backward records its autograd node.
+// Guarded: the ops of one unit share it.
+#ifndef OPWRAP_AUTOGRAD_CALL_embedding_bag_sum_backward
+#define OPWRAP_AUTOGRAD_CALL_embedding_bag_sum_backward
+at::Tensor embedding_bag_sum_backward(const at::Tensor& grad_output, const at::Tensor& indices, const at::Tensor& offsets, c10::SymInt num_weights) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::embedding_bag_sum_backward", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymInt)>();
+  return op.call(grad_output, indices, offsets, num_weights);
+}
+#endif
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& indices = saved[0];
-    const at::Tensor& offsets = saved[1];
+// embedding_bag_sum_backward(Tensor grad_output, Tensor indices, Tensor offsets, SymInt num_weights) -> Tensor
+struct embedding_bag_sum_backward_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable indices_;
+  torch::autograd::SavedVariable offsets_;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor indices = indices_.unpack();
+    const at::Tensor offsets = offsets_.unpack();
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t grad_output_edge = next_edge++;
     const size_t indices_edge = next_edge++;
     const size_t offsets_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(4);
-    if (needs(grad_output_edge)) {
-#line 33 "declarations/embedding_bag.yaml"
-      grad_inputs[0] = embedding_bag_sum(grad, indices, offsets);
-#line 63 "generated/autograd/embedding_bag_sum_backward.cpp"
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(grad_output_edge)) {
+#line 34 "declarations/embedding_bag.yaml"
+      grad_inputs[grad_output_edge] = embedding_bag_sum(grad, indices, offsets);
+#line 67 "generated/autograd/embedding_bag_sum_backward.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::embedding_bag_sum_backwardBackward"; }
+
+  void release_variables() override {
+    indices_.reset_data();
+    offsets_.reset_data();
   }
 };
 
 at::Tensor embedding_bag_sum_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad_output, const at::Tensor& indices, const at::Tensor& offsets, c10::SymInt num_weights) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::embedding_bag_sum_backward", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymInt)>();
   if (!opwrap::rt::needs_autograd(grad_output, indices, offsets)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::embedding_bag_sum_backward", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymInt)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, grad_output, indices, offsets, num_weights);
   }
-  return embedding_bag_sum_backward_Function::apply(grad_output, indices, offsets, num_weights);
+  const bool forward = opwrap::rt::any_forward_grad(grad_output, indices, offsets);
+  const bool requires_grad = torch::autograd::compute_requires_grad(grad_output, indices, offsets);
+  c10::intrusive_ptr<embedding_bag_sum_backward_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<embedding_bag_sum_backward_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, indices, offsets));
+    grad_fn->indices_ = torch::autograd::SavedVariable(indices, /*is_output=*/false);
+    grad_fn->offsets_ = torch::autograd::SavedVariable(offsets, /*is_output=*/false);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, grad_output, indices, offsets, num_weights);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor grad_output_t = opwrap::rt::tangent(grad_output);
+    const at::Tensor indices_p = opwrap::rt::primal(indices);
+    const at::Tensor offsets_p = opwrap::rt::primal(offsets);
+  #line 35 "declarations/embedding_bag.yaml"
+    const at::Tensor result_tangent = embedding_bag_sum_backward(grad_output_t, indices_p, offsets_p, num_weights);
+  #line 111 "generated/autograd/embedding_bag_sum_backward.cpp"
+    opwrap::rt::set_forward_grad("opwrap::embedding_bag_sum_backward", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

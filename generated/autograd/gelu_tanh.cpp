@@ -2,18 +2,22 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::gelu_tanh.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::gelu_tanh: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
@@ -30,47 +34,70 @@ at::Tensor gelu_tanh_backward(const at::Tensor& grad_output, const at::Tensor& s
 #endif
 
 // gelu_tanh(Tensor self) -> Tensor
-struct gelu_tanh_Function : public torch::autograd::Function<gelu_tanh_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::gelu_tanh", "")
-        .typed<at::Tensor(const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(self);
-    }
-    ctx->save_for_backward({self});
-    return result;
-  }
+struct gelu_tanh_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable self_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& self = saved[0];
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor self = self_.unpack();
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(1);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 10 "declarations/gelu.yaml"
-      grad_inputs[0] = gelu_tanh_backward(grad, self);
-#line 60 "generated/autograd/gelu_tanh.cpp"
+      grad_inputs[self_edge] = gelu_tanh_backward(grad, self);
+#line 51 "generated/autograd/gelu_tanh.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::gelu_tanhBackward"; }
+
+  void release_variables() override {
+    self_.reset_data();
   }
 };
 
 at::Tensor gelu_tanh_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::gelu_tanh", "")
+      .typed<at::Tensor(const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(self)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::gelu_tanh", "")
-        .typed<at::Tensor(const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self);
   }
-  return gelu_tanh_Function::apply(self);
+  const bool forward = opwrap::rt::any_forward_grad(self);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self);
+  c10::intrusive_ptr<gelu_tanh_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<gelu_tanh_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+    grad_fn->self_ = torch::autograd::SavedVariable(self, /*is_output=*/false);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, self);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor self_fw = opwrap::rt::raw_tangent(self);
+    const at::Tensor self_p = opwrap::rt::primal(self);
+    at::Tensor result_tangent;  // d result = sum over inputs of dresult/dx * x_t (diagonal)
+    if (self_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = self_fw;
+      const at::Tensor& grad = grads[0];
+  #line 10 "declarations/gelu.yaml"
+      opwrap::rt::add_tangent(result_tangent, gelu_tanh_backward(grad, self_p));
+  #line 97 "generated/autograd/gelu_tanh.cpp"
+    }
+    opwrap::rt::set_forward_grad("opwrap::gelu_tanh", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

@@ -2,19 +2,23 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 #include <opwrap/runtime/once_differentiable.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::gelu_tanh_backward.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::gelu_tanh_backward: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
@@ -43,56 +47,93 @@ at::Tensor gelu_tanh_double_backward(const at::Tensor& grad, const at::Tensor& g
 #endif
 
 // gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor
-struct gelu_tanh_backward_Function : public torch::autograd::Function<gelu_tanh_backward_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& self) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::gelu_tanh_backward", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(grad_output, self);
-    }
-    ctx->save_for_backward({grad_output, self});
-    return result;
-  }
+struct gelu_tanh_backward_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable grad_output_;
+  torch::autograd::SavedVariable self_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     return opwrap::rt::once_differentiable("opwrap::gelu_tanh_backward", grads, [&]() -> torch::autograd::variable_list {
-      const torch::autograd::variable_list saved = ctx->get_saved_variables();
-      const at::Tensor& grad_output = saved[0];
-      const at::Tensor& self = saved[1];
+      opwrap::rt::materialize_grads(*this, grads);
+      const at::Tensor grad_output = grad_output_.unpack();
+      const at::Tensor self = self_.unpack();
+      opwrap::rt::refuse_second_order("opwrap::gelu_tanh_backward", grads, grad_output, self);
       const at::Tensor& grad = grads[0];
       size_t next_edge = 0;
       const size_t grad_output_edge = next_edge++;
       const size_t self_edge = next_edge++;
-      const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-      torch::autograd::variable_list grad_inputs(2);
-      if (needs(grad_output_edge)) {
+      torch::autograd::variable_list grad_inputs(num_outputs());
+      if (task_should_compute_output(grad_output_edge)) {
 #line 32 "declarations/gelu.yaml"
-        grad_inputs[0] = gelu_tanh_backward(grad, self);
-#line 76 "generated/autograd/gelu_tanh_backward.cpp"
+        grad_inputs[grad_output_edge] = gelu_tanh_backward(grad, self);
+#line 69 "generated/autograd/gelu_tanh_backward.cpp"
       }
-      if (needs(self_edge)) {
+      if (task_should_compute_output(self_edge)) {
 #line 33 "declarations/gelu.yaml"
-        grad_inputs[1] = gelu_tanh_double_backward(grad, grad_output, self);
-#line 81 "generated/autograd/gelu_tanh_backward.cpp"
+        grad_inputs[self_edge] = gelu_tanh_double_backward(grad, grad_output, self);
+#line 74 "generated/autograd/gelu_tanh_backward.cpp"
       }
       return grad_inputs;
     });
   }
+
+  std::string name() const override { return "opwrap::gelu_tanh_backwardBackward"; }
+
+  void release_variables() override {
+    grad_output_.reset_data();
+    self_.reset_data();
+  }
 };
 
 at::Tensor gelu_tanh_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad_output, const at::Tensor& self) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::gelu_tanh_backward", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(grad_output, self)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::gelu_tanh_backward", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, grad_output, self);
   }
-  return gelu_tanh_backward_Function::apply(grad_output, self);
+  const bool forward = opwrap::rt::any_forward_grad(grad_output, self);
+  const bool requires_grad = torch::autograd::compute_requires_grad(grad_output, self);
+  c10::intrusive_ptr<gelu_tanh_backward_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<gelu_tanh_backward_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, self));
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, /*is_output=*/false);
+    grad_fn->self_ = torch::autograd::SavedVariable(self, /*is_output=*/false);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, grad_output, self);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor self_fw = opwrap::rt::raw_tangent(self);
+    const at::Tensor grad_output_fw = opwrap::rt::raw_tangent(grad_output);
+    const at::Tensor grad_output_p = opwrap::rt::primal(grad_output);
+    const at::Tensor self_p = opwrap::rt::primal(self);
+    at::Tensor result_tangent;  // d result = sum over inputs of dresult/dx * x_t (diagonal)
+    if (grad_output_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = grad_output_fw;
+      const at::Tensor& grad = grads[0];
+  #line 32 "declarations/gelu.yaml"
+      opwrap::rt::add_tangent(result_tangent, gelu_tanh_backward(grad, self_p));
+  #line 125 "generated/autograd/gelu_tanh_backward.cpp"
+    }
+    if (self_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = self_fw;
+      const at::Tensor& grad = grads[0];
+  #line 33 "declarations/gelu.yaml"
+      opwrap::rt::add_tangent(result_tangent, gelu_tanh_double_backward(grad, grad_output_p, self_p));
+  #line 133 "generated/autograd/gelu_tanh_backward.cpp"
+    }
+    opwrap::rt::set_forward_grad("opwrap::gelu_tanh_backward", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

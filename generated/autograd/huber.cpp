@@ -2,72 +2,113 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::huber.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::huber: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // huber(Tensor input, Tensor target, float delta=1.) -> Tensor
-struct huber_Function : public torch::autograd::Function<huber_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input, const at::Tensor& target, double delta) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::huber", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(input, target, delta);
-    }
-    ctx->save_for_backward({input, target});
-    ctx->saved_data["delta"] = delta;
-    return result;
-  }
+struct huber_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable input_;
+  torch::autograd::SavedVariable target_;
+  double delta_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& input = saved[0];
-    const at::Tensor& target = saved[1];
-    const auto delta = ctx->saved_data["delta"].to<double>();
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor input = input_.unpack();
+    const at::Tensor target = target_.unpack();
+    const auto& delta = delta_;
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t input_edge = next_edge++;
     const size_t target_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(3);
-    if (needs(input_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(input_edge)) {
 #line 16 "declarations/huber.yaml"
-      grad_inputs[0] = grad * (input - target).clamp(-delta, delta);
-#line 52 "generated/autograd/huber.cpp"
+      grad_inputs[input_edge] = grad * (input - target).clamp(-delta, delta);
+#line 44 "generated/autograd/huber.cpp"
     }
-    if (needs(target_edge)) {
+    if (task_should_compute_output(target_edge)) {
 #line 17 "declarations/huber.yaml"
-      grad_inputs[1] = -grad * (input - target).clamp(-delta, delta);
-#line 57 "generated/autograd/huber.cpp"
+      grad_inputs[target_edge] = -grad * (input - target).clamp(-delta, delta);
+#line 49 "generated/autograd/huber.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::huberBackward"; }
+
+  void release_variables() override {
+    input_.reset_data();
+    target_.reset_data();
   }
 };
 
 at::Tensor huber_autograd(c10::DispatchKeySet ks, const at::Tensor& input, const at::Tensor& target, double delta) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::huber", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
   if (!opwrap::rt::needs_autograd(input, target)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::huber", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, input, target, delta);
   }
-  return huber_Function::apply(input, target, delta);
+  const bool forward = opwrap::rt::any_forward_grad(input, target);
+  const bool requires_grad = torch::autograd::compute_requires_grad(input, target);
+  c10::intrusive_ptr<huber_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<huber_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, target));
+    grad_fn->input_ = torch::autograd::SavedVariable(input, /*is_output=*/false);
+    grad_fn->target_ = torch::autograd::SavedVariable(target, /*is_output=*/false);
+    grad_fn->delta_ = delta;
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, input, target, delta);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor target_fw = opwrap::rt::raw_tangent(target);
+    const at::Tensor input_fw = opwrap::rt::raw_tangent(input);
+    const at::Tensor input_p = opwrap::rt::primal(input);
+    const at::Tensor target_p = opwrap::rt::primal(target);
+    at::Tensor result_tangent;  // d result = sum over inputs of dresult/dx * x_t (diagonal)
+    if (input_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = input_fw;
+      const at::Tensor& grad = grads[0];
+  #line 16 "declarations/huber.yaml"
+      opwrap::rt::add_tangent(result_tangent, grad * (input_p - target_p).clamp(-delta, delta));
+  #line 100 "generated/autograd/huber.cpp"
+    }
+    if (target_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = target_fw;
+      const at::Tensor& grad = grads[0];
+  #line 17 "declarations/huber.yaml"
+      opwrap::rt::add_tangent(result_tangent, -grad * (input_p - target_p).clamp(-delta, delta));
+  #line 108 "generated/autograd/huber.cpp"
+    }
+    opwrap::rt::set_forward_grad("opwrap::huber", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

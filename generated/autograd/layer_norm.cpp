@@ -2,19 +2,23 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 #include <opwrap/runtime/once_differentiable.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::layer_norm.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::layer_norm: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
@@ -31,66 +35,98 @@ at::Tensor layer_norm_backward(const at::Tensor& grad_out, const at::Tensor& inp
 #endif
 
 // layer_norm(Tensor input, Tensor weight, Tensor bias, float eps=1.0000000000000001e-05) -> (Tensor out, Tensor mean, Tensor rstd)
-struct layer_norm_Function : public torch::autograd::Function<layer_norm_Function> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, double eps) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::layer_norm", "")
-        .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
-    at::Tensor out, mean, rstd;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      std::tie(out, mean, rstd) = op.call(input, weight, bias, eps);
-    }
-    ctx->save_for_backward({input, weight, mean, rstd});
-    ctx->mark_non_differentiable({mean, rstd});
-    return {out, mean, rstd};
-  }
+struct layer_norm_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable input_;
+  torch::autograd::SavedVariable weight_;
+  torch::autograd::SavedVariable mean_;
+  torch::autograd::SavedVariable rstd_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     return opwrap::rt::once_differentiable("opwrap::layer_norm", grads, [&]() -> torch::autograd::variable_list {
-      const torch::autograd::variable_list saved = ctx->get_saved_variables();
-      const at::Tensor& input = saved[0];
-      const at::Tensor& weight = saved[1];
-      const at::Tensor& mean = saved[2];
-      const at::Tensor& rstd = saved[3];
+      opwrap::rt::materialize_grads(*this, grads);
+      const at::Tensor input = input_.unpack();
+      const at::Tensor weight = weight_.unpack();
+      const at::Tensor mean = mean_.unpack(getptr());
+      const at::Tensor rstd = rstd_.unpack(getptr());
+      opwrap::rt::refuse_second_order("opwrap::layer_norm", grads, input, weight, mean, rstd);
       const at::Tensor& grad = grads[0];
       size_t next_edge = 0;
       const size_t input_edge = next_edge++;
       const size_t weight_edge = next_edge++;
       const size_t bias_edge = next_edge++;
-      const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-      torch::autograd::variable_list grad_inputs(4);
-      if (needs(input_edge)) {
+      torch::autograd::variable_list grad_inputs(num_outputs());
+      if (task_should_compute_output(input_edge)) {
 #line 22 "declarations/layer_norm.yaml"
-        grad_inputs[0] = layer_norm_backward(grad, input, weight, mean, rstd);
-#line 68 "generated/autograd/layer_norm.cpp"
+        grad_inputs[input_edge] = layer_norm_backward(grad, input, weight, mean, rstd);
+#line 62 "generated/autograd/layer_norm.cpp"
       }
-      if (needs(weight_edge)) {
+      if (task_should_compute_output(weight_edge)) {
 #line 24 "declarations/layer_norm.yaml"
-        grad_inputs[1] = grad * (input - mean.unsqueeze(-1)) * rstd.unsqueeze(-1);
-#line 73 "generated/autograd/layer_norm.cpp"
+        grad_inputs[weight_edge] = grad * (input - mean.unsqueeze(-1)) * rstd.unsqueeze(-1);
+#line 67 "generated/autograd/layer_norm.cpp"
       }
-      if (needs(bias_edge)) {
+      if (task_should_compute_output(bias_edge)) {
 #line 25 "declarations/layer_norm.yaml"
-        grad_inputs[2] = grad;
-#line 78 "generated/autograd/layer_norm.cpp"
+        grad_inputs[bias_edge] = grad;
+#line 72 "generated/autograd/layer_norm.cpp"
       }
       return grad_inputs;
     });
   }
+
+  std::string name() const override { return "opwrap::layer_normBackward"; }
+
+  void release_variables() override {
+    input_.reset_data();
+    weight_.reset_data();
+    mean_.reset_data();
+    rstd_.reset_data();
+  }
 };
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::layer_norm", "")
+      .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
   if (!opwrap::rt::needs_autograd(input, weight, bias)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::layer_norm", "")
-        .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, input, weight, bias, eps);
   }
-  const torch::autograd::variable_list outs = layer_norm_Function::apply(input, weight, bias, eps);
-  return {outs[0], outs[1], outs[2]};
+  const bool forward = opwrap::rt::any_forward_grad(input, weight, bias);
+  const bool requires_grad = torch::autograd::compute_requires_grad(input, weight, bias);
+  c10::intrusive_ptr<layer_norm_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<layer_norm_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
+    grad_fn->input_ = torch::autograd::SavedVariable(input, /*is_output=*/false);
+    grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);
+  }
+  at::Tensor out, mean, rstd;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    std::tie(out, mean, rstd) = op.redispatch(ks & c10::after_autograd_keyset, input, weight, bias, eps);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(out, grad_fn);
+    opwrap::rt::skip_output(grad_fn);  // not differentiable: its slot stays undefined
+    opwrap::rt::skip_output(grad_fn);  // not differentiable: its slot stays undefined
+  }
+  if (forward) {
+    const at::Tensor input_p = opwrap::rt::primal(input);
+    const at::Tensor input_t = opwrap::rt::tangent(input);
+    const at::Tensor weight_p = opwrap::rt::primal(weight);
+    const at::Tensor weight_t = opwrap::rt::tangent(weight);
+    const at::Tensor bias_t = opwrap::rt::tangent(bias);
+  #line 27 "declarations/layer_norm.yaml"
+    const at::Tensor out_tangent = rstd.unsqueeze(-1) * (input_t - input_t.mean(-1, true) - (input_p - mean.unsqueeze(-1)) * rstd.unsqueeze(-1) * ((input_p - mean.unsqueeze(-1)) * rstd.unsqueeze(-1) * input_t).mean(-1, true)) * weight_p + (input_p - mean.unsqueeze(-1)) * rstd.unsqueeze(-1) * weight_t + bias_t;
+  #line 123 "generated/autograd/layer_norm.cpp"
+    opwrap::rt::set_forward_grad("opwrap::layer_norm", "out", out, out_tangent, /*is_inplace_op=*/false);
+  }
+  if (grad_fn) {
+    grad_fn->mean_ = torch::autograd::SavedVariable(mean, /*is_output=*/true);
+    grad_fn->rstd_ = torch::autograd::SavedVariable(rstd, /*is_output=*/true);
+  }
+  return {out, mean, rstd};
 }
 
 } // namespace

@@ -2,77 +2,104 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <ATen/ops/linear.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::linear.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::linear: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor
-struct linear_Function : public torch::autograd::Function<linear_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::linear", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(input, weight, bias);
-    }
-    ctx->save_for_backward({input, weight});
-    ctx->saved_data["bias_defined"] = bias.has_value() && bias->defined();
-    return result;
-  }
+struct linear_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable input_;
+  torch::autograd::SavedVariable weight_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& input = saved[0];
-    const at::Tensor& weight = saved[1];
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor input = input_.unpack();
+    const at::Tensor weight = weight_.unpack();
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t input_edge = next_edge++;
     const size_t weight_edge = next_edge++;
-    const size_t bias_edge = ctx->saved_data["bias_defined"].toBool() ? next_edge++ : SIZE_MAX;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(3);
-    if (needs(input_edge)) {
+    const size_t bias_edge = next_edge++;
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(input_edge)) {
 #line 13 "declarations/linear.yaml"
-      grad_inputs[0] = grad.mm(weight);
-#line 52 "generated/autograd/linear.cpp"
+      grad_inputs[input_edge] = grad.mm(weight);
+#line 44 "generated/autograd/linear.cpp"
     }
-    if (needs(weight_edge)) {
+    if (task_should_compute_output(weight_edge)) {
 #line 14 "declarations/linear.yaml"
-      grad_inputs[1] = grad.t().mm(input);
-#line 57 "generated/autograd/linear.cpp"
+      grad_inputs[weight_edge] = grad.t().mm(input);
+#line 49 "generated/autograd/linear.cpp"
     }
-    if (needs(bias_edge)) {
+    if (task_should_compute_output(bias_edge)) {
 #line 15 "declarations/linear.yaml"
-      grad_inputs[2] = grad.sum(0);
-#line 62 "generated/autograd/linear.cpp"
+      grad_inputs[bias_edge] = grad.sum(0);
+#line 54 "generated/autograd/linear.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::linearBackward"; }
+
+  void release_variables() override {
+    input_.reset_data();
+    weight_.reset_data();
   }
 };
 
 at::Tensor linear_autograd(c10::DispatchKeySet ks, const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::linear", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>();
   if (!opwrap::rt::needs_autograd(input, weight, bias)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::linear", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, input, weight, bias);
   }
-  return linear_Function::apply(input, weight, bias);
+  const bool forward = opwrap::rt::any_forward_grad(input, weight, bias);
+  const bool requires_grad = torch::autograd::compute_requires_grad(input, weight, bias);
+  c10::intrusive_ptr<linear_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<linear_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
+    grad_fn->input_ = torch::autograd::SavedVariable(input, /*is_output=*/false);
+    grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, input, weight, bias);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor input_p = opwrap::rt::primal(input);
+    const at::Tensor input_t = opwrap::rt::tangent(input);
+    const at::Tensor weight_p = opwrap::rt::primal(weight);
+    const at::Tensor weight_t = opwrap::rt::tangent(weight);
+    const at::Tensor bias_t = opwrap::rt::tangent(bias);
+  #line 16 "declarations/linear.yaml"
+    const at::Tensor result_tangent = at::linear(input_t, weight_p) + at::linear(input_p, weight_t, bias_t);
+  #line 100 "generated/autograd/linear.cpp"
+    opwrap::rt::set_forward_grad("opwrap::linear", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

@@ -2,70 +2,108 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::log_softmax_backward.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::log_softmax_backward: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
-// log_softmax_backward(Tensor grad_output, Tensor output) -> Tensor
-struct log_softmax_backward_Function : public torch::autograd::Function<log_softmax_backward_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& output) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::log_softmax_backward", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(grad_output, output);
-    }
-    ctx->save_for_backward({grad_output, output});
-    return result;
-  }
+// opwrap::log_softmax_backward, called by a formula: through the dispatcher, so the backward records its autograd node.
+// Guarded: the ops of one unit share it.
+#ifndef OPWRAP_AUTOGRAD_CALL_log_softmax_backward
+#define OPWRAP_AUTOGRAD_CALL_log_softmax_backward
+at::Tensor log_softmax_backward(const at::Tensor& grad_output, const at::Tensor& output) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::log_softmax_backward", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op.call(grad_output, output);
+}
+#endif
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& grad_output = saved[0];
-    const at::Tensor& output = saved[1];
+// log_softmax_backward(Tensor grad_output, Tensor output) -> Tensor
+struct log_softmax_backward_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable grad_output_;
+  torch::autograd::SavedVariable output_;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor grad_output = grad_output_.unpack();
+    const at::Tensor output = output_.unpack();
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t grad_output_edge = next_edge++;
     const size_t output_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(2);
-    if (needs(grad_output_edge)) {
-#line 53 "declarations/softmax.yaml"
-      grad_inputs[0] = grad - (grad * output.exp()).sum(-1, true);
-#line 50 "generated/autograd/log_softmax_backward.cpp"
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(grad_output_edge)) {
+#line 56 "declarations/softmax.yaml"
+      grad_inputs[grad_output_edge] = grad - (grad * output.exp()).sum(-1, true);
+#line 54 "generated/autograd/log_softmax_backward.cpp"
     }
-    if (needs(output_edge)) {
-#line 54 "declarations/softmax.yaml"
-      grad_inputs[1] = -grad * output.exp() * grad_output.sum(-1, true);
-#line 55 "generated/autograd/log_softmax_backward.cpp"
+    if (task_should_compute_output(output_edge)) {
+#line 57 "declarations/softmax.yaml"
+      grad_inputs[output_edge] = -grad * output.exp() * grad_output.sum(-1, true);
+#line 59 "generated/autograd/log_softmax_backward.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::log_softmax_backwardBackward"; }
+
+  void release_variables() override {
+    grad_output_.reset_data();
+    output_.reset_data();
   }
 };
 
 at::Tensor log_softmax_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad_output, const at::Tensor& output) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::log_softmax_backward", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(grad_output, output)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::log_softmax_backward", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, grad_output, output);
   }
-  return log_softmax_backward_Function::apply(grad_output, output);
+  const bool forward = opwrap::rt::any_forward_grad(grad_output, output);
+  const bool requires_grad = torch::autograd::compute_requires_grad(grad_output, output);
+  c10::intrusive_ptr<log_softmax_backward_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<log_softmax_backward_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, output));
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, /*is_output=*/false);
+    grad_fn->output_ = torch::autograd::SavedVariable(output, /*is_output=*/false);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, grad_output, output);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor grad_output_p = opwrap::rt::primal(grad_output);
+    const at::Tensor grad_output_t = opwrap::rt::tangent(grad_output);
+    const at::Tensor output_p = opwrap::rt::primal(output);
+    const at::Tensor output_t = opwrap::rt::tangent(output);
+  #line 58 "declarations/softmax.yaml"
+    const at::Tensor result_tangent = log_softmax_backward(grad_output_t, output_p) - output_t * output_p.exp() * grad_output_p.sum(-1, true);
+  #line 104 "generated/autograd/log_softmax_backward.cpp"
+    opwrap::rt::set_forward_grad("opwrap::log_softmax_backward", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

@@ -2,62 +2,89 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::mul_constant.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::mul_constant: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // mul_constant(Tensor self, float constant) -> Tensor
-struct mul_constant_Function : public torch::autograd::Function<mul_constant_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, double constant) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::mul_constant", "")
-        .typed<at::Tensor(const at::Tensor&, double)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(self, constant);
-    }
-    ctx->saved_data["constant"] = constant;
-    return result;
-  }
+struct mul_constant_Backward : public torch::autograd::TraceableFunction {
+  double constant_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto constant = ctx->saved_data["constant"].to<double>();
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const auto& constant = constant_;
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(2);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 7 "declarations/mul_constant.yaml"
-      grad_inputs[0] = grad * constant;
-#line 47 "generated/autograd/mul_constant.cpp"
+      grad_inputs[self_edge] = grad * constant;
+#line 39 "generated/autograd/mul_constant.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::mul_constantBackward"; }
+
+  void release_variables() override {
   }
 };
 
 at::Tensor mul_constant_autograd(c10::DispatchKeySet ks, const at::Tensor& self, double constant) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::mul_constant", "")
+      .typed<at::Tensor(const at::Tensor&, double)>();
   if (!opwrap::rt::needs_autograd(self)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::mul_constant", "")
-        .typed<at::Tensor(const at::Tensor&, double)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self, constant);
   }
-  return mul_constant_Function::apply(self, constant);
+  const bool forward = opwrap::rt::any_forward_grad(self);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self);
+  c10::intrusive_ptr<mul_constant_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<mul_constant_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+    grad_fn->constant_ = constant;
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, self, constant);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor self_fw = opwrap::rt::raw_tangent(self);
+    const at::Tensor self_p = opwrap::rt::primal(self);
+    at::Tensor result_tangent;  // d result = sum over inputs of dresult/dx * x_t (diagonal)
+    if (self_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = self_fw;
+      const at::Tensor& grad = grads[0];
+  #line 7 "declarations/mul_constant.yaml"
+      opwrap::rt::add_tangent(result_tangent, grad * constant);
+  #line 84 "generated/autograd/mul_constant.cpp"
+    }
+    opwrap::rt::set_forward_grad("opwrap::mul_constant", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

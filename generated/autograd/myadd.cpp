@@ -2,66 +2,102 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::myadd.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::myadd: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // myadd(Tensor self, Tensor other) -> Tensor
-struct myadd_Function : public torch::autograd::Function<myadd_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, const at::Tensor& other) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::myadd", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(self, other);
-    }
-    return result;
-  }
+struct myadd_Backward : public torch::autograd::TraceableFunction {
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
     const size_t other_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(2);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 9 "declarations/myadd.yaml"
-      grad_inputs[0] = grad;
-#line 46 "generated/autograd/myadd.cpp"
+      grad_inputs[self_edge] = grad;
+#line 38 "generated/autograd/myadd.cpp"
     }
-    if (needs(other_edge)) {
+    if (task_should_compute_output(other_edge)) {
 #line 10 "declarations/myadd.yaml"
-      grad_inputs[1] = grad;
-#line 51 "generated/autograd/myadd.cpp"
+      grad_inputs[other_edge] = grad;
+#line 43 "generated/autograd/myadd.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::myaddBackward"; }
+
+  void release_variables() override {
   }
 };
 
 at::Tensor myadd_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& other) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::myadd", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(self, other)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::myadd", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self, other);
   }
-  return myadd_Function::apply(self, other);
+  const bool forward = opwrap::rt::any_forward_grad(self, other);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self, other);
+  c10::intrusive_ptr<myadd_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<myadd_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, self, other);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor other_fw = opwrap::rt::raw_tangent(other);
+    const at::Tensor self_fw = opwrap::rt::raw_tangent(self);
+    const at::Tensor self_p = opwrap::rt::primal(self);
+    const at::Tensor other_p = opwrap::rt::primal(other);
+    at::Tensor result_tangent;  // d result = sum over inputs of dresult/dx * x_t (diagonal)
+    if (self_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = self_fw;
+      const at::Tensor& grad = grads[0];
+  #line 9 "declarations/myadd.yaml"
+      opwrap::rt::add_tangent(result_tangent, grad);
+  #line 89 "generated/autograd/myadd.cpp"
+    }
+    if (other_fw.defined()) {
+      torch::autograd::variable_list grads(1);
+      grads[0] = other_fw;
+      const at::Tensor& grad = grads[0];
+  #line 10 "declarations/myadd.yaml"
+      opwrap::rt::add_tangent(result_tangent, grad);
+  #line 97 "generated/autograd/myadd.cpp"
+    }
+    opwrap::rt::set_forward_grad("opwrap::myadd", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

@@ -2,70 +2,96 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::mymatmul.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::mymatmul: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // mymatmul(Tensor self, Tensor other) -> Tensor
-struct mymatmul_Function : public torch::autograd::Function<mymatmul_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, const at::Tensor& other) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::mymatmul", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(self, other);
-    }
-    ctx->save_for_backward({self, other});
-    return result;
-  }
+struct mymatmul_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable self_;
+  torch::autograd::SavedVariable other_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& self = saved[0];
-    const at::Tensor& other = saved[1];
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor self = self_.unpack();
+    const at::Tensor other = other_.unpack();
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
     const size_t other_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(2);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 13 "declarations/mymatmul.yaml"
-      grad_inputs[0] = grad.mm(other.t());
-#line 50 "generated/autograd/mymatmul.cpp"
+      grad_inputs[self_edge] = grad.mm(other.t());
+#line 42 "generated/autograd/mymatmul.cpp"
     }
-    if (needs(other_edge)) {
+    if (task_should_compute_output(other_edge)) {
 #line 14 "declarations/mymatmul.yaml"
-      grad_inputs[1] = self.t().mm(grad);
-#line 55 "generated/autograd/mymatmul.cpp"
+      grad_inputs[other_edge] = self.t().mm(grad);
+#line 47 "generated/autograd/mymatmul.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::mymatmulBackward"; }
+
+  void release_variables() override {
+    self_.reset_data();
+    other_.reset_data();
   }
 };
 
 at::Tensor mymatmul_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const at::Tensor& other) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::mymatmul", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(self, other)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::mymatmul", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self, other);
   }
-  return mymatmul_Function::apply(self, other);
+  const bool forward = opwrap::rt::any_forward_grad(self, other);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self, other);
+  c10::intrusive_ptr<mymatmul_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<mymatmul_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
+    grad_fn->self_ = torch::autograd::SavedVariable(self, /*is_output=*/false);
+    grad_fn->other_ = torch::autograd::SavedVariable(other, /*is_output=*/false);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, self, other);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor self_p = opwrap::rt::primal(self);
+    const at::Tensor self_t = opwrap::rt::tangent(self);
+    const at::Tensor other_p = opwrap::rt::primal(other);
+    const at::Tensor other_t = opwrap::rt::tangent(other);
+  #line 15 "declarations/mymatmul.yaml"
+    const at::Tensor result_tangent = self_t.mm(other_p) + self_p.mm(other_t);
+  #line 92 "generated/autograd/mymatmul.cpp"
+    opwrap::rt::set_forward_grad("opwrap::mymatmul", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

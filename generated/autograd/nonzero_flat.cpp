@@ -2,51 +2,61 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::nonzero_flat.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::nonzero_flat: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // nonzero_flat(Tensor self) -> Tensor
-struct nonzero_flat_Function : public torch::autograd::Function<nonzero_flat_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::nonzero_flat", "")
-        .typed<at::Tensor(const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(self);
-    }
-    ctx->mark_non_differentiable({result});
-    return result;
+struct nonzero_flat_Backward : public torch::autograd::TraceableFunction {
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    return torch::autograd::variable_list(num_outputs());  // no input has a gradient
   }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    return torch::autograd::variable_list(1);  // no input has a gradient
+  std::string name() const override { return "opwrap::nonzero_flatBackward"; }
+
+  void release_variables() override {
   }
 };
 
 at::Tensor nonzero_flat_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::nonzero_flat", "")
+      .typed<at::Tensor(const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(self)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::nonzero_flat", "")
-        .typed<at::Tensor(const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self);
   }
-  return nonzero_flat_Function::apply(self);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self);
+  c10::intrusive_ptr<nonzero_flat_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<nonzero_flat_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, self);
+  }
+  if (grad_fn) {
+    opwrap::rt::skip_output(grad_fn);  // not differentiable: its slot stays undefined
+  }
+  return result;
 }
 
 } // namespace

@@ -2,74 +2,106 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 #include <opwrap/runtime/once_differentiable.h>
 #include "rms_norm.h"
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::rms_norm.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::rms_norm: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // rms_norm(Tensor input, Tensor weight, float eps=9.9999999999999995e-07) -> (Tensor out, Tensor rstd)
-struct rms_norm_Function : public torch::autograd::Function<rms_norm_Function> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight, double eps) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::rms_norm", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double)>();
-    at::Tensor out, rstd;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      std::tie(out, rstd) = op.call(input, weight, eps);
-    }
-    ctx->save_for_backward({input, weight, rstd});
-    ctx->mark_non_differentiable({rstd});
-    return {out, rstd};
-  }
+struct rms_norm_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable input_;
+  torch::autograd::SavedVariable weight_;
+  torch::autograd::SavedVariable rstd_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     using namespace ::opwrap::kernels;  // the helpers the formulas call
     return opwrap::rt::once_differentiable("opwrap::rms_norm", grads, [&]() -> torch::autograd::variable_list {
-      const torch::autograd::variable_list saved = ctx->get_saved_variables();
-      const at::Tensor& input = saved[0];
-      const at::Tensor& weight = saved[1];
-      const at::Tensor& rstd = saved[2];
+      opwrap::rt::materialize_grads(*this, grads);
+      const at::Tensor input = input_.unpack();
+      const at::Tensor weight = weight_.unpack();
+      const at::Tensor rstd = rstd_.unpack(getptr());
+      opwrap::rt::refuse_second_order("opwrap::rms_norm", grads, input, weight, rstd);
       const at::Tensor& grad = grads[0];
       size_t next_edge = 0;
       const size_t input_edge = next_edge++;
       const size_t weight_edge = next_edge++;
-      const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-      torch::autograd::variable_list grad_inputs(3);
-      if (needs(input_edge) || needs(weight_edge)) {
-        const std::array<bool, 2> grad_input_mask = {needs(input_edge), needs(weight_edge)};
+      torch::autograd::variable_list grad_inputs(num_outputs());
+      if (task_should_compute_output(input_edge) || task_should_compute_output(weight_edge)) {
+        const std::array<bool, 2> grad_input_mask = {task_should_compute_output(input_edge), task_should_compute_output(weight_edge)};
 #line 17 "declarations/rms_norm.yaml"
-        std::tie(grad_inputs[0], grad_inputs[1]) = rms_norm_backward(grad, input, weight, rstd, grad_input_mask);
-#line 57 "generated/autograd/rms_norm.cpp"
+        std::tie(grad_inputs[input_edge], grad_inputs[weight_edge]) = rms_norm_backward(grad, input, weight, rstd, grad_input_mask);
+#line 50 "generated/autograd/rms_norm.cpp"
       }
       return grad_inputs;
     });
   }
+
+  std::string name() const override { return "opwrap::rms_normBackward"; }
+
+  void release_variables() override {
+    input_.reset_data();
+    weight_.reset_data();
+    rstd_.reset_data();
+  }
 };
 
 std::tuple<at::Tensor, at::Tensor> rms_norm_autograd(c10::DispatchKeySet ks, const at::Tensor& input, const at::Tensor& weight, double eps) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::rms_norm", "")
+      .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double)>();
   if (!opwrap::rt::needs_autograd(input, weight)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::rms_norm", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, input, weight, eps);
   }
-  const torch::autograd::variable_list outs = rms_norm_Function::apply(input, weight, eps);
-  return {outs[0], outs[1]};
+  const bool forward = opwrap::rt::any_forward_grad(input, weight);
+  const bool requires_grad = torch::autograd::compute_requires_grad(input, weight);
+  c10::intrusive_ptr<rms_norm_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<rms_norm_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight));
+    grad_fn->input_ = torch::autograd::SavedVariable(input, /*is_output=*/false);
+    grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);
+  }
+  at::Tensor out, rstd;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    std::tie(out, rstd) = op.redispatch(ks & c10::after_autograd_keyset, input, weight, eps);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(out, grad_fn);
+    opwrap::rt::skip_output(grad_fn);  // not differentiable: its slot stays undefined
+  }
+  if (forward) {
+    using namespace ::opwrap::kernels;  // the helpers the formulas call
+    const at::Tensor input_p = opwrap::rt::primal(input);
+    const at::Tensor input_t = opwrap::rt::tangent(input);
+    const at::Tensor weight_p = opwrap::rt::primal(weight);
+    const at::Tensor weight_t = opwrap::rt::tangent(weight);
+  #line 19 "declarations/rms_norm.yaml"
+    const at::Tensor out_tangent = weight_p * (input_t * rstd.unsqueeze(-1) - input_p * rstd.pow(3).unsqueeze(-1) * (input_p * input_t).mean(-1, true)) + input_p * rstd.unsqueeze(-1) * weight_t;
+  #line 99 "generated/autograd/rms_norm.cpp"
+    opwrap::rt::set_forward_grad("opwrap::rms_norm", "out", out, out_tangent, /*is_inplace_op=*/false);
+  }
+  if (grad_fn) {
+    grad_fn->rstd_ = torch::autograd::SavedVariable(rstd, /*is_output=*/true);
+  }
+  return {out, rstd};
 }
 
 } // namespace

@@ -2,73 +2,116 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 #include "sincos.h"
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::sincos.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::sincos: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // sincos(Tensor self) -> (Tensor sin, Tensor cos)
-struct sincos_Function : public torch::autograd::Function<sincos_Function> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::sincos", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&)>();
-    at::Tensor sin, cos;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      std::tie(sin, cos) = op.call(self);
-    }
-    ctx->save_for_backward({sin, cos});
-    ctx->set_materialize_grads(false);
-    return {sin, cos};
-  }
+struct sincos_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable sin_;
+  torch::autograd::SavedVariable cos_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     using namespace ::opwrap::kernels;  // the helpers the formulas call
     // materialize_grads: false; undefined gradients reach the formulas as undefined tensors.
-    if (std::none_of(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.defined(); })) {
-      return torch::autograd::variable_list(1);
+    if (!opwrap::rt::any_defined(grads)) {
+      return torch::autograd::variable_list(num_outputs());
     }
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& sin = saved[0];
-    const at::Tensor& cos = saved[1];
+    const at::Tensor sin = sin_.unpack(getptr());
+    const at::Tensor cos = cos_.unpack(getptr());
     const at::Tensor& grad_sin = grads[0];
     const at::Tensor& grad_cos = grads[1];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(1);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 8 "declarations/sincos.yaml"
-      grad_inputs[0] = sincos_backward(grad_sin, grad_cos, sin, cos);
-#line 57 "generated/autograd/sincos.cpp"
+      grad_inputs[self_edge] = sincos_backward(grad_sin, grad_cos, sin, cos);
+#line 47 "generated/autograd/sincos.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::sincosBackward"; }
+
+  void release_variables() override {
+    sin_.reset_data();
+    cos_.reset_data();
   }
 };
 
 std::tuple<at::Tensor, at::Tensor> sincos_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::sincos", "")
+      .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(self)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::sincos", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self);
   }
-  const torch::autograd::variable_list outs = sincos_Function::apply(self);
-  return {outs[0], outs[1]};
+  const bool forward = opwrap::rt::any_forward_grad(self);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self);
+  c10::intrusive_ptr<sincos_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<sincos_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  at::Tensor sin, cos;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    std::tie(sin, cos) = op.redispatch(ks & c10::after_autograd_keyset, self);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(sin, grad_fn);
+    opwrap::rt::set_output_history(cos, grad_fn);
+  }
+  if (forward) {
+    using namespace ::opwrap::kernels;  // the helpers the formulas call
+    const at::Tensor self_fw = opwrap::rt::raw_tangent(self);
+    const at::Tensor self_p = opwrap::rt::primal(self);
+    at::Tensor sin_tangent;  // d sin = sum over inputs of dsin/dx * x_t (diagonal)
+    if (self_fw.defined()) {
+      torch::autograd::variable_list grads(2);
+      grads[0] = self_fw;
+      const at::Tensor& grad_sin = grads[0];
+      const at::Tensor& grad_cos = grads[1];
+  #line 8 "declarations/sincos.yaml"
+      opwrap::rt::add_tangent(sin_tangent, sincos_backward(grad_sin, grad_cos, sin, cos));
+  #line 96 "generated/autograd/sincos.cpp"
+    }
+    at::Tensor cos_tangent;  // d cos = sum over inputs of dcos/dx * x_t (diagonal)
+    if (self_fw.defined()) {
+      torch::autograd::variable_list grads(2);
+      grads[1] = self_fw;
+      const at::Tensor& grad_sin = grads[0];
+      const at::Tensor& grad_cos = grads[1];
+  #line 8 "declarations/sincos.yaml"
+      opwrap::rt::add_tangent(cos_tangent, sincos_backward(grad_sin, grad_cos, sin, cos));
+  #line 106 "generated/autograd/sincos.cpp"
+    }
+    opwrap::rt::set_forward_grad("opwrap::sincos", "sin", sin, sin_tangent, /*is_inplace_op=*/false);
+    opwrap::rt::set_forward_grad("opwrap::sincos", "cos", cos, cos_tangent, /*is_inplace_op=*/false);
+  }
+  if (grad_fn) {
+    grad_fn->sin_ = torch::autograd::SavedVariable(sin, /*is_output=*/true);
+    grad_fn->cos_ = torch::autograd::SavedVariable(cos, /*is_output=*/true);
+  }
+  return {sin, cos};
 }
 
 } // namespace

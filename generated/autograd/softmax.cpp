@@ -2,18 +2,22 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::softmax.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::softmax: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
@@ -30,47 +34,65 @@ at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& out
 #endif
 
 // softmax(Tensor self) -> Tensor
-struct softmax_Function : public torch::autograd::Function<softmax_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::softmax", "")
-        .typed<at::Tensor(const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(self);
-    }
-    ctx->save_for_backward({result});
-    return result;
-  }
+struct softmax_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable result_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& result = saved[0];
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor result = result_.unpack(getptr());
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(1);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 16 "declarations/softmax.yaml"
-      grad_inputs[0] = softmax_backward(grad, result);
-#line 60 "generated/autograd/softmax.cpp"
+      grad_inputs[self_edge] = softmax_backward(grad, result);
+#line 51 "generated/autograd/softmax.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::softmaxBackward"; }
+
+  void release_variables() override {
+    result_.reset_data();
   }
 };
 
 at::Tensor softmax_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::softmax", "")
+      .typed<at::Tensor(const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(self)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::softmax", "")
-        .typed<at::Tensor(const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self);
   }
-  return softmax_Function::apply(self);
+  const bool forward = opwrap::rt::any_forward_grad(self);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self);
+  c10::intrusive_ptr<softmax_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<softmax_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, self);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor self_t = opwrap::rt::tangent(self);
+  #line 17 "declarations/softmax.yaml"
+    const at::Tensor result_tangent = (self_t - (self_t * result).sum(-1, true)) * result;
+  #line 90 "generated/autograd/softmax.cpp"
+    opwrap::rt::set_forward_grad("opwrap::softmax", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  if (grad_fn) {
+    grad_fn->result_ = torch::autograd::SavedVariable(result, /*is_output=*/true);
+  }
+  return result;
 }
 
 } // namespace

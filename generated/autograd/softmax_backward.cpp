@@ -2,18 +2,22 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::softmax_backward.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::softmax_backward: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
@@ -30,54 +34,76 @@ at::Tensor softmax_backward(const at::Tensor& grad_output, const at::Tensor& out
 #endif
 
 // softmax_backward(Tensor grad_output, Tensor output) -> Tensor
-struct softmax_backward_Function : public torch::autograd::Function<softmax_backward_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& output) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::softmax_backward", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(grad_output, output);
-    }
-    ctx->save_for_backward({grad_output, output});
-    return result;
-  }
+struct softmax_backward_Backward : public torch::autograd::TraceableFunction {
+  torch::autograd::SavedVariable grad_output_;
+  torch::autograd::SavedVariable output_;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const at::Tensor& grad_output = saved[0];
-    const at::Tensor& output = saved[1];
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
+    const at::Tensor grad_output = grad_output_.unpack();
+    const at::Tensor output = output_.unpack();
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t grad_output_edge = next_edge++;
     const size_t output_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(2);
-    if (needs(grad_output_edge)) {
-#line 28 "declarations/softmax.yaml"
-      grad_inputs[0] = softmax_backward(grad, output);
-#line 62 "generated/autograd/softmax_backward.cpp"
-    }
-    if (needs(output_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(grad_output_edge)) {
 #line 29 "declarations/softmax.yaml"
-      grad_inputs[1] = grad * (grad_output - (grad_output * output).sum(-1, true)) - grad_output * (grad * output).sum(-1, true);
-#line 67 "generated/autograd/softmax_backward.cpp"
+      grad_inputs[grad_output_edge] = softmax_backward(grad, output);
+#line 54 "generated/autograd/softmax_backward.cpp"
+    }
+    if (task_should_compute_output(output_edge)) {
+#line 30 "declarations/softmax.yaml"
+      grad_inputs[output_edge] = grad * (grad_output - (grad_output * output).sum(-1, true)) - grad_output * (grad * output).sum(-1, true);
+#line 59 "generated/autograd/softmax_backward.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::softmax_backwardBackward"; }
+
+  void release_variables() override {
+    grad_output_.reset_data();
+    output_.reset_data();
   }
 };
 
 at::Tensor softmax_backward_autograd(c10::DispatchKeySet ks, const at::Tensor& grad_output, const at::Tensor& output) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::softmax_backward", "")
+      .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
   if (!opwrap::rt::needs_autograd(grad_output, output)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::softmax_backward", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, grad_output, output);
   }
-  return softmax_backward_Function::apply(grad_output, output);
+  const bool forward = opwrap::rt::any_forward_grad(grad_output, output);
+  const bool requires_grad = torch::autograd::compute_requires_grad(grad_output, output);
+  c10::intrusive_ptr<softmax_backward_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<softmax_backward_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, output));
+    grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, /*is_output=*/false);
+    grad_fn->output_ = torch::autograd::SavedVariable(output, /*is_output=*/false);
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, grad_output, output);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor grad_output_p = opwrap::rt::primal(grad_output);
+    const at::Tensor grad_output_t = opwrap::rt::tangent(grad_output);
+    const at::Tensor output_p = opwrap::rt::primal(output);
+    const at::Tensor output_t = opwrap::rt::tangent(output);
+  #line 31 "declarations/softmax.yaml"
+    const at::Tensor result_tangent = softmax_backward(grad_output_t, output_p) + output_t * (grad_output_p - (grad_output_p * output_p).sum(-1, true)) - output_p * (grad_output_p * output_t).sum(-1, true);
+  #line 104 "generated/autograd/softmax_backward.cpp"
+    opwrap::rt::set_forward_grad("opwrap::softmax_backward", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

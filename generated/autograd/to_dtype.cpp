@@ -2,62 +2,81 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 #include <opwrap/runtime/autograd.h>
+#include <opwrap/runtime/autograd_node.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <vector>
 
 
-// The autograd kernel of opwrap::to_dtype.  It shares a unity unit with other ops'
-// (units/autograd.*.cpp): custom_function.h is most of the compile time of each.
+// The autograd kernel of opwrap::to_dtype: a backward Node, as aten's VariableType
+// kernels have (not a torch::autograd::Function, which torch.func transforms refuse).  It
+// shares a unity unit with other ops' (units/autograd.*.cpp): the autograd headers are most
+// of the compile time of each.
 namespace opwrap::generated {
 namespace {
 
 // to_dtype(Tensor self, ScalarType dtype) -> Tensor
-struct to_dtype_Function : public torch::autograd::Function<to_dtype_Function> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, at::ScalarType dtype) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::to_dtype", "")
-        .typed<at::Tensor(const at::Tensor&, at::ScalarType)>();
-    at::Tensor result;
-    {
-      at::AutoDispatchBelowADInplaceOrView guard;
-      result = op.call(self, dtype);
-    }
-    ctx->saved_data["self_scalar_type"] = self.scalar_type();
-    return result;
-  }
+struct to_dtype_Backward : public torch::autograd::TraceableFunction {
+  at::ScalarType self_scalar_type;
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const at::ScalarType self_scalar_type = ctx->saved_data["self_scalar_type"].toScalarType();
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    opwrap::rt::materialize_grads(*this, grads);
     const at::Tensor& grad = grads[0];
     size_t next_edge = 0;
     const size_t self_edge = next_edge++;
-    const auto needs = [&](size_t edge) { return edge != SIZE_MAX && ctx->needs_input_grad(edge); };
-    torch::autograd::variable_list grad_inputs(2);
-    if (needs(self_edge)) {
+    torch::autograd::variable_list grad_inputs(num_outputs());
+    if (task_should_compute_output(self_edge)) {
 #line 11 "declarations/to_dtype.yaml"
-      grad_inputs[0] = grad.to(self_scalar_type);
-#line 47 "generated/autograd/to_dtype.cpp"
+      grad_inputs[self_edge] = grad.to(self_scalar_type);
+#line 38 "generated/autograd/to_dtype.cpp"
     }
     return grad_inputs;
+  }
+
+  std::string name() const override { return "opwrap::to_dtypeBackward"; }
+
+  void release_variables() override {
   }
 };
 
 at::Tensor to_dtype_autograd(c10::DispatchKeySet ks, const at::Tensor& self, at::ScalarType dtype) {
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::to_dtype", "")
+      .typed<at::Tensor(const at::Tensor&, at::ScalarType)>();
   if (!opwrap::rt::needs_autograd(self)) {
-    static const auto op = c10::Dispatcher::singleton()
-        .findSchemaOrThrow("opwrap::to_dtype", "")
-        .typed<at::Tensor(const at::Tensor&, at::ScalarType)>();
     at::AutoDispatchBelowADInplaceOrView guard;
     return op.redispatch(ks & c10::after_autograd_keyset, self, dtype);
   }
-  return to_dtype_Function::apply(self, dtype);
+  const bool forward = opwrap::rt::any_forward_grad(self);
+  const bool requires_grad = torch::autograd::compute_requires_grad(self);
+  c10::intrusive_ptr<to_dtype_Backward> grad_fn;
+  if (requires_grad) {
+    grad_fn = c10::make_intrusive<to_dtype_Backward>();
+    grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
+    grad_fn->self_scalar_type = self.scalar_type();
+  }
+  at::Tensor result;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    result = op.redispatch(ks & c10::after_autograd_keyset, self, dtype);
+  }
+  if (grad_fn) {
+    opwrap::rt::set_output_history(result, grad_fn);
+  }
+  if (forward) {
+    const at::Tensor self_t = opwrap::rt::tangent(self);
+  #line 12 "declarations/to_dtype.yaml"
+    const at::Tensor result_tangent = self_t.to(dtype);
+  #line 77 "generated/autograd/to_dtype.cpp"
+    opwrap::rt::set_forward_grad("opwrap::to_dtype", "result", result, result_tangent, /*is_inplace_op=*/false);
+  }
+  return result;
 }
 
 } // namespace

@@ -38,16 +38,15 @@ def _front(t, d, size):
 
 
 def linear(info, in_dims, input, weight, bias=None):
-    """vmap over opwrap::linear.  A batched input alone folds into the rows: [B, N, K] is
-    [B*N, K] against the same weight.  A batched weight or bias has no single-call form, so
+    """vmap over opwrap::linear.  A batched input alone folds into the rows: [B, *N, K] is
+    [B*prod(N), K] against the same weight.  A batched weight or bias has no single-call form, so
     those samples run one call each."""
     op = ops.linear.default
     args = (input, weight) if bias is None else (input, weight, bias)
     if all(d is None for d in in_dims[1:]):
         def fold():
-            x = input.movedim(in_dims[0], 0)
-            B, N, K = x.shape
-            return op(x.reshape(B * N, K), weight, bias).view(B, N, weight.shape[0])
+            x = input.movedim(in_dims[0], 0)  # [B, *N, K]: rows of any number of dimensions
+            return op(x.reshape(-1, x.shape[-1]), weight, bias).view(*x.shape[:-1], weight.shape[0])
 
         return _folded(fold, op, info, in_dims, args), 0
     return per_sample(op, info.batch_size, in_dims, args, {})
