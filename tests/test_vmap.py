@@ -97,11 +97,13 @@ def test_backward_through_a_vmapped_op():
     torch.testing.assert_close(x.grad, torch.full_like(x, 6.0))
 
 
-def test_functorch_grad_is_refused_by_cpp_autograd_functions():
-    # The Autograd kernels are C++ torch::autograd::Functions (issue #3), which torch.func's
-    # grad/vjp transforms do not support; torch says so clearly.
-    with pytest.raises(RuntimeError, match="cannot use C\\+\\+ torch::autograd::Function with functorch"):
-        torch.func.grad(lambda t: ops.mul_constant(t, 3.0).sum())(torch.randn(3))
+def test_functorch_grad_composes_with_the_autograd_kernels():
+    # The Autograd kernels record plain autograd nodes (not C++ torch::autograd::Functions,
+    # which functorch refuses): grad, and vmap of grad, work (tests/test_func.py: every op).
+    x = torch.randn(4, 3)
+    g = torch.func.grad(lambda t: ops.mul_constant(ops.myadd(t, t), 3.0).sum())
+    torch.testing.assert_close(g(x[0]), torch.full_like(x[0], 6.0))
+    torch.testing.assert_close(torch.vmap(g)(x), torch.full_like(x, 6.0))
 
 
 def test_an_op_without_a_rule_is_a_clear_error():
