@@ -119,6 +119,20 @@ def call_overhead(report: Report, number: int, repeat: int):
             us = aten if name == "torch.add" else per_call_us(fn, number, repeat)
             report.add("call_overhead", name + tag, us / aten, us_per_call=us)
             print(f"  {name + tag:<44}{us:>9.2f}{us / aten:>8.2f}x")
+    # The torch.func path (issue 21): a transform over a generated op against the same
+    # transform over aten's op; the ratio is against the aten transform's time.
+    from torch.func import grad, jvp, vmap
+
+    x, xs, t = torch.randn(8), torch.randn(4, 8), torch.ones(8)
+    ours_loss, aten_loss = (lambda v: opwrap.ops.myadd(v, v).sum()), (lambda v: torch.add(v, v).sum())
+    transforms = (("grad", lambda f: (lambda: grad(f)(x))),
+                  ("vmap(grad)", lambda f: (lambda: vmap(grad(f))(xs))),
+                  ("jvp", lambda f: (lambda: jvp(f, (x,), (t,)))))
+    for name, make in transforms:
+        aten = per_call_us(make(aten_loss), max(number // 50, 20), repeat)
+        us = per_call_us(make(ours_loss), max(number // 50, 20), repeat)
+        report.add("call_overhead", f"torch.func {name} over myadd", us / aten, us_per_call=us)
+        print(f"  {'torch.func ' + name + ' over myadd':<44}{us:>9.2f}{us / aten:>8.2f}x  (over torch.add: {aten:.2f} us)")
 
 
 # ---------------------------------------------------------------------------- throughput

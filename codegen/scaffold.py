@@ -43,6 +43,7 @@ _DECLARATION = '''# One entry per op; see the opwrap README for every field.
   like: self
   derivatives:
     self: grad * factor
+    result: self_t * factor  # forward mode: torch.func.jvp, jacfwd, hessian
 '''
 
 _KERNEL = '''// The kernel body of {ns}::scale.  The generated wrapper has checked the arguments, made
