@@ -167,6 +167,13 @@ def scan(text: str, names: frozenset[str] | set[str] = frozenset()) -> list[Use]
     return uses
 
 
+def forward_names(schema: FunctionSchema) -> set[str]:
+    """The names forward formulas add to the schema's: `<input>_t` (the tangent) and
+    `<input>_p` (the value) of every Tensor and Tensor[] input."""
+    tensors = [a.name for a in schema.arguments if is_tensor(unwrap_optional(a.type)) or is_tensor_list(a.type)]
+    return {f"{n}_t" for n in tensors} | {f"{n}_p" for n in tensors}
+
+
 def grad_names(schema: FunctionSchema) -> dict[str, int]:
     """``grad_<return>`` -> output index."""
     return {f"grad_{n}": i for i, n in enumerate(schema.return_names())}
@@ -249,6 +256,7 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
             diag.error(loc_of(node, path), f"no derivative formula for Tensor argument '{n}'",
                        f"add '{n}: <formula>', or '{n}: {NON_DIFFERENTIABLE}' if it has no gradient")
     fwd: list[ForwardFormula] = []
+    tangents = forward_names(schema)
     diff_rets = [n for n, ok in zip(rets, out_diff) if ok]
     for key, v, kloc in forward:
         name = key
@@ -269,7 +277,6 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
             diag.error(loc_of(v, path), f"the forward-derivative formula for '{key}' must be a C++ expression string")
             continue
         text = v.value.strip()
-        tangents = {f"{n}_t" for n in tensors} | {f"{n}_p" for n in tensors}
         fwd.append(ForwardFormula(name, index, text, scalar_text_loc(v, path, v.value.find(text[:1])),
                                   tuple(scan(text, schema_names | tangents))))
     result = Derivatives(tuple(formulas), out_diff, once, materialize, tuple(sorted(fwd, key=lambda f: f.index)))
@@ -319,9 +326,8 @@ def check_names(d: Derivatives, schema: FunctionSchema, diag: Diagnostics) -> No
                            "and grad_input_mask")
         if not f.uses and not f.text:
             diag.error(f.loc, "empty formula")
-    tensors = {a.name for a in schema.arguments if is_tensor(unwrap_optional(a.type)) or is_tensor_list(a.type)}
+    forward_known = arg_names | set(rets) | forward_names(schema)
     for ff in d.forward:
-        known = arg_names | set(rets) | {f"{n}_t" for n in tensors} | {f"{n}_p" for n in tensors}
         for u in ff.uses:
             loc = ff.loc.shifted(u.start)
             base = u.name[:-2] if u.name.endswith(("_t", "_p")) and u.name not in arg_names else u.name
@@ -332,9 +338,9 @@ def check_names(d: Derivatives, schema: FunctionSchema, diag: Diagnostics) -> No
             elif u.name in ("grad", "grads") or u.name in grads:
                 diag.error(loc, f"'{u.name}' is a backward name; a forward-derivative formula gives the tangent of "
                            f"'{ff.output}' from the inputs' tangents (<input>_t)")
-            elif u.name not in known:
+            elif u.name not in forward_known:
                 diag.error(loc, f"unknown name '{u.name}' in the forward-derivative formula for '{ff.output}'",
-                           did_you_mean(u.name, sorted(known)) or "forward formulas may use the arguments, their "
+                           did_you_mean(u.name, sorted(forward_known)) or "forward formulas may use the arguments, their "
                            "tangents <input>_t, their values <input>_p and the results")
 
 

@@ -507,6 +507,11 @@ def no_out_rule(op: str) -> Callable[..., Any]:
     return kernel
 
 
+def batch_first(t: torch.Tensor, in_dim: int | None, batch_size: int) -> torch.Tensor:
+    """`t` with its batch dimension first; an unbatched `t` expanded to the batch."""
+    return t.movedim(in_dim, 0) if in_dim is not None else t.expand(batch_size, *t.shape)
+
+
 def pointwise_rule(op: Callable[..., Any], n_out: int, broadcasts: bool) -> BatchingRule:
     """Elementwise ops, one call on the batch: batch dims to the front.  Ops that need
     same-shaped inputs get unbatched tensors expanded to the batch; broadcasting ops get
@@ -518,12 +523,11 @@ def pointwise_rule(op: Callable[..., Any], n_out: int, broadcasts: bool) -> Batc
         moved = []
         for a, d in zip(args, in_dims):
             if isinstance(a, torch.Tensor):
-                if d is not None:
+                if not broadcasts:
+                    a = batch_first(a, d, info.batch_size)
+                elif d is not None:
                     a = a.movedim(d, 0)
-                    if broadcasts:
-                        a = a.reshape(a.shape[:1] + (1,) * (rank + 1 - a.dim()) + a.shape[1:])
-                elif not broadcasts:
-                    a = a.expand(info.batch_size, *a.shape)
+                    a = a.reshape(a.shape[:1] + (1,) * (rank + 1 - a.dim()) + a.shape[1:])
             moved.append(a)
         return op(*moved, **kwargs), ((0,) * n_out if n_out > 1 else 0)
 
@@ -592,7 +596,7 @@ def rowwise_rule(op: Callable[..., Any], roles: Sequence[str | None], n_out: int
         moved = []
         for a, d, r in zip(args, in_dims, roles):
             if r == "rows" and isinstance(a, torch.Tensor):
-                a = a.movedim(d, 0) if d is not None else a.expand(info.batch_size, *a.shape)
+                a = batch_first(a, d, info.batch_size)
             moved.append(a)
         return op(*moved, **kwargs), ((0,) * n_out if n_out > 1 else 0)
 

@@ -337,7 +337,7 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
         for f in d.formulas:
             if not f.differentiable:
                 continue
-            expr = _rewrite(f, meta_ids, ids)
+            expr = _rename(f, ids, meta_ids)
             needs = [f"opwrap::rt::should_compute_any(*this, {edge[n]}, {size[n]})" if n in list_names
                      else f"task_should_compute_output({edge[n]})" for n in f.inputs]
             line = f'#line {f.loc.line} {cpp_string(f.loc.path)}'
@@ -463,8 +463,7 @@ def _forward_statements(decl, ids: dict[str, str], scope, results: list[str], op
             continue
         vec = isinstance(a.type, ListType)
         ctype = "std::vector<at::Tensor>" if vec else "at::Tensor"
-        if a.name in used or f"{a.name}_p" in used or a.name in {n for fs in derived.values() for f in fs
-                                                                  for n in f.inputs}:
+        if a.name in used or f"{a.name}_p" in used:
             p = scope.fresh(f"{ids[a.name]}_p")
             out.append(f"const {ctype} {p} = opwrap::rt::primal({ids[a.name]});")
             names[a.name] = names[f"{a.name}_p"] = p
@@ -482,6 +481,7 @@ def _forward_statements(decl, ids: dict[str, str], scope, results: list[str], op
             names[n] = p
         else:
             names[n] = results[i]
+    bwd_names = {**names, **{g: ids[g] for g in grad_names(s)}}  # a derived term's backward formula
     inplace = [s.aliased_argument(r) is not None for r in s.returns]
     raw: dict[str, str] = {}
     setters: list[str] = []
@@ -514,8 +514,6 @@ def _forward_statements(decl, ids: dict[str, str], scope, results: list[str], op
                     out.append(f"  grads[{j}] = {raw[x]};")
                 elif ok_j and d.materialize_grads:
                     out.append(f"  grads[{j}] = at::zeros_like({names[rets[j]]});")
-            bwd_names = dict(names)
-            bwd_names.update({g: ids[g] for g in grad_names(s)})
             if any(u.name == "grad" for u in f.uses):
                 out.append(f"  const at::Tensor& grad = grads[{i}];")
             for g, j in grad_names(s).items():
@@ -528,36 +526,24 @@ def _forward_statements(decl, ids: dict[str, str], scope, results: list[str], op
     return out + setters
 
 
-def _rename(formula, names: dict[str, str]) -> str:
-    """A formula with every name it uses replaced by its local in `names` (the forward block's:
-    primal values, tangents, results); `to_args_sizes(xs)` and its kin become the runtime's
-    functions of the values."""
+def _rename(formula, names: dict[str, str], whole: dict[tuple[str, str], str] | None = None) -> str:
+    """A formula with every name it uses replaced by its local or member in `names`.  A use
+    with an accessor (`x.sym_sizes()`, `to_args_sizes(xs)`) in `whole` becomes that text
+    entirely (the node's saved metadata); a `to_args_sizes(xs)` not in it becomes the
+    runtime's function of the renamed list (the forward block's, of the values)."""
     text, out, pos = formula.text, [], 0
     for u in formula.uses:
-        if u.accessor in LIST_METADATA:
+        if u.accessor and (u.name, u.accessor) in (whole or {}):
+            out.append(text[pos:u.start])
+            out.append(whole[(u.name, u.accessor)])
+            pos = u.end
+        elif u.accessor in LIST_METADATA:
             out.append(text[pos:u.start])
             out.append(f"{LIST_METADATA[u.accessor][2]}({names.get(u.name, u.name)})")
             pos = u.end
         elif names.get(u.name, u.name) != u.name:
             out.append(text[pos:u.start])
             out.append(names[u.name])
-            pos = u.start + len(u.name)
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def _rewrite(formula, metadata_only: dict[tuple[str, str], str], ids: dict[str, str]) -> str:
-    """The formula in the node's identifiers: `x.sym_sizes()` of a tensor saved only as
-    metadata becomes the saved value, and every schema name its C++ identifier."""
-    text, out, pos = formula.text, [], 0
-    for u in formula.uses:
-        if u.accessor and (u.name, u.accessor) in metadata_only:
-            out.append(text[pos:u.start])
-            out.append(metadata_only[(u.name, u.accessor)])
-            pos = u.end
-        elif ids.get(u.name, u.name) != u.name:
-            out.append(text[pos:u.start])
-            out.append(ids[u.name])
             pos = u.start + len(u.name)
     out.append(text[pos:])
     return "".join(out)

@@ -19,6 +19,17 @@ inline U bfloat16_rounded_bits(U u) {
   return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
 }
 
+// The library is compiled for baseline x86-64 (SSE2), as torch's own kernels are before their
+// per-CPU builds.  Where a hot loop gains from AVX2, a kernel also compiles it for AVX2 (in a
+// function of its own name, `__attribute__((target("avx2")))`, so no inline function is built
+// for two instruction sets) and chooses it once at run time (`__builtin_cpu_supports`): with
+// GCC or Clang on x86-64, where OPWRAP_AVX2_CLONES is 1.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define OPWRAP_AVX2_CLONES 1
+#else
+#define OPWRAP_AVX2_CLONES 0
+#endif
+
 // Elements per parallel chunk (at::internal::GRAIN_SIZE lives in a heavier header).
 constexpr int64_t kGrainSize = 32768;
 

@@ -32,6 +32,16 @@ inline void bag_range(const char* op, const index_t* offsets, int64_t b, int64_t
 
 constexpr int64_t kPrefetch = 24;  // rows fetched ahead of the one being summed
 
+// Prefetches the `width` values of a row, a cache line at a time: for reading (kWrite 0) or
+// for writing (1).
+template <int kWrite, typename T>
+__attribute__((always_inline)) inline void prefetch_row(const T* row, int64_t width) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t byte = 0; byte < width * static_cast<int64_t>(sizeof(T)); byte += 64) {
+    __builtin_prefetch(p + byte, kWrite);
+  }
+}
+
 // acc[d] += row[d], which the compiler vectorizes.
 template <typename acc_t, typename scalar_t>
 __attribute__((always_inline)) inline void add_row(acc_t* acc, const scalar_t* row, int64_t D) {
@@ -126,24 +136,16 @@ __attribute__((always_inline)) inline void sum_bags(const scalar_t* w, const ind
     const int64_t rest = D - c;
     for (int64_t d = 0; d < rest; ++d) acc[d] = acc_t(0);
     for (int64_t i = start; i < stop; ++i) {
-      if (c == 0 && i + kPrefetch < N) {
-        const char* ahead = reinterpret_cast<const char*>(w + static_cast<int64_t>(idx[i + kPrefetch]) * D);
-        for (int64_t byte = 0; byte < D * static_cast<int64_t>(sizeof(scalar_t)); byte += 64) {
-          __builtin_prefetch(ahead + byte);
-        }
-      }
+      if (c == 0 && i + kPrefetch < N) prefetch_row<0>(w + static_cast<int64_t>(idx[i + kPrefetch]) * D, D);
       add_row(acc, w + static_cast<int64_t>(idx[i]) * D + c, rest);
     }
     for (int64_t d = 0; d < rest; ++d) o[c + d] = static_cast<scalar_t>(acc[d]);
   }
 }
 
-// The library is compiled for baseline x86-64 (SSE2), as torch's own kernels are before
-// their per-CPU builds.  On x86-64 with GCC or Clang, sum_bags is also compiled for AVX2 (in
-// a function of its own name, so no inline function is built for two instruction sets) and
-// chosen once at run time, per chunk of bags.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define OPWRAP_EMBEDDING_BAG_AVX2 1
+// sum_bags is also compiled for AVX2 and FMA (common.h's OPWRAP_AVX2_CLONES), chosen once at
+// run time, per chunk of bags.
+#if OPWRAP_AVX2_CLONES
 template <typename scalar_t, typename index_t, typename acc_t>
 __attribute__((target("avx2,fma"))) void sum_bags_avx2(const scalar_t* w, const index_t* idx, const index_t* off,
                                                        scalar_t* out, int64_t B, int64_t D, int64_t N, int64_t begin,
@@ -161,27 +163,18 @@ void embedding_bag_sum_cpu(const at::Tensor& weight, const at::Tensor& indices, 
   const index_t* off = offsets.const_data_ptr<index_t>();
   scalar_t* out = result.mutable_data_ptr<scalar_t>();
   const int64_t B = offsets.size(0), D = weight.size(1), N = indices.size(0);
-#if OPWRAP_EMBEDDING_BAG_AVX2
+#if OPWRAP_AVX2_CLONES
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
   // Bags are independent: each writes its own row.
   const int64_t per_bag = std::max<int64_t>(1, D * (B > 0 ? N / B : 1));
   at::parallel_for(0, B, std::max<int64_t>(1, 32768 / per_bag), [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(static_cast<size_t>(D));
-#if OPWRAP_EMBEDDING_BAG_AVX2
+#if OPWRAP_AVX2_CLONES
     if (avx2) return sum_bags_avx2(w, idx, off, out, B, D, N, begin, end, acc.data());
 #endif
     sum_bags(w, idx, off, out, B, D, N, begin, end, acc.data());
   });
-}
-
-// Prefetches the `width` accumulators of row `row` (written next), a cache line at a time.
-template <typename acc_t>
-__attribute__((always_inline)) inline void prefetch_row(const acc_t* row, int64_t width) {
-  const char* p = reinterpret_cast<const char*>(row);
-  for (int64_t byte = 0; byte < width * static_cast<int64_t>(sizeof(acc_t)); byte += 64) {
-    __builtin_prefetch(p + byte, /*rw=*/1);
-  }
 }
 
 // Adds every bag's gradient row (columns [d0, d0 + width)) into the accumulator rows its
@@ -195,7 +188,7 @@ void scatter_bags(const scalar_t* g, const index_t* idx, const index_t* off, int
     bag_range("opwrap::embedding_bag_sum_backward", off, b, B, N, start, stop);
     const scalar_t* gr = g + b * D + d0;
     for (int64_t i = start; i < stop; ++i) {
-      if (i + kPrefetch < N) prefetch_row(acc + static_cast<int64_t>(idx[i + kPrefetch]) * stride, width);
+      if (i + kPrefetch < N) prefetch_row<1>(acc + static_cast<int64_t>(idx[i + kPrefetch]) * stride, width);
       add_row(acc + static_cast<int64_t>(idx[i]) * stride, gr, width);
     }
   }

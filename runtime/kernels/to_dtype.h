@@ -33,11 +33,9 @@ inline void bfloat16_to_float(const uint16_t* in, float* out, int64_t n) {
   }
 }
 
-// The library is compiled for baseline x86-64 (SSE2), which has no instruction that narrows
-// 32-bit lanes to 16: the float -> bfloat16 loop is also compiled for AVX2 (in a function of
-// its own name) and chosen once at run time, as embedding_bag's sum is.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define OPWRAP_TO_DTYPE_AVX2 1
+// Baseline x86-64 (SSE2) has no instruction that narrows 32-bit lanes to 16: the float ->
+// bfloat16 loop is also compiled for AVX2 (common.h's OPWRAP_AVX2_CLONES), chosen at run time.
+#if OPWRAP_AVX2_CLONES
 __attribute__((target("avx2"))) inline void float_to_bfloat16_avx2(const float* in, uint16_t* out, int64_t n) {
   float_to_bfloat16(in, out, n);
 }
@@ -49,7 +47,7 @@ void to_dtype_cpu(const at::Tensor& self, at::ScalarType /*dtype*/, at::Tensor& 
   result_t* out = result.mutable_data_ptr<result_t>();
   at::parallel_for(0, self.numel(), 32768, [&](int64_t begin, int64_t end) {
     if constexpr (std::is_same_v<scalar_t, float> && std::is_same_v<result_t, c10::BFloat16>) {
-#if OPWRAP_TO_DTYPE_AVX2
+#if OPWRAP_AVX2_CLONES
       static const bool avx2 = __builtin_cpu_supports("avx2");
       if (avx2) return float_to_bfloat16_avx2(in + begin, reinterpret_cast<uint16_t*>(out + begin), end - begin);
 #endif

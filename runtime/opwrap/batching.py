@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ._generated._runtime import per_sample, sample
+from ._generated._runtime import batch_first, per_sample, sample
 
 ops = torch.ops.opwrap
 
@@ -30,11 +30,6 @@ def _folded(fold, op, info, in_dims, args, kwargs=None):
         except Exception as e:
             raise e from None
         raise
-
-
-def _front(t, d, size):
-    """`t` with its batch dimension first; an unbatched `t` expanded to the batch."""
-    return t.movedim(d, 0) if d is not None else t.expand(size, *t.shape)
 
 
 def linear(info, in_dims, input, weight, bias=None):
@@ -137,8 +132,8 @@ def _bags(B, indices, i_dim, offsets, o_dim, rows):
     sample's last bag ends where its own indices do.  An index or offset out of its sample's
     range becomes -1, out of range in the folded call too.  int32 indices that the shifts
     would overflow become int64 (indices and offsets have one dtype)."""
-    idx = _front(indices, i_dim, B)
-    off = _front(offsets, o_dim, B)
+    idx = batch_first(indices, i_dim, B)
+    off = batch_first(offsets, o_dim, B)
     N, bags = idx.shape[1], off.shape[1]
     if idx.dtype == torch.int32 and B * max(rows or 0, N + 1) > torch.iinfo(torch.int32).max:
         idx, off = idx.long(), off.long()
@@ -202,7 +197,7 @@ def embedding_bag_sum_backward(info, in_dims, grad_output, indices, offsets, num
         return _folded(features, op, info, in_dims, args), 1
 
     def fold():
-        g = _front(grad_output, g_dim, B)
+        g = batch_first(grad_output, g_dim, B)
         D = g.shape[2]
         g = torch.cat([g.new_zeros(B, 1, D), g], 1).reshape(-1, D)
         idx, off, _ = _bags(B, indices, i_dim, offsets, o_dim, num_weights)

@@ -20,6 +20,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/variable.h>
+#include <opwrap/runtime/autograd.h>
 #include <opwrap/runtime/shape_str.h>
 
 #include <cstdint>
@@ -32,30 +33,12 @@ using torch::autograd::Node;
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
 
-inline bool has_forward_grad_one(const at::Tensor& t) {
-  return t.defined() && t._fw_grad(/*level=*/0).defined();
-}
-inline bool has_forward_grad_one(const std::optional<at::Tensor>& t) {
-  return t.has_value() && has_forward_grad_one(*t);
-}
-inline bool has_forward_grad_one(at::TensorList ts) {
-  for (const at::Tensor& t : ts) {
-    if (has_forward_grad_one(t)) return true;
-  }
-  return false;
-}
-inline bool has_forward_grad_one(const c10::List<std::optional<at::Tensor>>& ts) {
-  for (size_t i = 0; i < ts.size(); ++i) {
-    if (has_forward_grad_one(static_cast<std::optional<at::Tensor>>(ts.get(i)))) return true;
-  }
-  return false;
-}
-
 // Whether any input has a forward-mode gradient (a tangent) at level 0: the level of
 // torch.autograd.forward_ad, and of each torch.func.jvp / jacfwd layer once unwrapped.
+// (needs_autograd's test without its grad-mode half.)
 template <typename... Tensors>
 inline bool any_forward_grad(const Tensors&... tensors) {
-  return (false || ... || has_forward_grad_one(tensors));
+  return (false || ... || needs_autograd_one(tensors, /*grad_mode=*/false));
 }
 
 // Forward-mode AD (torch.func.jvp, jacfwd, hessian, torch.autograd.forward_ad) needs a forward
@@ -96,7 +79,7 @@ inline at::Tensor raw_tangent(const std::optional<at::Tensor>& t) {
 // (torchgen uses a ZeroTensor there), undefined for an absent Tensor?.
 inline at::Tensor tangent(const at::Tensor& t) {
   if (!t.defined()) return t;
-  at::Tensor fw = t._fw_grad(/*level=*/0);
+  at::Tensor fw = raw_tangent(t);
   return fw.defined() ? fw : at::zeros_like(primal(t));
 }
 inline at::Tensor tangent(const std::optional<at::Tensor>& t) {
