@@ -45,7 +45,7 @@ struct gelu_tanh_Backward : public torch::autograd::TraceableFunction {
     const size_t self_edge = next_edge++;
     torch::autograd::variable_list grad_inputs(num_outputs());
     if (task_should_compute_output(self_edge)) {
-#line 10 "declarations/gelu.yaml"
+#line 11 "declarations/gelu.yaml"
       grad_inputs[self_edge] = gelu_tanh_backward(grad, self);
 #line 51 "generated/autograd/gelu_tanh.cpp"
     }
@@ -91,7 +91,7 @@ at::Tensor gelu_tanh_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
       torch::autograd::variable_list grads(1);
       grads[0] = self_fw;
       const at::Tensor& grad = grads[0];
-  #line 10 "declarations/gelu.yaml"
+  #line 11 "declarations/gelu.yaml"
       opwrap::rt::add_tangent(result_tangent, gelu_tanh_backward(grad, self_p));
   #line 97 "generated/autograd/gelu_tanh.cpp"
     }

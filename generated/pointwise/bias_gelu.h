@@ -24,7 +24,7 @@ namespace {
 
 // bias_gelu(Tensor self, Tensor bias) -> Tensor
 //   x = self + bias
-//   x / (1 + exp(-1.5957691216057308 * (x + 0.044715 * x ** 3)))
+//   x / (1 + exp(-1.5957691216057308 * x * (1 + 0.044715 * x * x)))
 // over Tv = opmath_t (a scalar) or at::vec::Vectorized<opmath_t>.
 template <typename opmath_t>
 struct BiasGeluOp {
@@ -32,7 +32,7 @@ struct BiasGeluOp {
   template <typename Tv>
   C10_HOST_DEVICE Tv operator()(Tv self, Tv bias) const {
     const Tv x = (self + bias);
-    return (x / (Tv(1) + opwrap::pw::exp((opwrap::pw::neg(Tv(1.5957691216057308)) * (x + (Tv(0.044715) * (x * x * x)))))));
+    return (x / (Tv(1) + opwrap::pw::exp(((opwrap::pw::neg(Tv(1.5957691216057308)) * x) * (Tv(1) + ((Tv(0.044715) * x) * x))))));
   }
 };
 #if !defined(__CUDACC__)

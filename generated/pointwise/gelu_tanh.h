@@ -23,14 +23,14 @@ namespace opwrap::generated {
 namespace {
 
 // gelu_tanh(Tensor self) -> Tensor
-//   0.5 * self * (1 + tanh(0.7978845608028654 * (self + 0.044715 * self ** 3)))
+//   self / (1 + exp(-1.5957691216057308 * self * (1 + 0.044715 * self * self)))
 // over Tv = opmath_t (a scalar) or at::vec::Vectorized<opmath_t>.
 template <typename opmath_t>
 struct GeluTanhOp {
 
   template <typename Tv>
   C10_HOST_DEVICE Tv operator()(Tv self) const {
-    return ((Tv(0.5) * self) * (Tv(1) + opwrap::pw::tanh((Tv(0.7978845608028654) * (self + (Tv(0.044715) * (self * self * self)))))));
+    return (self / (Tv(1) + opwrap::pw::exp(((opwrap::pw::neg(Tv(1.5957691216057308)) * self) * (Tv(1) + ((Tv(0.044715) * self) * self))))));
   }
 };
 #if !defined(__CUDACC__)

@@ -23,18 +23,18 @@ namespace opwrap::generated {
 namespace {
 
 // gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor
-//   t = tanh(0.7978845608028654 * (self + 0.044715 * self ** 3))
-//   du = 0.7978845608028654 * (1 + 0.134145 * self ** 2)
-//   grad_output * (0.5 * (1 + t) + 0.5 * self * (1 - t * t) * du)
+//   x2 = self * self
+//   s = sigmoid(1.5957691216057308 * self * (1 + 0.044715 * x2))
+//   grad_output * s * (1 + 1.5957691216057308 * self * (1 - s) * (1 + 0.134145 * x2))
 // over Tv = opmath_t (a scalar) or at::vec::Vectorized<opmath_t>.
 template <typename opmath_t>
 struct GeluTanhBackwardOp {
 
   template <typename Tv>
   C10_HOST_DEVICE Tv operator()(Tv grad_output, Tv self) const {
-    const Tv t = opwrap::pw::tanh((Tv(0.7978845608028654) * (self + (Tv(0.044715) * (self * self * self)))));
-    const Tv du = (Tv(0.7978845608028654) * (Tv(1) + (Tv(0.134145) * (self * self))));
-    return (grad_output * ((Tv(0.5) * (Tv(1) + t)) + (((Tv(0.5) * self) * (Tv(1) - (t * t))) * du)));
+    const Tv x2 = (self * self);
+    const Tv s = opwrap::pw::sigmoid(((Tv(1.5957691216057308) * self) * (Tv(1) + (Tv(0.044715) * x2))));
+    return ((grad_output * s) * (Tv(1) + (((Tv(1.5957691216057308) * self) * (Tv(1) - s)) * (Tv(1) + (Tv(0.134145) * x2)))));
   }
 };
 #if !defined(__CUDACC__)
