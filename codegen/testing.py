@@ -711,22 +711,9 @@ def check_gradients(decl: Declaration, op, sample: SampleInput) -> None:
         (i, j) for i, v in enumerate(inputs) if isinstance(v, list)
         for j, x in enumerate(v) if isinstance(x, torch.Tensor) and x.requires_grad]
 
-    def fn(*tensors):
-        args = [list(v) if isinstance(v, list) else v for v in inputs]
-        for (i, j), t in zip(positions, tensors):
-            t = t.clone() if names[i] in written else t
-            if j is None:
-                args[i] = t
-            else:
-                args[i][j] = t
-        outs = _results(decl, op(*args, **sample.kwargs))
-        keep = [o for o, ok in zip(outs, decl.derivatives.output_differentiability) if ok]
-        return tuple(x for o in keep for x in (o if isinstance(o, (list, tuple)) else [o]))
-
+    fn = differentiable_function(decl, op, inputs, sample.kwargs, positions)
     tensors = tuple(inputs[i] if j is None else inputs[i][j] for i, j in positions)
     assert tensors or not diff, f"{decl.op_name}: no input requires grad"
-    if any(unwrap_optional(a.type) == BaseType("Generator") for a in decl.schema.arguments):  # a random op
-        fn = _same_draws(fn, (*inputs, *sample.kwargs.values()))
     if not tensors:
         return
     # Forward mode (jvp, jacfwd) too, where the op has forward derivatives (a 'result:' formula,
@@ -746,6 +733,36 @@ def check_gradients(decl: Declaration, op, sample: SampleInput) -> None:
         # Forward over reverse (torch.func.hessian's jacfwd of jacrev) as well as reverse over
         # reverse: the backward formulas' own forward derivatives.
         assert torch.autograd.gradgradcheck(fn, tensors, check_fwd_over_rev=forward)
+
+
+def differentiable_function(decl: Declaration, op, inputs: list, kwargs: dict, positions: list) -> Callable:
+    """The op as a pure function of the tensors at `positions` (argument index, and the
+    element of a Tensor[] or None), giving its differentiable results flattened: what
+    gradcheck and the torch.func transforms take.  `inputs` holds the other arguments (a
+    Tensor[] as a list).  Written arguments are cloned first, so calls do not accumulate,
+    and a random op draws the same numbers on every call."""
+    import torch
+
+    names = [a.name for a in decl.schema.arguments if not a.kwarg_only]
+    written = {a.name for a in decl.schema.arguments if a.is_write}
+
+    def fn(*tensors):
+        args = [list(v) if isinstance(v, list) else v for v in inputs]
+        for (i, j), t in zip(positions, tensors):
+            if j is None:
+                args[i] = t
+            else:
+                args[i][j] = t
+        for i, n in enumerate(names[: len(args)]):
+            if n in written and isinstance(args[i], torch.Tensor):
+                args[i] = args[i].clone()
+        outs = _results(decl, op(*args, **kwargs))
+        keep = [o for o, ok in zip(outs, decl.derivatives.output_differentiability) if ok]
+        return tuple(x for o in keep for x in (o if isinstance(o, (list, tuple)) else [o]))
+
+    if any(unwrap_optional(a.type) == BaseType("Generator") for a in decl.schema.arguments):  # a random op
+        return _same_draws(fn, (*inputs, *kwargs.values()))
+    return fn
 
 
 def _same_draws(fn, values):

@@ -28,47 +28,26 @@ def float64_combo(decl):
 
 class Case:
     """One sample of an op as a function of its differentiable tensors (each element of a
-    Tensor[] one of them): `fn(*tensors)` gives the differentiable results, and `loss` a
-    scalar of them with fixed random weights.  A written argument is cloned first, so the
-    function is pure (as testing.check_gradients does)."""
+    Tensor[] one of them): `fn(*tensors)` gives the differentiable results (as
+    testing.check_gradients takes the op), and `loss` a scalar of them with fixed random weights."""
 
     def __init__(self, decl, sample):
         self.decl, self.op, self.kwargs = decl, op_of(decl), sample.kwargs
-        self.names = [a.name for a in decl.schema.arguments if not a.kwarg_only]
-        self.written = {a.name for a in decl.schema.arguments if a.is_write}
+        names = [a.name for a in decl.schema.arguments if not a.kwarg_only]
         diff = testing.differentiable_inputs(decl)
         self.inputs = [list(v) if isinstance(v, (list, tuple)) else v for v in sample.args]
         self.positions = []
         for i, v in enumerate(self.inputs):
-            name = self.names[i] if i < len(self.names) else ""
+            name = names[i] if i < len(names) else ""
             if name in diff and isinstance(v, torch.Tensor):
                 self.positions.append((i, None))
             elif name in diff and isinstance(v, list):
                 self.positions += [(i, j) for j, x in enumerate(v) if isinstance(x, torch.Tensor)]
-        values = [*self.inputs, *self.kwargs.values()]
-        self.generators = [(x, x.get_state()) for x in values if isinstance(x, torch.Generator)]
         self.tensors = tuple((self.inputs[i] if j is None else self.inputs[i][j]).detach() for i, j in self.positions)
+        self.fn = testing.differentiable_function(decl, self.op, self.inputs, self.kwargs, self.positions)
         g = torch.Generator().manual_seed(7)
         outs = self.fn(*self.tensors)
         self.weights = [torch.randn(o.shape, dtype=o.dtype, generator=g) for o in outs]
-
-    def fn(self, *tensors):
-        args = [list(v) if isinstance(v, list) else v for v in self.inputs]
-        for (i, j), t in zip(self.positions, tensors):
-            if j is None:
-                args[i] = t
-            else:
-                args[i][j] = t
-        for i, n in enumerate(self.names[: len(args)]):
-            if n in self.written and isinstance(args[i], torch.Tensor):
-                args[i] = args[i].clone()
-        if self.decl.op_name in RANDOM:  # the same draws on every call
-            torch.manual_seed(0)
-            for gen, state in self.generators:
-                gen.set_state(state)
-        outs = testing._results(self.decl, self.op(*args, **self.kwargs))
-        keep = [o for o, ok in zip(outs, self.decl.derivatives.output_differentiability) if ok]
-        return tuple(x for o in keep for x in (o if isinstance(o, (list, tuple)) else [o]))
 
     def loss(self, *tensors):
         return sum((o * w).sum() for o, w in zip(self.fn(*tensors), self.weights))
@@ -216,8 +195,9 @@ def test_vmap_of_grad_matches_a_loop(decl):
     batch = [jitter(t) for t in case.tensors]
     # An argument the op writes (addmv_'s self) is batched too: in place into an unbatched
     # tensor with batched operands is torch's "vmap: ... is not possible" error, as for aten's.
-    written = [i for i, n in enumerate(case.names[: len(case.inputs)])
-               if n in case.written and isinstance(case.inputs[i], torch.Tensor)]
+    positional = [a for a in decl.schema.arguments if not a.kwarg_only]
+    written = [i for i, a in enumerate(positional[: len(case.inputs)])
+               if a.is_write and isinstance(case.inputs[i], torch.Tensor)]
     written_batch = [jitter(case.inputs[i]) for i in written]
 
     def loss(*args):
