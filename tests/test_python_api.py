@@ -289,8 +289,10 @@ def test_eager_calls_take_the_compiled_binding():
 @pytest.mark.parametrize("call", [
     lambda f, x, w: f["linear"](x, w),                      # a default filled in C++
     lambda f, x, w: f["linear"](x, w, None),
-    lambda f, x, w: f["linear"](x, w, bias=torch.ones(5)),  # a keyword: the wrapper takes it
+    lambda f, x, w: f["linear"](x, w, bias=torch.ones(5)),  # keywords, by the wrapper's names
     lambda f, x, w: f["linear"](input=x, weight=w),
+    lambda f, x, w: f["linear"](weight=w, bias=None, input=x),
+    lambda f, x, w: f["myadd_out"](x, x, out=torch.empty(4, 3)),  # a keyword-only out= argument
     lambda f, x, w: f["rms_norm"](x, torch.ones(3), 1e-3),
     lambda f, x, w: f["addmv_"](torch.zeros(5), w, torch.ones(3), beta=0.5, alpha=2),
     lambda f, x, w: f["fill_natural"]((2, 3)),
@@ -304,6 +306,50 @@ def test_binding_and_wrapper_agree(call):
     assert type(got) is type(want)
     for g, e in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         torch.testing.assert_close(g, e)
+
+
+@pytest.fixture
+def wrapper_calls():
+    """The names of the ops whose calls the fast bindings handed to their Python wrapper,
+    while the test runs."""
+    fast, calls = ops.myadd.__self__, []
+
+    def counting(wrapper):
+        @functools.wraps(wrapper)
+        def twin(*args, **kwargs):
+            calls.append(wrapper.__name__)
+            return wrapper(*args, **kwargs)
+        return twin
+
+    def install(make):
+        for i, name in enumerate(fast.OPS):
+            result = typing.get_type_hints(ops.WRAPPERS[name]).get("return")
+            fast.install(i, make(ops.WRAPPERS[name]), result if isinstance(result, type) and issubclass(result, tuple) else None)
+    install(counting)
+    try:
+        yield calls
+    finally:
+        install(lambda wrapper: wrapper)
+
+
+def test_keyword_calls_stay_on_the_binding(wrapper_calls):
+    x, w, acc = torch.randn(4, 3), torch.randn(5, 3), torch.zeros(5)
+    out = torch.empty(4, 3)
+    assert ops.addmv_(acc, w, torch.ones(3), beta=0.5, alpha=2) is acc  # keyword-only Scalars
+    assert ops.myadd_out(x, x, out=out) is out and torch.equal(out, x + x)
+    torch.testing.assert_close(ops.myadd(other=x, self=x), x + x)
+    torch.testing.assert_close(ops.linear(x, weight=w, bias=None), x @ w.T)
+    assert wrapper_calls == []
+    # What the binding cannot take goes to the wrapper: its own out=, a name it does not know,
+    # an argument given twice, a value of another type.
+    ops.myadd(x, x, out=out)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        ops.myadd(x, x, bogus=1)
+    with pytest.raises(TypeError, match="multiple values for argument 'self'"):
+        ops.myadd(x, self=x)
+    with pytest.raises(RuntimeError, match="Expected a value of type 'number' for argument 'beta'"):
+        ops.addmv_(acc, w, torch.ones(3), beta="half")
+    assert wrapper_calls == ["myadd", "myadd", "myadd", "addmv_"]
 
 
 def test_binding_errors_are_the_ops_errors():

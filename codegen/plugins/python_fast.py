@@ -1,8 +1,11 @@
 """The fast eager call path: a CPython extension module (`<package>._generated._fast`, built
 beside the op library) with one METH_FASTCALL function per op that unpacks its arguments,
 calls the typed dispatcher handle with the GIL released and wraps the result.  Calls it
-cannot take exactly (keywords, tensor-likes with `__torch_function__`, a TorchFunctionMode,
+cannot take exactly (tensor-likes with `__torch_function__`, a TorchFunctionMode,
 an argument of another type) go to the op's Python wrapper, which handles everything.
+Keyword arguments are taken by the wrapper's parameter names (`from_` for a schema's `from`);
+a name that is none of them, or an argument given twice, goes to the wrapper, which raises
+Python's TypeError.
 `opwrap.ops` binds each public name to its fast function and registers the Python wrapper
 with `torch.compiler.substitute_in_graph`, so torch.compile traces the wrapper.
 
@@ -26,7 +29,8 @@ from .base import Output, Plugin
 # inside each function (an argument's local must not).
 FILE_SCOPE = frozenset({"kOps", "twins", "result_types", "fallback", "wrap_result", "install", "methods", "module",
                         "PyInit__fast"})
-FUNCTION_SCOPE = frozenset({"args", "nargsf", "kwnames", "nargs", "op", "result", "values", "no_gil", "item"})
+FUNCTION_SCOPE = frozenset({"args", "nargsf", "kwnames", "nargs", "op", "result", "values", "no_gil", "item",
+                            "keywords", "slots", "i"})
 # Returned types the fast path wraps (opwrap::py::wrap).
 _WRAPPED = {"Tensor", "int", "SymInt", "float", "bool", "Tensor[]"}
 
@@ -86,8 +90,9 @@ class Binding:
     op_name: str  # "ns::name", as a C string literal
     overload: str  # as a C string literal
     op_type: str
-    min_args: int  # positional arguments the caller must give
     max_args: int  # positional arguments the caller may give
+    arity: int  # the op's arguments
+    keywords: str  # their Python names (the wrapper's parameters), as a C++ initializer
     unpack: tuple[str, ...]
     result: tuple[str, ...]
     schema: str
@@ -101,30 +106,29 @@ def plan(decl, index: int, namespace: str, function: str, symbol: str, out_overl
         return None
     if any(a.default is not None and _default(a) is None for a in s.arguments):
         return None
-    if any(a.kwarg_only and a.default is None for a in s.arguments):
-        return None
     aliased = [s.aliased_argument(r) for r in s.returns]
     if any(al is not None for al in aliased) and len(s.returns) != 1:
         return None
     if any(al is None and not _wrapped(r) for r, al in zip(s.returns, aliased)):
         return None
     positional = [a for a in s.arguments if not a.kwarg_only]
-    required = sum(1 for a in positional if a.default is None)
+    sig = py.python_signature(decl, function, out_overload)  # its doc shows the wrapper's out= too
     taken = set(FUNCTION_SCOPE)
     unpack, call, sizes = [], [], []
     for i, (a, parser) in enumerate(zip(s.arguments, parsers)):
         ctype, take = parser  # type: ignore[misc]
         var = cpp_ident(f"{a.name}_", taken)
         taken.add(var)
-        if a.kwarg_only:
+        # slots[i]: the argument as the caller gave it (positionally or by keyword), or null.
+        if a.default is not None:
             unpack.append(f"{ctype} {var} = {_default(a)};")
-        elif a.default is not None:
-            unpack.append(f"{ctype} {var} = {_default(a)};")
-            unpack.append(f"if (nargs > {i} && !opwrap::py::{take}(args[{i}], {var})) return fallback({index}, args, nargsf, kwnames);")
+            unpack.append(f"if (slots[{i}] != nullptr && !opwrap::py::{take}(slots[{i}], {var})) "
+                          f"return fallback({index}, args, nargsf, kwnames);")
         else:
             init = " = nullptr" if ctype.endswith("*") else "{}"
             unpack.append(f"{ctype} {var}{init};")
-            unpack.append(f"if (!opwrap::py::{take}(args[{i}], {var})) return fallback({index}, args, nargsf, kwnames);")
+            unpack.append(f"if (slots[{i}] == nullptr || !opwrap::py::{take}(slots[{i}], {var})) "
+                          f"return fallback({index}, args, nargsf, kwnames);")
         if ctype.endswith("*"):
             call.append(f"const_cast<at::Tensor&>(*{var})" if a.is_write else f"*{var}")
             sizes.append(f"{var}->numel()")
@@ -138,7 +142,7 @@ def plan(decl, index: int, namespace: str, function: str, symbol: str, out_overl
         result = (f"{{ {gil} op.call({args}); }}", "Py_RETURN_NONE;")
     elif aliased[0] is not None:
         pos = s.arguments.index(aliased[0])
-        result = (f"{{ {gil} op.call({args}); }}", f"Py_INCREF(args[{pos}]);", f"return args[{pos}];")
+        result = (f"{{ {gil} op.call({args}); }}", f"Py_INCREF(slots[{pos}]);", f"return slots[{pos}];")
     elif len(rets) == 1:
         result = (f"{cpp.returns_type(s)} result;", f"{{ {gil} result = op.call({args}); }}",
                   "return opwrap::py::wrap(std::move(result));")
@@ -151,11 +155,11 @@ def plan(decl, index: int, namespace: str, function: str, symbol: str, out_overl
                        f"if (item{i} == nullptr) {{ Py_DECREF(values); return nullptr; }}",
                        f"PyTuple_SET_ITEM(values, {i}, item{i});")
         result += (f"return wrap_result({index}, values);",)
-    sig = py.python_signature(decl, function, out_overload)  # its doc shows the wrapper's out= too
     doc = f"{function}({sig.parameters(annotated=False)})\n--\n\n" + "\n".join(py.doc_lines(decl, namespace))
     return Binding(cpp_string(function), symbol, cpp_string(f"{namespace}::{decl.name}"), cpp_string(decl.overload),
-                   cpp.dispatcher_signature(s), required, len(positional),
-                   tuple(unpack), result, str(s), cpp_string(doc))
+                   cpp.dispatcher_signature(s), len(positional), len(s.arguments),
+                   "{" + ", ".join(cpp_string(a.ident) for a in sig.args) + "}", tuple(unpack), result, str(s),
+                   cpp_string(doc))
 
 
 class PythonFast(Plugin):

@@ -14,7 +14,7 @@
 
 namespace {
 
-constexpr Py_ssize_t kOps = 30;
+constexpr Py_ssize_t kOps = 31;
 // The Python wrapper of each op, which takes every call the fast path does not, and the
 // result type of ops with named returns.  Set by `install` when opwrap.ops is imported.
 PyObject* twins[kOps + 1] = {};
@@ -39,23 +39,31 @@ PyObject* fallback(Py_ssize_t op, PyObject* const* args, size_t nargsf, PyObject
 PyObject* addmv_(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 3 || nargs > 3 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 3 || at::impl::torch_function_mode_enabled()) {
+    return fallback(0, args, nargsf, kwnames);
+  }
+  static const char* const keywords[5] = {"self", "mat", "vec", "beta", "alpha"};
+  PyObject* slots[5] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(0, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(0, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(0, args, nargsf, kwnames);
   const at::Tensor* mat_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], mat_)) return fallback(0, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], mat_)) return fallback(0, args, nargsf, kwnames);
   const at::Tensor* vec_ = nullptr;
-  if (!opwrap::py::take_tensor(args[2], vec_)) return fallback(0, args, nargsf, kwnames);
+  if (slots[2] == nullptr || !opwrap::py::take_tensor(slots[2], vec_)) return fallback(0, args, nargsf, kwnames);
   at::Scalar beta_ = 1;
+  if (slots[3] != nullptr && !opwrap::py::take_scalar(slots[3], beta_)) return fallback(0, args, nargsf, kwnames);
   at::Scalar alpha_ = 1;
+  if (slots[4] != nullptr && !opwrap::py::take_scalar(slots[4], alpha_)) return fallback(0, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::addmv_", "")
       .typed<at::Tensor&(at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, const at::Scalar&)>();
   { opwrap::py::NoGil no_gil(self_->numel() + mat_->numel() + vec_->numel()); op.call(const_cast<at::Tensor&>(*self_), *mat_, *vec_, beta_, alpha_); }
-  Py_INCREF(args[0]);
-  return args[0];
+  Py_INCREF(slots[0]);
+  return slots[0];
   END_HANDLE_TH_ERRORS
 }
 
@@ -63,13 +71,19 @@ PyObject* addmv_(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyO
 PyObject* bucketize_count(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(1, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"values", "boundaries"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(1, args, nargsf, kwnames);
   }
   const at::Tensor* values_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], values_)) return fallback(1, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], values_)) return fallback(1, args, nargsf, kwnames);
   const at::Tensor* boundaries_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], boundaries_)) return fallback(1, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], boundaries_)) return fallback(1, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::bucketize_count", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>();
@@ -91,11 +105,17 @@ PyObject* bucketize_count(PyObject* /*module*/, PyObject* const* args, size_t na
 PyObject* cat_rows(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 1 || nargs > 1 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 1 || at::impl::torch_function_mode_enabled()) {
+    return fallback(2, args, nargsf, kwnames);
+  }
+  static const char* const keywords[1] = {"tensors"};
+  PyObject* slots[1] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(2, args, nargsf, kwnames);
   }
   std::vector<at::Tensor> tensors_{};
-  if (!opwrap::py::take_tensor_list(args[0], tensors_)) return fallback(2, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor_list(slots[0], tensors_)) return fallback(2, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::cat_rows", "")
       .typed<at::Tensor(at::TensorList)>();
@@ -109,13 +129,19 @@ PyObject* cat_rows(PyObject* /*module*/, PyObject* const* args, size_t nargsf, P
 PyObject* chunk_rows(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(3, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"self", "chunks"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(3, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(3, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(3, args, nargsf, kwnames);
   int64_t chunks_{};
-  if (!opwrap::py::take_int(args[1], chunks_)) return fallback(3, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_int(slots[1], chunks_)) return fallback(3, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::chunk_rows", "")
       .typed<std::vector<at::Tensor>(const at::Tensor&, int64_t)>();
@@ -129,11 +155,17 @@ PyObject* chunk_rows(PyObject* /*module*/, PyObject* const* args, size_t nargsf,
 PyObject* dedup_consecutive(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 1 || nargs > 1 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 1 || at::impl::torch_function_mode_enabled()) {
+    return fallback(4, args, nargsf, kwnames);
+  }
+  static const char* const keywords[1] = {"self"};
+  PyObject* slots[1] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(4, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(4, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(4, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::dedup_consecutive", "")
       .typed<at::Tensor(const at::Tensor&)>();
@@ -147,15 +179,21 @@ PyObject* dedup_consecutive(PyObject* /*module*/, PyObject* const* args, size_t 
 PyObject* dropout(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 3 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 3 || at::impl::torch_function_mode_enabled()) {
+    return fallback(5, args, nargsf, kwnames);
+  }
+  static const char* const keywords[3] = {"self", "p", "generator"};
+  PyObject* slots[3] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(5, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(5, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(5, args, nargsf, kwnames);
   double p_{};
-  if (!opwrap::py::take_double(args[1], p_)) return fallback(5, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_double(slots[1], p_)) return fallback(5, args, nargsf, kwnames);
   std::optional<at::Generator> generator_ = std::nullopt;
-  if (nargs > 2 && !opwrap::py::take_optional_generator(args[2], generator_)) return fallback(5, args, nargsf, kwnames);
+  if (slots[2] != nullptr && !opwrap::py::take_optional_generator(slots[2], generator_)) return fallback(5, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::dropout", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double, std::optional<at::Generator>)>();
@@ -177,15 +215,21 @@ PyObject* dropout(PyObject* /*module*/, PyObject* const* args, size_t nargsf, Py
 PyObject* embedding_bag_sum(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 3 || nargs > 3 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 3 || at::impl::torch_function_mode_enabled()) {
+    return fallback(6, args, nargsf, kwnames);
+  }
+  static const char* const keywords[3] = {"weight", "indices", "offsets"};
+  PyObject* slots[3] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(6, args, nargsf, kwnames);
   }
   const at::Tensor* weight_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], weight_)) return fallback(6, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], weight_)) return fallback(6, args, nargsf, kwnames);
   const at::Tensor* indices_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], indices_)) return fallback(6, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], indices_)) return fallback(6, args, nargsf, kwnames);
   const at::Tensor* offsets_ = nullptr;
-  if (!opwrap::py::take_tensor(args[2], offsets_)) return fallback(6, args, nargsf, kwnames);
+  if (slots[2] == nullptr || !opwrap::py::take_tensor(slots[2], offsets_)) return fallback(6, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::embedding_bag_sum", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
@@ -199,17 +243,23 @@ PyObject* embedding_bag_sum(PyObject* /*module*/, PyObject* const* args, size_t 
 PyObject* embedding_bag_sum_backward(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 4 || nargs > 4 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 4 || at::impl::torch_function_mode_enabled()) {
+    return fallback(7, args, nargsf, kwnames);
+  }
+  static const char* const keywords[4] = {"grad_output", "indices", "offsets", "num_weights"};
+  PyObject* slots[4] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(7, args, nargsf, kwnames);
   }
   const at::Tensor* grad_output_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], grad_output_)) return fallback(7, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], grad_output_)) return fallback(7, args, nargsf, kwnames);
   const at::Tensor* indices_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], indices_)) return fallback(7, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], indices_)) return fallback(7, args, nargsf, kwnames);
   const at::Tensor* offsets_ = nullptr;
-  if (!opwrap::py::take_tensor(args[2], offsets_)) return fallback(7, args, nargsf, kwnames);
+  if (slots[2] == nullptr || !opwrap::py::take_tensor(slots[2], offsets_)) return fallback(7, args, nargsf, kwnames);
   c10::SymInt num_weights_{};
-  if (!opwrap::py::take_symint(args[3], num_weights_)) return fallback(7, args, nargsf, kwnames);
+  if (slots[3] == nullptr || !opwrap::py::take_symint(slots[3], num_weights_)) return fallback(7, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::embedding_bag_sum_backward", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymInt)>();
@@ -223,11 +273,17 @@ PyObject* embedding_bag_sum_backward(PyObject* /*module*/, PyObject* const* args
 PyObject* fill_natural(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 1 || nargs > 1 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 1 || at::impl::torch_function_mode_enabled()) {
+    return fallback(8, args, nargsf, kwnames);
+  }
+  static const char* const keywords[1] = {"size"};
+  PyObject* slots[1] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(8, args, nargsf, kwnames);
   }
   std::vector<int64_t> size_{};
-  if (!opwrap::py::take_int_list(args[0], size_)) return fallback(8, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_int_list(slots[0], size_)) return fallback(8, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::fill_natural", "")
       .typed<at::Tensor(at::IntArrayRef)>();
@@ -241,11 +297,17 @@ PyObject* fill_natural(PyObject* /*module*/, PyObject* const* args, size_t nargs
 PyObject* gelu_tanh(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 1 || nargs > 1 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 1 || at::impl::torch_function_mode_enabled()) {
+    return fallback(9, args, nargsf, kwnames);
+  }
+  static const char* const keywords[1] = {"self"};
+  PyObject* slots[1] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(9, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(9, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(9, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::gelu_tanh", "")
       .typed<at::Tensor(const at::Tensor&)>();
@@ -259,13 +321,19 @@ PyObject* gelu_tanh(PyObject* /*module*/, PyObject* const* args, size_t nargsf, 
 PyObject* bias_gelu(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(10, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"self", "bias"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(10, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(10, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(10, args, nargsf, kwnames);
   const at::Tensor* bias_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], bias_)) return fallback(10, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], bias_)) return fallback(10, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::bias_gelu", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
@@ -279,13 +347,19 @@ PyObject* bias_gelu(PyObject* /*module*/, PyObject* const* args, size_t nargsf, 
 PyObject* gelu_tanh_backward(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(11, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"grad_output", "self"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(11, args, nargsf, kwnames);
   }
   const at::Tensor* grad_output_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], grad_output_)) return fallback(11, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], grad_output_)) return fallback(11, args, nargsf, kwnames);
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], self_)) return fallback(11, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], self_)) return fallback(11, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::gelu_tanh_backward", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
@@ -299,15 +373,21 @@ PyObject* gelu_tanh_backward(PyObject* /*module*/, PyObject* const* args, size_t
 PyObject* gelu_tanh_double_backward(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 3 || nargs > 3 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 3 || at::impl::torch_function_mode_enabled()) {
+    return fallback(12, args, nargsf, kwnames);
+  }
+  static const char* const keywords[3] = {"grad", "grad_output", "self"};
+  PyObject* slots[3] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(12, args, nargsf, kwnames);
   }
   const at::Tensor* grad_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], grad_)) return fallback(12, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], grad_)) return fallback(12, args, nargsf, kwnames);
   const at::Tensor* grad_output_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], grad_output_)) return fallback(12, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], grad_output_)) return fallback(12, args, nargsf, kwnames);
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[2], self_)) return fallback(12, args, nargsf, kwnames);
+  if (slots[2] == nullptr || !opwrap::py::take_tensor(slots[2], self_)) return fallback(12, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::gelu_tanh_double_backward", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
@@ -321,15 +401,21 @@ PyObject* gelu_tanh_double_backward(PyObject* /*module*/, PyObject* const* args,
 PyObject* huber(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 3 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 3 || at::impl::torch_function_mode_enabled()) {
+    return fallback(13, args, nargsf, kwnames);
+  }
+  static const char* const keywords[3] = {"input", "target", "delta"};
+  PyObject* slots[3] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(13, args, nargsf, kwnames);
   }
   const at::Tensor* input_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], input_)) return fallback(13, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], input_)) return fallback(13, args, nargsf, kwnames);
   const at::Tensor* target_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], target_)) return fallback(13, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], target_)) return fallback(13, args, nargsf, kwnames);
   double delta_ = 1.0;
-  if (nargs > 2 && !opwrap::py::take_double(args[2], delta_)) return fallback(13, args, nargsf, kwnames);
+  if (slots[2] != nullptr && !opwrap::py::take_double(slots[2], delta_)) return fallback(13, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::huber", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
@@ -343,17 +429,23 @@ PyObject* huber(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyOb
 PyObject* layer_norm(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 3 || nargs > 4 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 4 || at::impl::torch_function_mode_enabled()) {
+    return fallback(14, args, nargsf, kwnames);
+  }
+  static const char* const keywords[4] = {"input", "weight", "bias", "eps"};
+  PyObject* slots[4] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(14, args, nargsf, kwnames);
   }
   const at::Tensor* input_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], input_)) return fallback(14, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], input_)) return fallback(14, args, nargsf, kwnames);
   const at::Tensor* weight_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], weight_)) return fallback(14, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], weight_)) return fallback(14, args, nargsf, kwnames);
   const at::Tensor* bias_ = nullptr;
-  if (!opwrap::py::take_tensor(args[2], bias_)) return fallback(14, args, nargsf, kwnames);
+  if (slots[2] == nullptr || !opwrap::py::take_tensor(slots[2], bias_)) return fallback(14, args, nargsf, kwnames);
   double eps_ = 1e-05;
-  if (nargs > 3 && !opwrap::py::take_double(args[3], eps_)) return fallback(14, args, nargsf, kwnames);
+  if (slots[3] != nullptr && !opwrap::py::take_double(slots[3], eps_)) return fallback(14, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::layer_norm", "")
       .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
@@ -378,19 +470,25 @@ PyObject* layer_norm(PyObject* /*module*/, PyObject* const* args, size_t nargsf,
 PyObject* layer_norm_backward(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 5 || nargs > 5 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 5 || at::impl::torch_function_mode_enabled()) {
+    return fallback(15, args, nargsf, kwnames);
+  }
+  static const char* const keywords[5] = {"grad_out", "input", "weight", "saved_mean", "saved_rstd"};
+  PyObject* slots[5] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(15, args, nargsf, kwnames);
   }
   const at::Tensor* grad_out_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], grad_out_)) return fallback(15, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], grad_out_)) return fallback(15, args, nargsf, kwnames);
   const at::Tensor* input_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], input_)) return fallback(15, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], input_)) return fallback(15, args, nargsf, kwnames);
   const at::Tensor* weight_ = nullptr;
-  if (!opwrap::py::take_tensor(args[2], weight_)) return fallback(15, args, nargsf, kwnames);
+  if (slots[2] == nullptr || !opwrap::py::take_tensor(slots[2], weight_)) return fallback(15, args, nargsf, kwnames);
   const at::Tensor* saved_mean_ = nullptr;
-  if (!opwrap::py::take_tensor(args[3], saved_mean_)) return fallback(15, args, nargsf, kwnames);
+  if (slots[3] == nullptr || !opwrap::py::take_tensor(slots[3], saved_mean_)) return fallback(15, args, nargsf, kwnames);
   const at::Tensor* saved_rstd_ = nullptr;
-  if (!opwrap::py::take_tensor(args[4], saved_rstd_)) return fallback(15, args, nargsf, kwnames);
+  if (slots[4] == nullptr || !opwrap::py::take_tensor(slots[4], saved_rstd_)) return fallback(15, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::layer_norm_backward", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
@@ -404,15 +502,21 @@ PyObject* layer_norm_backward(PyObject* /*module*/, PyObject* const* args, size_
 PyObject* linear(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 3 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 3 || at::impl::torch_function_mode_enabled()) {
+    return fallback(16, args, nargsf, kwnames);
+  }
+  static const char* const keywords[3] = {"input", "weight", "bias"};
+  PyObject* slots[3] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(16, args, nargsf, kwnames);
   }
   const at::Tensor* input_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], input_)) return fallback(16, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], input_)) return fallback(16, args, nargsf, kwnames);
   const at::Tensor* weight_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], weight_)) return fallback(16, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], weight_)) return fallback(16, args, nargsf, kwnames);
   std::optional<at::Tensor> bias_ = std::nullopt;
-  if (nargs > 2 && !opwrap::py::take_optional_tensor(args[2], bias_)) return fallback(16, args, nargsf, kwnames);
+  if (slots[2] != nullptr && !opwrap::py::take_optional_tensor(slots[2], bias_)) return fallback(16, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::linear", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>();
@@ -426,13 +530,19 @@ PyObject* linear(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyO
 PyObject* mul_constant(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(17, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"self", "constant"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(17, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(17, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(17, args, nargsf, kwnames);
   double constant_{};
-  if (!opwrap::py::take_double(args[1], constant_)) return fallback(17, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_double(slots[1], constant_)) return fallback(17, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::mul_constant", "")
       .typed<at::Tensor(const at::Tensor&, double)>();
@@ -446,13 +556,19 @@ PyObject* mul_constant(PyObject* /*module*/, PyObject* const* args, size_t nargs
 PyObject* myadd(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(18, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"self", "other"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
     return fallback(18, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(18, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(18, args, nargsf, kwnames);
   const at::Tensor* other_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], other_)) return fallback(18, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], other_)) return fallback(18, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::myadd", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
@@ -462,17 +578,51 @@ PyObject* myadd(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyOb
   END_HANDLE_TH_ERRORS
 }
 
+// myadd.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)
+PyObject* myadd_out(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  HANDLE_TH_ERRORS
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(19, args, nargsf, kwnames);
+  }
+  static const char* const keywords[3] = {"self", "other", "out"};
+  PyObject* slots[3] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(19, args, nargsf, kwnames);
+  }
+  const at::Tensor* self_ = nullptr;
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(19, args, nargsf, kwnames);
+  const at::Tensor* other_ = nullptr;
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], other_)) return fallback(19, args, nargsf, kwnames);
+  const at::Tensor* out_ = nullptr;
+  if (slots[2] == nullptr || !opwrap::py::take_tensor(slots[2], out_)) return fallback(19, args, nargsf, kwnames);
+  static const auto op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opwrap::myadd", "out")
+      .typed<at::Tensor&(const at::Tensor&, const at::Tensor&, at::Tensor&)>();
+  { opwrap::py::NoGil no_gil(self_->numel() + other_->numel() + out_->numel()); op.call(*self_, *other_, const_cast<at::Tensor&>(*out_)); }
+  Py_INCREF(slots[2]);
+  return slots[2];
+  END_HANDLE_TH_ERRORS
+}
+
 // mymatmul(Tensor self, Tensor other) -> Tensor
 PyObject* mymatmul(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
-    return fallback(19, args, nargsf, kwnames);
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(20, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"self", "other"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(20, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(19, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(20, args, nargsf, kwnames);
   const at::Tensor* other_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], other_)) return fallback(19, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], other_)) return fallback(20, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::mymatmul", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
@@ -486,11 +636,17 @@ PyObject* mymatmul(PyObject* /*module*/, PyObject* const* args, size_t nargsf, P
 PyObject* nonzero_flat(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 1 || nargs > 1 || at::impl::torch_function_mode_enabled()) {
-    return fallback(20, args, nargsf, kwnames);
+  if (nargs > 1 || at::impl::torch_function_mode_enabled()) {
+    return fallback(21, args, nargsf, kwnames);
+  }
+  static const char* const keywords[1] = {"self"};
+  PyObject* slots[1] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(21, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(20, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(21, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::nonzero_flat", "")
       .typed<at::Tensor(const at::Tensor&)>();
@@ -504,21 +660,27 @@ PyObject* nonzero_flat(PyObject* /*module*/, PyObject* const* args, size_t nargs
 PyObject* reshape_and_cache(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 6 || nargs > 6 || at::impl::torch_function_mode_enabled()) {
-    return fallback(21, args, nargsf, kwnames);
+  if (nargs > 6 || at::impl::torch_function_mode_enabled()) {
+    return fallback(22, args, nargsf, kwnames);
+  }
+  static const char* const keywords[6] = {"key", "value", "key_cache", "value_cache", "slot_mapping", "kv_cache_dtype"};
+  PyObject* slots[6] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(22, args, nargsf, kwnames);
   }
   const at::Tensor* key_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], key_)) return fallback(21, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], key_)) return fallback(22, args, nargsf, kwnames);
   const at::Tensor* value_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], value_)) return fallback(21, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], value_)) return fallback(22, args, nargsf, kwnames);
   const at::Tensor* key_cache_ = nullptr;
-  if (!opwrap::py::take_tensor(args[2], key_cache_)) return fallback(21, args, nargsf, kwnames);
+  if (slots[2] == nullptr || !opwrap::py::take_tensor(slots[2], key_cache_)) return fallback(22, args, nargsf, kwnames);
   const at::Tensor* value_cache_ = nullptr;
-  if (!opwrap::py::take_tensor(args[3], value_cache_)) return fallback(21, args, nargsf, kwnames);
+  if (slots[3] == nullptr || !opwrap::py::take_tensor(slots[3], value_cache_)) return fallback(22, args, nargsf, kwnames);
   const at::Tensor* slot_mapping_ = nullptr;
-  if (!opwrap::py::take_tensor(args[4], slot_mapping_)) return fallback(21, args, nargsf, kwnames);
+  if (slots[4] == nullptr || !opwrap::py::take_tensor(slots[4], slot_mapping_)) return fallback(22, args, nargsf, kwnames);
   c10::string_view kv_cache_dtype_{};
-  if (!opwrap::py::take_string(args[5], kv_cache_dtype_)) return fallback(21, args, nargsf, kwnames);
+  if (slots[5] == nullptr || !opwrap::py::take_string(slots[5], kv_cache_dtype_)) return fallback(22, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::reshape_and_cache", "")
       .typed<void(const at::Tensor&, const at::Tensor&, at::Tensor&, at::Tensor&, const at::Tensor&, c10::string_view)>();
@@ -531,15 +693,21 @@ PyObject* reshape_and_cache(PyObject* /*module*/, PyObject* const* args, size_t 
 PyObject* rms_norm(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 3 || at::impl::torch_function_mode_enabled()) {
-    return fallback(22, args, nargsf, kwnames);
+  if (nargs > 3 || at::impl::torch_function_mode_enabled()) {
+    return fallback(23, args, nargsf, kwnames);
+  }
+  static const char* const keywords[3] = {"input", "weight", "eps"};
+  PyObject* slots[3] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(23, args, nargsf, kwnames);
   }
   const at::Tensor* input_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], input_)) return fallback(22, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], input_)) return fallback(23, args, nargsf, kwnames);
   const at::Tensor* weight_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], weight_)) return fallback(22, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], weight_)) return fallback(23, args, nargsf, kwnames);
   double eps_ = 1e-06;
-  if (nargs > 2 && !opwrap::py::take_double(args[2], eps_)) return fallback(22, args, nargsf, kwnames);
+  if (slots[2] != nullptr && !opwrap::py::take_double(slots[2], eps_)) return fallback(23, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::rms_norm", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double)>();
@@ -553,7 +721,7 @@ PyObject* rms_norm(PyObject* /*module*/, PyObject* const* args, size_t nargsf, P
   PyObject* item1 = opwrap::py::wrap(std::move(std::get<1>(result)));
   if (item1 == nullptr) { Py_DECREF(values); return nullptr; }
   PyTuple_SET_ITEM(values, 1, item1);
-  return wrap_result(22, values);
+  return wrap_result(23, values);
   END_HANDLE_TH_ERRORS
 }
 
@@ -561,11 +729,17 @@ PyObject* rms_norm(PyObject* /*module*/, PyObject* const* args, size_t nargsf, P
 PyObject* sincos(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 1 || nargs > 1 || at::impl::torch_function_mode_enabled()) {
-    return fallback(23, args, nargsf, kwnames);
+  if (nargs > 1 || at::impl::torch_function_mode_enabled()) {
+    return fallback(24, args, nargsf, kwnames);
+  }
+  static const char* const keywords[1] = {"self"};
+  PyObject* slots[1] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(24, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(23, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(24, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::sincos", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&)>();
@@ -579,7 +753,7 @@ PyObject* sincos(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyO
   PyObject* item1 = opwrap::py::wrap(std::move(std::get<1>(result)));
   if (item1 == nullptr) { Py_DECREF(values); return nullptr; }
   PyTuple_SET_ITEM(values, 1, item1);
-  return wrap_result(23, values);
+  return wrap_result(24, values);
   END_HANDLE_TH_ERRORS
 }
 
@@ -587,11 +761,17 @@ PyObject* sincos(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyO
 PyObject* softmax(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 1 || nargs > 1 || at::impl::torch_function_mode_enabled()) {
-    return fallback(24, args, nargsf, kwnames);
+  if (nargs > 1 || at::impl::torch_function_mode_enabled()) {
+    return fallback(25, args, nargsf, kwnames);
+  }
+  static const char* const keywords[1] = {"self"};
+  PyObject* slots[1] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(25, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(24, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(25, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::softmax", "")
       .typed<at::Tensor(const at::Tensor&)>();
@@ -605,13 +785,19 @@ PyObject* softmax(PyObject* /*module*/, PyObject* const* args, size_t nargsf, Py
 PyObject* softmax_backward(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
-    return fallback(25, args, nargsf, kwnames);
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(26, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"grad_output", "output"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(26, args, nargsf, kwnames);
   }
   const at::Tensor* grad_output_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], grad_output_)) return fallback(25, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], grad_output_)) return fallback(26, args, nargsf, kwnames);
   const at::Tensor* output_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], output_)) return fallback(25, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], output_)) return fallback(26, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::softmax_backward", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
@@ -625,11 +811,17 @@ PyObject* softmax_backward(PyObject* /*module*/, PyObject* const* args, size_t n
 PyObject* log_softmax(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 1 || nargs > 1 || at::impl::torch_function_mode_enabled()) {
-    return fallback(26, args, nargsf, kwnames);
+  if (nargs > 1 || at::impl::torch_function_mode_enabled()) {
+    return fallback(27, args, nargsf, kwnames);
+  }
+  static const char* const keywords[1] = {"self"};
+  PyObject* slots[1] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(27, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(26, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(27, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::log_softmax", "")
       .typed<at::Tensor(const at::Tensor&)>();
@@ -643,13 +835,19 @@ PyObject* log_softmax(PyObject* /*module*/, PyObject* const* args, size_t nargsf
 PyObject* log_softmax_backward(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
-    return fallback(27, args, nargsf, kwnames);
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(28, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"grad_output", "output"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(28, args, nargsf, kwnames);
   }
   const at::Tensor* grad_output_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], grad_output_)) return fallback(27, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], grad_output_)) return fallback(28, args, nargsf, kwnames);
   const at::Tensor* output_ = nullptr;
-  if (!opwrap::py::take_tensor(args[1], output_)) return fallback(27, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_tensor(slots[1], output_)) return fallback(28, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::log_softmax_backward", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
@@ -663,11 +861,17 @@ PyObject* log_softmax_backward(PyObject* /*module*/, PyObject* const* args, size
 PyObject* logsumexp(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 1 || nargs > 1 || at::impl::torch_function_mode_enabled()) {
-    return fallback(28, args, nargsf, kwnames);
+  if (nargs > 1 || at::impl::torch_function_mode_enabled()) {
+    return fallback(29, args, nargsf, kwnames);
+  }
+  static const char* const keywords[1] = {"self"};
+  PyObject* slots[1] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(29, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(28, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(29, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::logsumexp", "")
       .typed<at::Tensor(const at::Tensor&)>();
@@ -681,13 +885,19 @@ PyObject* logsumexp(PyObject* /*module*/, PyObject* const* args, size_t nargsf, 
 PyObject* to_dtype(PyObject* /*module*/, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   HANDLE_TH_ERRORS
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr || nargs < 2 || nargs > 2 || at::impl::torch_function_mode_enabled()) {
-    return fallback(29, args, nargsf, kwnames);
+  if (nargs > 2 || at::impl::torch_function_mode_enabled()) {
+    return fallback(30, args, nargsf, kwnames);
+  }
+  static const char* const keywords[2] = {"self", "dtype"};
+  PyObject* slots[2] = {};
+  for (Py_ssize_t i = 0; i < nargs; ++i) slots[i] = args[i];
+  if (kwnames != nullptr && !opwrap::py::take_keywords(args + nargs, kwnames, keywords, slots)) {
+    return fallback(30, args, nargsf, kwnames);
   }
   const at::Tensor* self_ = nullptr;
-  if (!opwrap::py::take_tensor(args[0], self_)) return fallback(29, args, nargsf, kwnames);
+  if (slots[0] == nullptr || !opwrap::py::take_tensor(slots[0], self_)) return fallback(30, args, nargsf, kwnames);
   at::ScalarType dtype_{};
-  if (!opwrap::py::take_dtype(args[1], dtype_)) return fallback(29, args, nargsf, kwnames);
+  if (slots[1] == nullptr || !opwrap::py::take_dtype(slots[1], dtype_)) return fallback(30, args, nargsf, kwnames);
   static const auto op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opwrap::to_dtype", "")
       .typed<at::Tensor(const at::Tensor&, at::ScalarType)>();
@@ -755,6 +965,8 @@ PyMethodDef methods[] = {
      METH_FASTCALL | METH_KEYWORDS, "mul_constant(self, constant)\n--\n\nElementwise self * constant.\n\nSchema: opwrap::mul_constant(Tensor self, float constant) -> Tensor\nDtypes: float32, float64, float16, bfloat16\nDevices: CPU, CUDA\nDifferentiable: yes, with respect to self; twice (double backward works)"},
     {"myadd", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(myadd)),
      METH_FASTCALL | METH_KEYWORDS, "myadd(self, other, *, out=None)\n--\n\nElementwise self + other, broadcasting, with type promotion as torch.add.\n\nSchema: opwrap::myadd(Tensor self, Tensor other) -> Tensor\nDtypes: float32, float64, float16, bfloat16, int32, int64\nDevices: CPU, CUDA\nDifferentiable: yes, with respect to self, other; twice (double backward works)\nAutocast: promote"},
+    {"myadd_out", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(myadd_out)),
+     METH_FASTCALL | METH_KEYWORDS, "myadd_out(self, other, *, out)\n--\n\nmyadd writing into out (resized as aten resizes out= arguments); it runs myadd's loops.\n\nSchema: opwrap::myadd.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)\nDtypes: float32, float64, float16, bfloat16, int32, int64\nDevices: CPU, CUDA\nDifferentiable: no (derivative not implemented)"},
     {"mymatmul", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(mymatmul)),
      METH_FASTCALL | METH_KEYWORDS, "mymatmul(self, other)\n--\n\nThe matrix product self @ other of two 2-D tensors, accumulated in float for reduced\ntypes.\n\nSchema: opwrap::mymatmul(Tensor self, Tensor other) -> Tensor\nDtypes: float32, float64, float16, bfloat16\nDevices: CPU, CUDA\nDifferentiable: yes, with respect to self, other; twice (double backward works)\nAutocast: lower_precision"},
     {"nonzero_flat", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(nonzero_flat)),
@@ -809,17 +1021,18 @@ PyMODINIT_FUNC PyInit__fast() {
   PyTuple_SET_ITEM(names, 16, PyUnicode_FromString("linear"));
   PyTuple_SET_ITEM(names, 17, PyUnicode_FromString("mul_constant"));
   PyTuple_SET_ITEM(names, 18, PyUnicode_FromString("myadd"));
-  PyTuple_SET_ITEM(names, 19, PyUnicode_FromString("mymatmul"));
-  PyTuple_SET_ITEM(names, 20, PyUnicode_FromString("nonzero_flat"));
-  PyTuple_SET_ITEM(names, 21, PyUnicode_FromString("reshape_and_cache"));
-  PyTuple_SET_ITEM(names, 22, PyUnicode_FromString("rms_norm"));
-  PyTuple_SET_ITEM(names, 23, PyUnicode_FromString("sincos"));
-  PyTuple_SET_ITEM(names, 24, PyUnicode_FromString("softmax"));
-  PyTuple_SET_ITEM(names, 25, PyUnicode_FromString("softmax_backward"));
-  PyTuple_SET_ITEM(names, 26, PyUnicode_FromString("log_softmax"));
-  PyTuple_SET_ITEM(names, 27, PyUnicode_FromString("log_softmax_backward"));
-  PyTuple_SET_ITEM(names, 28, PyUnicode_FromString("logsumexp"));
-  PyTuple_SET_ITEM(names, 29, PyUnicode_FromString("to_dtype"));
+  PyTuple_SET_ITEM(names, 19, PyUnicode_FromString("myadd_out"));
+  PyTuple_SET_ITEM(names, 20, PyUnicode_FromString("mymatmul"));
+  PyTuple_SET_ITEM(names, 21, PyUnicode_FromString("nonzero_flat"));
+  PyTuple_SET_ITEM(names, 22, PyUnicode_FromString("reshape_and_cache"));
+  PyTuple_SET_ITEM(names, 23, PyUnicode_FromString("rms_norm"));
+  PyTuple_SET_ITEM(names, 24, PyUnicode_FromString("sincos"));
+  PyTuple_SET_ITEM(names, 25, PyUnicode_FromString("softmax"));
+  PyTuple_SET_ITEM(names, 26, PyUnicode_FromString("softmax_backward"));
+  PyTuple_SET_ITEM(names, 27, PyUnicode_FromString("log_softmax"));
+  PyTuple_SET_ITEM(names, 28, PyUnicode_FromString("log_softmax_backward"));
+  PyTuple_SET_ITEM(names, 29, PyUnicode_FromString("logsumexp"));
+  PyTuple_SET_ITEM(names, 30, PyUnicode_FromString("to_dtype"));
   if (PyModule_AddObject(m, "OPS", names) < 0) {
     Py_DECREF(names);
     Py_DECREF(m);

@@ -60,6 +60,23 @@ inline bool take_double(PyObject* obj, double& out) {
   return false;
 }
 
+// The keyword arguments of a vectorcall (`values`, named by `kwnames`) into the slots of the
+// op's arguments, found by their Python names: false when a name is none of them or an
+// argument is given twice (the caller's fallback then raises Python's TypeError).
+template <size_t N>
+inline bool take_keywords(PyObject* const* values, PyObject* kwnames, const char* const (&names)[N],
+                          PyObject* (&slots)[N]) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    size_t i = 0;
+    while (i < N && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) ++i;
+    if (i == N || slots[i] != nullptr) return false;
+    slots[i] = values[k];
+  }
+  return true;
+}
+
 inline bool take_int(PyObject* obj, int64_t& out) {
   if (!PyLong_CheckExact(obj)) return false;
   int overflow = 0;
