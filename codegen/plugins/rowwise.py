@@ -83,20 +83,22 @@ def _loops(decl, p: RowwisePlan) -> dict:
     """What the loop templates lay out, decided here: per stage its reductions and row
     statements, per function its arguments over a row pointer (`x_<tensor>`) at `d`."""
     rows = decl.rows
-    # Each element input's row: a tensor's (scalar_t), or a cached binding's buffer (opmath_t, CPU).
+    # Each element input's row: a row tensor's (scalar_t), or a column tensor's or cached
+    # binding's buffer (opmath_t, CPU).
     local = {t: f"opwrap_x_{t}" for t in rows.element_inputs + tuple(b for b, _, _ in rows.cached)}
     binders = {b: fn for b, _, fn in rows.cached}
+    in_opmath = set(binders) | set(rows.column_tensors)
 
     def call(fn, vec: bool) -> str:
         """The call of `fn` on the CPU: on half `h` of the step at element `d` (vec), or on
-        element `d`.  A tensor's row is scalar_t (converted as it is loaded), a cached
-        binding's buffer opmath_t."""
+        element `d`.  A row tensor is scalar_t (converted as it is loaded); a column tensor
+        (converted once a call) and a cached binding's buffer are opmath_t."""
         if vec:
             return f"prog.{fn.name}(" + ", ".join(
-                f"V::loadu({local[t]} + d + h * V::size())" if t in binders else f"L::load({local[t]} + d, h)"
+                f"V::loadu({local[t]} + d + h * V::size())" if t in in_opmath else f"L::load({local[t]} + d, h)"
                 for t in fn.inputs) + ")"
         return f"prog.{fn.name}(" + ", ".join(
-            f"{local[t]}[d]" if t in binders else f"static_cast<opmath_t>({local[t]}[d])" for t in fn.inputs) + ")"
+            f"{local[t]}[d]" if t in in_opmath else f"static_cast<opmath_t>({local[t]}[d])" for t in fn.inputs) + ")"
 
     def tensors_cuda(fns) -> list[str]:
         """The element tensors a CUDA sweep calling `fns` loads (a cached binding is

@@ -86,10 +86,11 @@ void layer_norm_backward_rows(const at::Tensor& grad_out, const at::Tensor& inpu
   scalar_t* opwrap_p_result = result.mutable_data_ptr<scalar_t>();
   LayerNormBackwardRow<opmath_t> start{};
   start.opwrap_n = static_cast<opmath_t>(D);
+  std::vector<opmath_t> opwrap_x_weight_buffer;
+  const opmath_t* opwrap_x_weight = opwrap::rt::rowwise::in_opmath(opwrap_p_weight, D, opwrap_x_weight_buffer);  // 'weight'
   // About 32K elements a task, at least a row.
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    const scalar_t* opwrap_x_weight = opwrap_p_weight;
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
       prog.saved_mean = static_cast<opmath_t>(opwrap_p_saved_mean[row]);
@@ -111,28 +112,28 @@ void layer_norm_backward_rows(const at::Tensor& grad_out, const at::Tensor& inpu
           for (int u = 0; u < kUnroll; ++u, d += L::kStep) {
 #pragma GCC unroll 2
             for (int h = 0; h < L::kHalves; ++h) {
-            opwrap_a0[u * L::kHalves + h] = opwrap::rt::rowwise::Sum::combine(opwrap_a0[u * L::kHalves + h], prog.opwrap_reduce0(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_weight + d, h)));
-            opwrap_a1[u * L::kHalves + h] = opwrap::rt::rowwise::Sum::combine(opwrap_a1[u * L::kHalves + h], prog.opwrap_reduce1(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_input + d, h), L::load(opwrap_x_weight + d, h)));
+            opwrap_a0[u * L::kHalves + h] = opwrap::rt::rowwise::Sum::combine(opwrap_a0[u * L::kHalves + h], prog.opwrap_reduce0(L::load(opwrap_x_grad_out + d, h), V::loadu(opwrap_x_weight + d + h * V::size())));
+            opwrap_a1[u * L::kHalves + h] = opwrap::rt::rowwise::Sum::combine(opwrap_a1[u * L::kHalves + h], prog.opwrap_reduce1(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_input + d, h), V::loadu(opwrap_x_weight + d + h * V::size())));
             }
           }
         }
         for (; d + L::kStep <= D; d += L::kStep) {
           for (int h = 0; h < L::kHalves; ++h) {
-            opwrap_a0[h] = opwrap::rt::rowwise::Sum::combine(opwrap_a0[h], prog.opwrap_reduce0(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_weight + d, h)));
-            opwrap_a1[h] = opwrap::rt::rowwise::Sum::combine(opwrap_a1[h], prog.opwrap_reduce1(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_input + d, h), L::load(opwrap_x_weight + d, h)));
+            opwrap_a0[h] = opwrap::rt::rowwise::Sum::combine(opwrap_a0[h], prog.opwrap_reduce0(L::load(opwrap_x_grad_out + d, h), V::loadu(opwrap_x_weight + d + h * V::size())));
+            opwrap_a1[h] = opwrap::rt::rowwise::Sum::combine(opwrap_a1[h], prog.opwrap_reduce1(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_input + d, h), V::loadu(opwrap_x_weight + d + h * V::size())));
           }
         }
         prog.opwrap_r0 = opwrap::rt::rowwise::reduce_chains<opwrap::rt::rowwise::Sum>(opwrap_a0);
         prog.opwrap_r1 = opwrap::rt::rowwise::reduce_chains<opwrap::rt::rowwise::Sum>(opwrap_a1);
         for (; d < D; ++d) {
-          prog.opwrap_r0 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_grad_out[d]), static_cast<opmath_t>(opwrap_x_weight[d])));
-          prog.opwrap_r1 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r1, prog.opwrap_reduce1(static_cast<opmath_t>(opwrap_x_grad_out[d]), static_cast<opmath_t>(opwrap_x_input[d]), static_cast<opmath_t>(opwrap_x_weight[d])));
+          prog.opwrap_r0 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_x_grad_out[d]), opwrap_x_weight[d]));
+          prog.opwrap_r1 = opwrap::rt::rowwise::Sum::combine(prog.opwrap_r1, prog.opwrap_reduce1(static_cast<opmath_t>(opwrap_x_grad_out[d]), static_cast<opmath_t>(opwrap_x_input[d]), opwrap_x_weight[d]));
         }
       }
       prog.opwrap_stage1();
       opwrap::rt::rowwise::write_row<scalar_t>(  // 'result'
-          opwrap_p_result + row * D, D, [&](int64_t d, int h) { return prog.opwrap_out0(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_input + d, h), L::load(opwrap_x_weight + d, h)); },
-          [&](int64_t d) { return prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_grad_out[d]), static_cast<opmath_t>(opwrap_x_input[d]), static_cast<opmath_t>(opwrap_x_weight[d])); });
+          opwrap_p_result + row * D, D, [&](int64_t d, int h) { return prog.opwrap_out0(L::load(opwrap_x_grad_out + d, h), L::load(opwrap_x_input + d, h), V::loadu(opwrap_x_weight + d + h * V::size())); },
+          [&](int64_t d) { return prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_grad_out[d]), static_cast<opmath_t>(opwrap_x_input[d]), opwrap_x_weight[d]); });
     }
   });
 }

@@ -103,11 +103,13 @@ void layer_norm_rows(const at::Tensor& input, const at::Tensor& weight, const at
   LayerNormRow<opmath_t> start{};
   start.opwrap_n = static_cast<opmath_t>(D);
   start.eps = static_cast<opmath_t>(eps);
+  std::vector<opmath_t> opwrap_x_weight_buffer;
+  const opmath_t* opwrap_x_weight = opwrap::rt::rowwise::in_opmath(opwrap_p_weight, D, opwrap_x_weight_buffer);  // 'weight'
+  std::vector<opmath_t> opwrap_x_bias_buffer;
+  const opmath_t* opwrap_x_bias = opwrap::rt::rowwise::in_opmath(opwrap_p_bias, D, opwrap_x_bias_buffer);  // 'bias'
   // About 32K elements a task, at least a row.
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    const scalar_t* opwrap_x_weight = opwrap_p_weight;
-    const scalar_t* opwrap_x_bias = opwrap_p_bias;
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
       const scalar_t* opwrap_x_input = opwrap_p_input + row * D;
@@ -167,8 +169,8 @@ void layer_norm_rows(const at::Tensor& input, const at::Tensor& weight, const at
       }
       prog.opwrap_stage2();
       opwrap::rt::rowwise::write_row<scalar_t>(  // 'out'
-          opwrap_p_out + row * D, D, [&](int64_t d, int h) { return prog.opwrap_out0(L::load(opwrap_x_input + d, h), L::load(opwrap_x_weight + d, h), L::load(opwrap_x_bias + d, h)); },
-          [&](int64_t d) { return prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_input[d]), static_cast<opmath_t>(opwrap_x_weight[d]), static_cast<opmath_t>(opwrap_x_bias[d])); });
+          opwrap_p_out + row * D, D, [&](int64_t d, int h) { return prog.opwrap_out0(L::load(opwrap_x_input + d, h), V::loadu(opwrap_x_weight + d + h * V::size()), V::loadu(opwrap_x_bias + d + h * V::size())); },
+          [&](int64_t d) { return prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_input[d]), opwrap_x_weight[d], opwrap_x_bias[d]); });
       opwrap_p_mean[row] = static_cast<scalar_t>(prog.template opwrap_out1<opmath_t>());
       opwrap_p_rstd[row] = static_cast<scalar_t>(prog.template opwrap_out2<opmath_t>());
     }

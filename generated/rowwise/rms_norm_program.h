@@ -78,10 +78,11 @@ void rms_norm_rows(const at::Tensor& input, const at::Tensor& weight, double eps
   RmsNormRow<opmath_t> start{};
   start.opwrap_n = static_cast<opmath_t>(D);
   start.eps = static_cast<opmath_t>(eps);
+  std::vector<opmath_t> opwrap_x_weight_buffer;
+  const opmath_t* opwrap_x_weight = opwrap::rt::rowwise::in_opmath(opwrap_p_weight, D, opwrap_x_weight_buffer);  // 'weight'
   // About 32K elements a task, at least a row.
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    const scalar_t* opwrap_x_weight = opwrap_p_weight;
     for (int64_t row = begin; row < end; ++row) {
       auto prog = start;
       const scalar_t* opwrap_x_input = opwrap_p_input + row * D;
@@ -114,8 +115,8 @@ void rms_norm_rows(const at::Tensor& input, const at::Tensor& weight, double eps
       }
       prog.opwrap_stage1();
       opwrap::rt::rowwise::write_row<scalar_t>(  // 'out'
-          opwrap_p_out + row * D, D, [&](int64_t d, int h) { return prog.opwrap_out0(L::load(opwrap_x_input + d, h), L::load(opwrap_x_weight + d, h)); },
-          [&](int64_t d) { return prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_input[d]), static_cast<opmath_t>(opwrap_x_weight[d])); });
+          opwrap_p_out + row * D, D, [&](int64_t d, int h) { return prog.opwrap_out0(L::load(opwrap_x_input + d, h), V::loadu(opwrap_x_weight + d + h * V::size())); },
+          [&](int64_t d) { return prog.opwrap_out0(static_cast<opmath_t>(opwrap_x_input[d]), opwrap_x_weight[d]); });
       opwrap_p_rstd[row] = static_cast<scalar_t>(prog.template opwrap_out1<opmath_t>());
     }
   });

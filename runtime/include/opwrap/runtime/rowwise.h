@@ -101,6 +101,27 @@ struct Lanes {
   }
 };
 
+// A column operand (the same for every row, n elements) in the computation type: the
+// tensor's own data when scalar_t is opmath_t, else converted once into `buffer`, so that
+// the row loops do not convert it again on every row.
+template <typename scalar_t>
+const at::opmath_type<scalar_t>* in_opmath(const scalar_t* p, int64_t n, std::vector<at::opmath_type<scalar_t>>& buffer) {
+  using L = Lanes<scalar_t>;
+  if constexpr (L::kSame) {
+    return p;
+  } else {
+    buffer.resize(static_cast<size_t>(n));
+    int64_t d = 0;
+    for (; d + L::kStep <= n; d += L::kStep) {
+      const auto [lo, hi] = at::vec::convert_to_float<scalar_t>(L::VS::loadu(p + d));
+      lo.store(buffer.data() + d);
+      hi.store(buffer.data() + d + L::VM::size());
+    }
+    for (; d < n; ++d) buffer[d] = static_cast<typename L::opmath_t>(p[d]);
+    return buffer.data();
+  }
+}
+
 // Writes n values of a row to `dst`: vec(d, h) gives half h of the step at element d (see
 // Lanes), scalar(d) one element.  Reduced types are converted as they are stored.
 template <typename scalar_t, typename VecFn, typename ScalarFn>
