@@ -102,6 +102,21 @@ def test_special_values():
     torch.testing.assert_close(opwrap.ops.myadd(x, x), x + x, equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_gelu_family_over_the_whole_range(dtype):
+    """gelu_tanh, bias_gelu and gelu_tanh_backward (written through sigmoid(2u), not tanh)
+    agree with aten from tiny to huge magnitudes, inf and NaN included: where the derivative's
+    s * (1 - s) is 0, it must not meet an overflowed x ** 3 (0 * inf = NaN; aten gives 0)."""
+    big = torch.finfo(dtype).max
+    m = torch.logspace(-8, torch.log10(torch.tensor(big)).item(), 600, dtype=torch.float64).clamp(max=big)
+    x = torch.cat([-m, m, torch.tensor([0.0, float("inf"), -float("inf"), float("nan")], dtype=torch.float64)]).to(dtype)
+    grad = torch.ones_like(x)
+    torch.testing.assert_close(opwrap.ops.gelu_tanh(x), gelu(x), equal_nan=True)
+    torch.testing.assert_close(opwrap.ops.bias_gelu(x, torch.zeros(1, dtype=dtype)), gelu(x), equal_nan=True)
+    torch.testing.assert_close(opwrap.ops.gelu_tanh_backward(grad, x),
+                               torch.ops.aten.gelu_backward(grad, x, approximate="tanh"), equal_nan=True)
+
+
 def test_errors_name_the_op_and_argument():
     with pytest.raises(RuntimeError, match=r"opwrap::myadd: argument 'other' has shape \[4\], which does not broadcast"):
         opwrap.ops.myadd(torch.randn(3), torch.randn(4))

@@ -63,12 +63,12 @@ struct gelu_tanh_backward_Backward : public torch::autograd::TraceableFunction {
       const size_t self_edge = next_edge++;
       torch::autograd::variable_list grad_inputs(num_outputs());
       if (task_should_compute_output(grad_output_edge)) {
-#line 34 "declarations/gelu.yaml"
+#line 36 "declarations/gelu.yaml"
         grad_inputs[grad_output_edge] = gelu_tanh_backward(grad, self);
 #line 69 "generated/autograd/gelu_tanh_backward.cpp"
       }
       if (task_should_compute_output(self_edge)) {
-#line 35 "declarations/gelu.yaml"
+#line 37 "declarations/gelu.yaml"
         grad_inputs[self_edge] = gelu_tanh_double_backward(grad, grad_output, self);
 #line 74 "generated/autograd/gelu_tanh_backward.cpp"
       }
@@ -119,7 +119,7 @@ at::Tensor gelu_tanh_backward_autograd(c10::DispatchKeySet ks, const at::Tensor&
       torch::autograd::variable_list grads(1);
       grads[0] = grad_output_fw;
       const at::Tensor& grad = grads[0];
-  #line 34 "declarations/gelu.yaml"
+  #line 36 "declarations/gelu.yaml"
       opwrap::rt::add_tangent(result_tangent, gelu_tanh_backward(grad, self_p));
   #line 125 "generated/autograd/gelu_tanh_backward.cpp"
     }
@@ -127,7 +127,7 @@ at::Tensor gelu_tanh_backward_autograd(c10::DispatchKeySet ks, const at::Tensor&
       torch::autograd::variable_list grads(1);
       grads[0] = self_fw;
       const at::Tensor& grad = grads[0];
-  #line 35 "declarations/gelu.yaml"
+  #line 37 "declarations/gelu.yaml"
       opwrap::rt::add_tangent(result_tangent, gelu_tanh_double_backward(grad, grad_output_p, self_p));
   #line 133 "generated/autograd/gelu_tanh_backward.cpp"
     }

@@ -25,7 +25,7 @@ namespace {
 // gelu_tanh_backward(Tensor grad_output, Tensor self) -> Tensor
 //   x2 = self * self
 //   s = sigmoid(1.5957691216057308 * self * (1 + 0.044715 * x2))
-//   grad_output * s * (1 + 1.5957691216057308 * self * (1 - s) * (1 + 0.134145 * x2))
+//   grad_output * (s + 1.5957691216057308 * self * (s * (1 - s)) * (1 + 0.134145 * x2))
 // over Tv = opmath_t (a scalar) or at::vec::Vectorized<opmath_t>.
 template <typename opmath_t>
 struct GeluTanhBackwardOp {
@@ -34,7 +34,7 @@ struct GeluTanhBackwardOp {
   C10_HOST_DEVICE Tv operator()(Tv grad_output, Tv self) const {
     const Tv x2 = (self * self);
     const Tv s = opwrap::pw::sigmoid(((Tv(1.5957691216057308) * self) * (Tv(1) + (Tv(0.044715) * x2))));
-    return ((grad_output * s) * (Tv(1) + (((Tv(1.5957691216057308) * self) * (Tv(1) - s)) * (Tv(1) + (Tv(0.134145) * x2)))));
+    return (grad_output * (s + (((Tv(1.5957691216057308) * self) * (s * (Tv(1) - s))) * (Tv(1) + (Tv(0.134145) * x2)))));
   }
 };
 #if !defined(__CUDACC__)
