@@ -102,22 +102,15 @@ struct Lanes {
 };
 
 // A column operand (the same for every row, n elements) in the computation type: the
-// tensor's own data when scalar_t is opmath_t, else converted once into `buffer`, so that
-// the row loops do not convert it again on every row.
+// tensor's own data when scalar_t is opmath_t, else converted once (at::vec::convert) into
+// `buffer`, so that the row loops do not convert it again on every row.
 template <typename scalar_t>
 const at::opmath_type<scalar_t>* in_opmath(const scalar_t* p, int64_t n, std::vector<at::opmath_type<scalar_t>>& buffer) {
-  using L = Lanes<scalar_t>;
-  if constexpr (L::kSame) {
+  if constexpr (Lanes<scalar_t>::kSame) {
     return p;
   } else {
     buffer.resize(static_cast<size_t>(n));
-    int64_t d = 0;
-    for (; d + L::kStep <= n; d += L::kStep) {
-      const auto [lo, hi] = at::vec::convert_to_float<scalar_t>(L::VS::loadu(p + d));
-      lo.store(buffer.data() + d);
-      hi.store(buffer.data() + d + L::VM::size());
-    }
-    for (; d < n; ++d) buffer[d] = static_cast<typename L::opmath_t>(p[d]);
+    at::vec::convert(p, buffer.data(), n);
     return buffer.data();
   }
 }
