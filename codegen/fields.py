@@ -41,6 +41,7 @@ from typing import Any as AnyValue, Mapping
 import yaml
 
 from .diagnostics import Diagnostics, did_you_mean
+from .torch_compat import VERSIONED_TAGS
 from .yaml_nodes import loc_of, scalar_text_loc
 
 # A field value may expand (through YAML aliases) to at most this many nodes, nested at most
@@ -365,19 +366,21 @@ class TorchTag(Enum):
 
 @cache
 def torch_tags() -> tuple[str, ...]:
-    """The names of `torch.Tag`.  Read without importing torch (a second or two) from the
-    tags.yaml that torch's Tag enum is generated from, shipped with the installed torch as
-    torchgen/packaged/ATen/native/tags.yaml; from torch itself when it is already imported
-    or that file is missing."""
+    """The names of `torch.Tag`, and the tags of newer releases that opwrap registers
+    through torch_compat.h on every release (`torch_compat.VERSIONED_TAGS`).  Read without
+    importing torch (a second or two) from the tags.yaml that torch's Tag enum is generated
+    from, shipped with the installed torch as torchgen/packaged/ATen/native/tags.yaml; from
+    torch itself when it is already imported or that file is missing."""
     if "torch" not in sys.modules:
         spec = importlib.util.find_spec("torchgen")
         for loc in (spec.submodule_search_locations or []) if spec else []:
             tags = Path(loc, "packaged", "ATen", "native", "tags.yaml")
             if tags.is_file():
-                return tuple(sorted(re.findall(r"^- tag: *(\w+)", tags.read_text(encoding="utf-8"), re.M)))
+                names = re.findall(r"^- tag: *(\w+)", tags.read_text(encoding="utf-8"), re.M)
+                return tuple(sorted({*names, *VERSIONED_TAGS}))
     import torch
 
-    return tuple(sorted(torch.Tag.__members__))
+    return tuple(sorted({*torch.Tag.__members__, *VERSIONED_TAGS}))
 
 
 @dataclass(frozen=True)

@@ -3,23 +3,9 @@
 #include <torch/library.h>
 #include "tensor_queue.h"
 #include <opwrap/runtime/checks.h>
+#include <opwrap/runtime/torch_compat.h>
 #include <torch/custom_class.h>
-#include <torch/version.h>
 #include <tuple>
-
-// at::Tag::inplace exists from torch 2.13; older versions define the op without it.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
-#define OPWRAP_TAG_INPLACE at::Tag::inplace
-#else
-#define OPWRAP_TAG_INPLACE
-#endif
-
-// at::Tag::out exists from torch 2.13; older versions define the op without it.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
-#define OPWRAP_TAG_OUT at::Tag::out
-#else
-#define OPWRAP_TAG_OUT
-#endif
 
 // The one TORCH_LIBRARY block of namespace 'opwrap': every schema is defined here;
 // kernels are registered per dispatch key in the other translation units.  Statements from

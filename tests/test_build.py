@@ -40,7 +40,7 @@ def test_generated_units_include_only_what_they_use():
     for tu in (ROOT / "generated").rglob("*.cpp"):
         text = tu.read_text()
         assert "torch/extension.h" not in text, tu
-        allowed = LEAN | {"generated": {"torch/custom_class.h", "tuple", "torch/version.h"}, "autograd": AUTOGRAD, "autocast": {"ATen/autocast_mode.h"},
+        allowed = LEAN | {"generated": {"torch/custom_class.h", "tuple", "opwrap/runtime/torch_compat.h"}, "autograd": AUTOGRAD, "autocast": {"ATen/autocast_mode.h"},
                           "python": FAST, "cpu": (POINTWISE if "cpu_capability.h" in text else set()) | WRAPPER_EXTRAS}.get(tu.parent.name, set())
         for line in text.splitlines():
             if line.startswith("#include <"):
@@ -61,6 +61,38 @@ def test_noop_build_rebuilds_nothing():
 
 
 @pytest.mark.slow(60)
+@pytest.mark.torch_matrix
+@pytest.mark.xdist_group("mylib")
+def test_init_library_passes_opcheck_and_compiles_with_no_graph_break(mylib):
+    """The `codegen init` library under torch.library.opcheck and torch.compile(fullgraph=True)
+    (make torch-matrix runs this on every claimed torch release)."""
+    assert mylib.record["builds"][0] == [0, 0], mylib.record["builds"][1]
+    script = ("import torch, mylib\n"
+              "from torch._dynamo.utils import counters\n"
+              "x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)\n"
+              "y = torch.randn(4, dtype=torch.float64)\n"
+              "for op, args in ((torch.ops.mylib.scale.default, (x, 1.5)), (torch.ops.mylib.axpy.default, (x, y, 0.5)),\n"
+              "                 (torch.ops.mylib.row_sum.default, (x,)), (torch.ops.mylib.tile_last.default, (x.float().detach(), 2))):\n"
+              "    failed = {k: v for k, v in torch.library.opcheck(op, args).items() if v != 'SUCCESS'}\n"
+              "    assert not failed, (op, failed)\n"
+              "f = lambda t, u: mylib.ops.row_sum(mylib.ops.axpy(mylib.ops.scale(t, 3.0), u))\n"
+              "for dynamic in (False, True):\n"
+              "    torch._dynamo.reset(); counters.clear()\n"
+              "    compiled = torch.compile(f, fullgraph=True, dynamic=dynamic)\n"
+              "    for rows in (3, 5):\n"
+              "        t = torch.randn(rows, 4, dtype=torch.float64, requires_grad=True)\n"
+              "        got, want = compiled(t, y), f(t, y)\n"
+              "        torch.testing.assert_close(got, want)\n"
+              "        torch.testing.assert_close(torch.autograd.grad(got.sum(), t)[0], torch.autograd.grad(want.sum(), t)[0])\n"
+              "    assert sum(counters['graph_break'].values()) == 0, counters['graph_break']\n"
+              "print('ok', torch.__version__)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=mylib.path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(mylib.path)})
+    assert out.returncode == 0 and out.stdout.startswith("ok "), (out.stdout + out.stderr)[-4000:]
+
+
+@pytest.mark.slow(60)
+@pytest.mark.torch_matrix
 @pytest.mark.xdist_group("mylib")
 def test_init_makes_a_separate_library_that_builds_and_loads(mylib):
     # conftest.py's `mylib` fixture made the library (shared with test_tree.py's concurrent

@@ -227,9 +227,9 @@ def plan(decl, namespace: str, library_ops: dict | None = None) -> AutogradPlan:
         if a is not None and a.is_write and diff_by_name[n]:
             kernel.append(f"opwrap::rt::check_inplace({ids[a.name]}, requires_grad);")
     struct = f"{decl.ident}_Backward"
-    kernel.append(f"c10::intrusive_ptr<{struct}> grad_fn;")
+    kernel.append(f"opwrap::rt::NodePtr<{struct}> grad_fn;")
     kernel.append("if (requires_grad) {")
-    kernel.append(f"  grad_fn = c10::make_intrusive<{struct}>();")
+    kernel.append(f"  grad_fn = opwrap::rt::make_node<{struct}>();")
     kernel.append(f"  grad_fn->set_next_edges(torch::autograd::collect_next_edges({', '.join(edge_args)}));")
     for n in save_tensors:
         a = s.argument(n)

@@ -22,13 +22,8 @@ from dataclasses import replace
 
 from ..api.names import cpp_string
 from ..schema import BaseType, FunctionSchema
+from ..torch_compat import VERSIONED_TAGS
 from .base import Output, Plugin
-
-# at::Tag values that older torch releases lack: tag -> (macro, (major, minor) since).  opwrap claims
-# torch >= 2.13, which has both; the guard keeps a library compiling against an older one.
-# Both came with torch's support for tagged in-place and out= custom ops (pytorch#180851,
-# which renamed 2.10's `out_variant`, a tag of other meaning, to `out`).
-VERSIONED_TAGS = {"inplace": ("OPWRAP_TAG_INPLACE", (2, 13)), "out": ("OPWRAP_TAG_OUT", (2, 13))}
 
 
 def _plain_tensor(t) -> bool:
@@ -99,17 +94,14 @@ class SchemaRegistration(Plugin):
         for d in lib.declarations:
             # Tags newer than the oldest supported torch go through a macro (last: it may be empty).
             names = sorted(d.tags, key=lambda t: t in VERSIONED_TAGS)
-            tags = "{" + ", ".join(VERSIONED_TAGS[t][0] if t in VERSIONED_TAGS else f"at::Tag::{t}" for t in names) + "}"
+            tags = "{" + ", ".join(VERSIONED_TAGS[t] if t in VERSIONED_TAGS else f"at::Tag::{t}" for t in names) + "}"
             defs.append(f"m.def({cpp_string(str(d.schema))}, {tags});" if d.tags else f"m.def({cpp_string(str(d.schema))});")
         extra = [line for p in self.plugins for line in p.library_block(lib)]  # emitted before the defs
         template = "registration.cpp.j2"
         includes = sorted({inc for p in self.plugins for inc in p.library_includes(lib)})
-        versioned = [(macro, tag, since) for tag, (macro, since) in sorted(VERSIONED_TAGS.items())
-                     if any(tag in d.tags for d in lib.declarations)]
-        if versioned:
-            includes = sorted(set(includes) | {"<torch/version.h>"})
-        text = ctx.render(template, namespace=lib.namespace, defs=defs, extra=extra, includes=includes,
-                          versioned=versioned)
+        if any(t in VERSIONED_TAGS for d in lib.declarations for t in d.tags):
+            includes = sorted(set(includes) | {"<opwrap/runtime/torch_compat.h>"})
+        text = ctx.render(template, namespace=lib.namespace, defs=defs, extra=extra, includes=includes)
         # In the CPU wrappers' units: torch/library.h is all it includes, and they include it
         # too (a translation unit of its own cost about 5 s of compiler time a library at -O0).
         yield Output("registration.cpp", text, lib.sources + (ctx.template_source(template),), unit="cpu")

@@ -77,9 +77,9 @@ at::Tensor& addmv__autograd(c10::DispatchKeySet ks, at::Tensor& self, const at::
   const bool forward = opwrap::rt::any_forward_grad(self, mat, vec);
   const bool requires_grad = torch::autograd::compute_requires_grad(self, mat, vec);
   opwrap::rt::check_inplace(self, requires_grad);
-  c10::intrusive_ptr<addmv__Backward> grad_fn;
+  opwrap::rt::NodePtr<addmv__Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<addmv__Backward>();
+    grad_fn = opwrap::rt::make_node<addmv__Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, mat, vec));
     grad_fn->mat_ = torch::autograd::SavedVariable(mat, /*is_output=*/false);
     grad_fn->vec_ = torch::autograd::SavedVariable(vec, /*is_output=*/false);

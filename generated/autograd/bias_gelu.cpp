@@ -78,9 +78,9 @@ at::Tensor bias_gelu_autograd(c10::DispatchKeySet ks, const at::Tensor& self, co
   }
   const bool forward = opwrap::rt::any_forward_grad(self, bias);
   const bool requires_grad = torch::autograd::compute_requires_grad(self, bias);
-  c10::intrusive_ptr<bias_gelu_Backward> grad_fn;
+  opwrap::rt::NodePtr<bias_gelu_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<bias_gelu_Backward>();
+    grad_fn = opwrap::rt::make_node<bias_gelu_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, bias));
     grad_fn->self_ = torch::autograd::SavedVariable(self, /*is_output=*/false);
     grad_fn->bias_ = torch::autograd::SavedVariable(bias, /*is_output=*/false);

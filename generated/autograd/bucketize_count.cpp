@@ -43,9 +43,9 @@ std::tuple<at::Tensor, at::Tensor> bucketize_count_autograd(c10::DispatchKeySet 
     return op.redispatch(ks & c10::after_autograd_keyset, values, boundaries);
   }
   const bool requires_grad = torch::autograd::compute_requires_grad(values, boundaries);
-  c10::intrusive_ptr<bucketize_count_Backward> grad_fn;
+  opwrap::rt::NodePtr<bucketize_count_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<bucketize_count_Backward>();
+    grad_fn = opwrap::rt::make_node<bucketize_count_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(values, boundaries));
   }
   at::Tensor indices, counts;

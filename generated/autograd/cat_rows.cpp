@@ -61,9 +61,9 @@ at::Tensor cat_rows_autograd(c10::DispatchKeySet ks, at::TensorList tensors) {
   }
   const bool forward = opwrap::rt::any_forward_grad(tensors);
   const bool requires_grad = torch::autograd::compute_requires_grad(tensors);
-  c10::intrusive_ptr<cat_rows_Backward> grad_fn;
+  opwrap::rt::NodePtr<cat_rows_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<cat_rows_Backward>();
+    grad_fn = opwrap::rt::make_node<cat_rows_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(tensors));
     grad_fn->tensors_size = tensors.size();
     grad_fn->tensors_args_sizes = opwrap::rt::list_sizes(tensors);

@@ -43,9 +43,9 @@ at::Tensor dedup_consecutive_autograd(c10::DispatchKeySet ks, const at::Tensor& 
     return op.redispatch(ks & c10::after_autograd_keyset, self);
   }
   const bool requires_grad = torch::autograd::compute_requires_grad(self);
-  c10::intrusive_ptr<dedup_consecutive_Backward> grad_fn;
+  opwrap::rt::NodePtr<dedup_consecutive_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<dedup_consecutive_Backward>();
+    grad_fn = opwrap::rt::make_node<dedup_consecutive_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
   }
   at::Tensor result;

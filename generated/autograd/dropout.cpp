@@ -59,9 +59,9 @@ std::tuple<at::Tensor, at::Tensor> dropout_autograd(c10::DispatchKeySet ks, cons
   }
   const bool forward = opwrap::rt::any_forward_grad(self);
   const bool requires_grad = torch::autograd::compute_requires_grad(self);
-  c10::intrusive_ptr<dropout_Backward> grad_fn;
+  opwrap::rt::NodePtr<dropout_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<dropout_Backward>();
+    grad_fn = opwrap::rt::make_node<dropout_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
     grad_fn->p_ = p;
   }

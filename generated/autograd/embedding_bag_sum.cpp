@@ -89,9 +89,9 @@ at::Tensor embedding_bag_sum_autograd(c10::DispatchKeySet ks, const at::Tensor& 
   }
   const bool forward = opwrap::rt::any_forward_grad(weight, indices, offsets);
   const bool requires_grad = torch::autograd::compute_requires_grad(weight, indices, offsets);
-  c10::intrusive_ptr<embedding_bag_sum_Backward> grad_fn;
+  opwrap::rt::NodePtr<embedding_bag_sum_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<embedding_bag_sum_Backward>();
+    grad_fn = opwrap::rt::make_node<embedding_bag_sum_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(weight, indices, offsets));
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, /*is_output=*/false);

@@ -86,9 +86,9 @@ at::Tensor embedding_bag_sum_backward_autograd(c10::DispatchKeySet ks, const at:
   }
   const bool forward = opwrap::rt::any_forward_grad(grad_output, indices, offsets);
   const bool requires_grad = torch::autograd::compute_requires_grad(grad_output, indices, offsets);
-  c10::intrusive_ptr<embedding_bag_sum_backward_Backward> grad_fn;
+  opwrap::rt::NodePtr<embedding_bag_sum_backward_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<embedding_bag_sum_backward_Backward>();
+    grad_fn = opwrap::rt::make_node<embedding_bag_sum_backward_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, indices, offsets));
     grad_fn->indices_ = torch::autograd::SavedVariable(indices, /*is_output=*/false);
     grad_fn->offsets_ = torch::autograd::SavedVariable(offsets, /*is_output=*/false);

@@ -69,9 +69,9 @@ at::Tensor gelu_tanh_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
   }
   const bool forward = opwrap::rt::any_forward_grad(self);
   const bool requires_grad = torch::autograd::compute_requires_grad(self);
-  c10::intrusive_ptr<gelu_tanh_Backward> grad_fn;
+  opwrap::rt::NodePtr<gelu_tanh_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<gelu_tanh_Backward>();
+    grad_fn = opwrap::rt::make_node<gelu_tanh_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
     grad_fn->self_ = torch::autograd::SavedVariable(self, /*is_output=*/false);
   }

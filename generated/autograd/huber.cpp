@@ -68,9 +68,9 @@ at::Tensor huber_autograd(c10::DispatchKeySet ks, const at::Tensor& input, const
   }
   const bool forward = opwrap::rt::any_forward_grad(input, target);
   const bool requires_grad = torch::autograd::compute_requires_grad(input, target);
-  c10::intrusive_ptr<huber_Backward> grad_fn;
+  opwrap::rt::NodePtr<huber_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<huber_Backward>();
+    grad_fn = opwrap::rt::make_node<huber_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, target));
     grad_fn->input_ = torch::autograd::SavedVariable(input, /*is_output=*/false);
     grad_fn->target_ = torch::autograd::SavedVariable(target, /*is_output=*/false);

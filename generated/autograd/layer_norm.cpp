@@ -94,9 +94,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_autograd(c10::Dispatch
   }
   const bool forward = opwrap::rt::any_forward_grad(input, weight, bias);
   const bool requires_grad = torch::autograd::compute_requires_grad(input, weight, bias);
-  c10::intrusive_ptr<layer_norm_Backward> grad_fn;
+  opwrap::rt::NodePtr<layer_norm_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<layer_norm_Backward>();
+    grad_fn = opwrap::rt::make_node<layer_norm_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
     grad_fn->input_ = torch::autograd::SavedVariable(input, /*is_output=*/false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);

@@ -73,9 +73,9 @@ at::Tensor linear_autograd(c10::DispatchKeySet ks, const at::Tensor& input, cons
   }
   const bool forward = opwrap::rt::any_forward_grad(input, weight, bias);
   const bool requires_grad = torch::autograd::compute_requires_grad(input, weight, bias);
-  c10::intrusive_ptr<linear_Backward> grad_fn;
+  opwrap::rt::NodePtr<linear_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<linear_Backward>();
+    grad_fn = opwrap::rt::make_node<linear_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight, bias));
     grad_fn->input_ = torch::autograd::SavedVariable(input, /*is_output=*/false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);

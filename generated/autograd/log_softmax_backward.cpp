@@ -78,9 +78,9 @@ at::Tensor log_softmax_backward_autograd(c10::DispatchKeySet ks, const at::Tenso
   }
   const bool forward = opwrap::rt::any_forward_grad(grad_output, output);
   const bool requires_grad = torch::autograd::compute_requires_grad(grad_output, output);
-  c10::intrusive_ptr<log_softmax_backward_Backward> grad_fn;
+  opwrap::rt::NodePtr<log_softmax_backward_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<log_softmax_backward_Backward>();
+    grad_fn = opwrap::rt::make_node<log_softmax_backward_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(grad_output, output));
     grad_fn->grad_output_ = torch::autograd::SavedVariable(grad_output, /*is_output=*/false);
     grad_fn->output_ = torch::autograd::SavedVariable(output, /*is_output=*/false);

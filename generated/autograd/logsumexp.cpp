@@ -60,9 +60,9 @@ at::Tensor logsumexp_autograd(c10::DispatchKeySet ks, const at::Tensor& self) {
   }
   const bool forward = opwrap::rt::any_forward_grad(self);
   const bool requires_grad = torch::autograd::compute_requires_grad(self);
-  c10::intrusive_ptr<logsumexp_Backward> grad_fn;
+  opwrap::rt::NodePtr<logsumexp_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<logsumexp_Backward>();
+    grad_fn = opwrap::rt::make_node<logsumexp_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
     grad_fn->self_ = torch::autograd::SavedVariable(self, /*is_output=*/false);
   }

@@ -56,9 +56,9 @@ at::Tensor mul_constant_autograd(c10::DispatchKeySet ks, const at::Tensor& self,
   }
   const bool forward = opwrap::rt::any_forward_grad(self);
   const bool requires_grad = torch::autograd::compute_requires_grad(self);
-  c10::intrusive_ptr<mul_constant_Backward> grad_fn;
+  opwrap::rt::NodePtr<mul_constant_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<mul_constant_Backward>();
+    grad_fn = opwrap::rt::make_node<mul_constant_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
     grad_fn->constant_ = constant;
   }

@@ -60,9 +60,9 @@ at::Tensor myadd_autograd(c10::DispatchKeySet ks, const at::Tensor& self, const 
   }
   const bool forward = opwrap::rt::any_forward_grad(self, other);
   const bool requires_grad = torch::autograd::compute_requires_grad(self, other);
-  c10::intrusive_ptr<myadd_Backward> grad_fn;
+  opwrap::rt::NodePtr<myadd_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<myadd_Backward>();
+    grad_fn = opwrap::rt::make_node<myadd_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
   }
   at::Tensor result;

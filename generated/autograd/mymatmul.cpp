@@ -66,9 +66,9 @@ at::Tensor mymatmul_autograd(c10::DispatchKeySet ks, const at::Tensor& self, con
   }
   const bool forward = opwrap::rt::any_forward_grad(self, other);
   const bool requires_grad = torch::autograd::compute_requires_grad(self, other);
-  c10::intrusive_ptr<mymatmul_Backward> grad_fn;
+  opwrap::rt::NodePtr<mymatmul_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<mymatmul_Backward>();
+    grad_fn = opwrap::rt::make_node<mymatmul_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self, other));
     grad_fn->self_ = torch::autograd::SavedVariable(self, /*is_output=*/false);
     grad_fn->other_ = torch::autograd::SavedVariable(other, /*is_output=*/false);

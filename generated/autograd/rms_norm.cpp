@@ -71,9 +71,9 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_autograd(c10::DispatchKeySet ks, con
   }
   const bool forward = opwrap::rt::any_forward_grad(input, weight);
   const bool requires_grad = torch::autograd::compute_requires_grad(input, weight);
-  c10::intrusive_ptr<rms_norm_Backward> grad_fn;
+  opwrap::rt::NodePtr<rms_norm_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<rms_norm_Backward>();
+    grad_fn = opwrap::rt::make_node<rms_norm_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(input, weight));
     grad_fn->input_ = torch::autograd::SavedVariable(input, /*is_output=*/false);
     grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);

@@ -66,9 +66,9 @@ std::tuple<at::Tensor, at::Tensor> sincos_autograd(c10::DispatchKeySet ks, const
   }
   const bool forward = opwrap::rt::any_forward_grad(self);
   const bool requires_grad = torch::autograd::compute_requires_grad(self);
-  c10::intrusive_ptr<sincos_Backward> grad_fn;
+  opwrap::rt::NodePtr<sincos_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<sincos_Backward>();
+    grad_fn = opwrap::rt::make_node<sincos_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
   }
   at::Tensor sin, cos;

@@ -55,9 +55,9 @@ at::Tensor to_dtype_autograd(c10::DispatchKeySet ks, const at::Tensor& self, at:
   }
   const bool forward = opwrap::rt::any_forward_grad(self);
   const bool requires_grad = torch::autograd::compute_requires_grad(self);
-  c10::intrusive_ptr<to_dtype_Backward> grad_fn;
+  opwrap::rt::NodePtr<to_dtype_Backward> grad_fn;
   if (requires_grad) {
-    grad_fn = c10::make_intrusive<to_dtype_Backward>();
+    grad_fn = opwrap::rt::make_node<to_dtype_Backward>();
     grad_fn->set_next_edges(torch::autograd::collect_next_edges(self));
     grad_fn->self_scalar_type = self.scalar_type();
   }

@@ -22,6 +22,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <opwrap/runtime/autograd.h>
 #include <opwrap/runtime/shape_str.h>
+#include <opwrap/runtime/torch_compat.h>
 
 #include <cstdint>
 #include <optional>
@@ -182,7 +183,7 @@ inline void release_list(std::vector<SavedVariable>& saved) {
 
 // A differentiable return: its grad_fn is `node`, at the node's next input.  A return of a
 // type without gradients (an integer tensor) or an undefined one keeps its slot, undefined.
-inline void set_output_history(const at::Tensor& t, const c10::intrusive_ptr<Node>& node) {
+inline void set_output_history(const at::Tensor& t, const NodePtr<Node>& node) {
   if (t.defined() && torch::autograd::isDifferentiableType(t.scalar_type())) {
     torch::autograd::set_history(t, node);
   } else {
@@ -190,7 +191,7 @@ inline void set_output_history(const at::Tensor& t, const c10::intrusive_ptr<Nod
   }
 }
 
-inline void skip_output(const c10::intrusive_ptr<Node>& node) {
+inline void skip_output(const NodePtr<Node>& node) {
   node->add_input_metadata(Node::undefined_input());
 }
 
@@ -212,7 +213,7 @@ inline void check_inplace(const at::Tensor& t, bool requires_grad) {
 }
 
 // A written argument the op returns: its history moves onto `node` (through CopySlices for a view).
-inline void rebase_output_history(const at::Tensor& t, const c10::intrusive_ptr<Node>& node) {
+inline void rebase_output_history(const at::Tensor& t, const NodePtr<Node>& node) {
   if (!t.defined() || !torch::autograd::isDifferentiableType(t.scalar_type())) {
     node->add_input_metadata(Node::undefined_input());
     return;

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include <opwrap/runtime/checks.h>
+#include <opwrap/runtime/torch_compat.h>
 
 namespace opwrap::rt {
 namespace {
@@ -37,7 +38,7 @@ class PointwiseIterator final : public at::TensorIteratorBase {
   // are known.  Generated kernels pass undefined outputs only (out= overloads build an
   // at::TensorIterator, which resizes and casts a given output; this iterator refuses it).
   void set_output_raw_strided(int64_t output_idx, at::IntArrayRef sizes, at::IntArrayRef strides,
-                              at::TensorOptions options) override {
+                              at::TensorOptions options OPWRAP_SET_OUTPUT_NAMES_PARAM) override {
     auto& op = operands_[output_idx];
     TORCH_INTERNAL_ASSERT(!op.tensor_base().defined(), "PointwiseIterator: outputs must be undefined");
     at::TensorBase out;

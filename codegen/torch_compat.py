@@ -1,0 +1,97 @@
+"""The torch releases opwrap supports, and what differs between them: the toolchain's side.
+
+Every C++ difference (generated sources and runtime headers) lives in
+`runtime/include/opwrap/runtime/torch_compat.h`, keyed on torch's own version macros; every
+Python difference of the toolchain lives here.  A generated library's run-time module
+(`pyruntime.py`, copied into each library) asks `torch_before` for the one run-time
+difference it has.  The README's "Torch releases" table is `feature_table()`, and the tests
+expect, on each release, exactly what `FEATURES` says (tests/conftest.py, `torch_feature`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Every release claimed: built and tested by `make torch-matrix` (CI), the newest by the full
+# suite.  The toolchain's requirement (toolchain/pyproject.toml) and `codegen init`'s
+# scaffold state the same range.
+RELEASES: tuple[tuple[int, int], ...] = ((2, 11), (2, 12), (2, 13), (2, 14), (2, 15))
+OLDEST, NEWEST = RELEASES[0], RELEASES[-1]
+
+
+def release_name(release: tuple[int, int]) -> str:
+    return f"{release[0]}.{release[1]}"
+
+
+def requirement() -> str:
+    """The torch requirement of the toolchain, and of a library not yet compiled (an sdist, an
+    editable install): every claimed release.  A built wheel pins the one it compiled against."""
+    return f"torch>={release_name(OLDEST)},<{NEWEST[0]}.{NEWEST[1] + 1}"
+
+
+def parse_release(version: str) -> tuple[int, int]:
+    """'2.11.0+cu130' -> (2, 11); a nightly or a source build counts as its release."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None:
+        raise ValueError(f"not a torch version: {version!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def installed_release() -> tuple[int, int]:
+    import torch
+
+    return parse_release(torch.__version__)
+
+
+# at::Tag values that older supported releases lack: tag -> the macro of torch_compat.h that
+# names the tag where it exists and is empty before.  A declaration may name them on every
+# release; the op is then registered without the tag (see FEATURES, "mutable_returns").
+VERSIONED_TAGS = {"inplace": "OPWRAP_TAG_INPLACE", "out": "OPWRAP_TAG_OUT"}
+
+
+@dataclass(frozen=True)
+class Feature:
+    """Something opwrap relies on that torch has from release `since` on.  `what` says what
+    works from then; `before`, what a user sees on an older release; `error`, a regular
+    expression for the error torch raises there (None where nothing raises)."""
+
+    name: str
+    since: tuple[int, int]
+    what: str
+    before: str
+    error: str | None = None
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature(
+        "mutable_returns", (2, 13),
+        "`torch.compile` (every backend) and opcheck's `test_aot_dispatch_dynamic` of ops that "
+        "return a written argument: in-place ops (`addmv_`) and out= overloads (`myadd.out`), which the generator "
+        "tags `inplace` and `out`",
+        "torch refuses to trace them (\"Found a custom (non-ATen) operator whose output has alias annotations\"); "
+        "eager calls, autograd, vmap, `torch.export` and opcheck's other checks work, and ops that write "
+        "arguments and return nothing (`-> ()`) compile as on every release",
+        r"operator whose output has alias annotations"),
+    Feature(
+        "out_variant_lowering", (2, 13),
+        "inductor lowers a functional op to its out= overload (`torch._library._out_variant`), where that is "
+        "correct (one result, torch >= 2.14)",
+        "inductor calls the functional op, which allocates its own results: the same values"),
+)
+FEATURE = {f.name: f for f in FEATURES}
+
+
+def supports(name: str, release: tuple[int, int] | None = None) -> bool:
+    """Whether `release` (the installed torch's by default) has feature `name`."""
+    return (release or installed_release()) >= FEATURE[name].since
+
+
+def feature_table() -> str:
+    """The README's table: each feature against each claimed release."""
+    head = "| feature | " + " | ".join(release_name(r) for r in RELEASES) + " |"
+    rule = "|---|" + "---|" * len(RELEASES)
+    rows = [f"| {f.what} | " + " | ".join("yes" if r >= f.since else "no" for r in RELEASES) + " |"
+            for f in FEATURES]
+    notes = [f"- before {release_name(f.since)}, {f.name.replace('_', ' ')}: {f.before}." for f in FEATURES]
+    return "\n".join([head, rule, *rows, "", *notes])
