@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build demo test ci cuda-check pytest test-asan bench gpu-test clean survey
+.PHONY: venv generate check build demo test ci cuda-check pytest test-asan test-fast torch-matrix bench gpu-test crate-libs clean survey
 
 venv: $(STAMP)
 
@@ -53,10 +53,28 @@ test: venv
 	@$(PHASE) build $(CODEGEN) build --no-generate
 	@$(MAKE) --no-print-directory pytest
 
-# Everything CI runs (.ci/run): `make test`, then the CUDA compile check and the sanitizer run.
+# Everything CI runs (.ci/run): `make test`, then the CUDA compile check, the sanitizer run and
+# the core tests on every other claimed torch release.
 ci: test
 	@$(MAKE) --no-print-directory cuda-check
 	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory torch-matrix
+
+# Every torch release opwrap claims (codegen/torch_compat.py: 2.11 to 2.15) other than the
+# venv's, each in a venv of its own under build/torch-matrix (scripts/torch-matrix): the bundled
+# library built against it, then the core tests on it: registration, reference values and
+# misuse (test_ops, test_misuse), opcheck (test_declared_ops), autograd of the bundled ops,
+# torch.compile(fullgraph=True) and torch.export (test_pt2), vmap, the typed Python surface
+# (test_pyruntime, test_stubs), and a `codegen init` library built there and checked with
+# values, errors, gradcheck, opcheck and compile (test_build's `mylib` tests).  What a release
+# lacks is expected by the tests (torch_compat.FEATURES).  TORCH_MATRIX="2.11 2.15" picks releases.
+TORCH_MATRIX ?=
+TORCH_MATRIX_TESTS ?= -m "not slow or torch_matrix" tests/test_ops.py tests/test_misuse.py tests/test_declared_ops.py \
+  tests/test_autograd.py tests/test_pt2.py tests/test_vmap.py tests/test_pyruntime.py tests/test_stubs.py \
+  tests/test_build.py::test_init_library_passes_opcheck_and_compiles_with_no_graph_break \
+  tests/test_build.py::test_init_makes_a_separate_library_that_builds_and_loads
+torch-matrix: venv
+	@$(PHASE) torch-matrix env TORCH_MATRIX_TESTS='$(TORCH_MATRIX_TESTS)' $(PY) scripts/torch-matrix --keep-going $(TORCH_MATRIX)
 
 # Every CUDA source compiled (for one architecture, CUDA_CHECK_ARCH) and linked into
 # build/cuda, and the CUDA registration tests run on that library; the kernels themselves
@@ -91,8 +109,18 @@ test-asan: venv
 # /tmp/pytest-of-<user>, keeps the last 3 runs of any checkout, and deletes the directories
 # of a run still going in another).
 PYTEST_TMP ?= $(or $(TMPDIR),/tmp)/opwrap-pytest-$(shell printf '%s' '$(CURDIR)' | cksum | cut -d' ' -f1)
+# Each run ends with the pytest phase against its budget, PYTEST_BUDGET seconds, and its ten
+# slowest items (tests/conftest.py).  The budget is `make test`'s 420 s on a fresh clone of a
+# 2-core machine less what comes before pytest there (venv, drift check, build: ~140 s).
+PYTEST_BUDGET ?= 280
 pytest: venv
-	@$(PHASE) pytest sh -c '$(PY) -m pytest -q -n logical --dist loadgroup --durations=20 --basetemp=$(PYTEST_TMP) $(PYTEST_ARGS); rc=$$?; \
+	@$(PHASE) pytest sh -c 'OPWRAP_PYTEST_BUDGET=$(PYTEST_BUDGET) $(PY) -m pytest -q -n logical --dist loadgroup --basetemp=$(PYTEST_TMP) $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
+
+# The tests that compile no library of their own (`-m "not slow"`), on the library `make build`
+# compiled: one area in seconds, e.g. `make test-fast PYTEST_ARGS=tests/test_pointwise.py`.
+test-fast: build
+	@$(PHASE) pytest-fast sh -c '$(PY) -m pytest -q -n logical --dist loadgroup -m "not slow" --basetemp=$(PYTEST_TMP)-fast $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
 
 # Speed, side by side with what opwrap replaces, as ratios (benchmarks/bench.py).
@@ -107,12 +135,17 @@ survey: venv
 	@$(PHASE) survey $(PY) -m opwrap_codegen.survey $(SURVEY_ARGS)
 
 # On a machine with a GPU: build with CUDA (an error if it cannot be built), run the CUDA
-# tests (every op and dtype against the CPU kernel) and the CUDA benchmark against aten.
-gpu-test: venv
-	@$(PHASE) build $(CODEGEN) build --cuda
-	@$(PHASE) gpu-pytest sh -c '$(PY) -m pytest -q tests/test_cuda.py -m cuda -rs; rc=$$?; \
-	  if [ $$rc -eq 5 ]; then echo "no CUDA tests ran" >&2; exit 1; fi; exit $$rc'
-	@$(PHASE) gpu-bench $(PY) benchmarks/cuda_bench.py
+# tests (every op and dtype against the CPU kernel) and the CUDA benchmark against aten
+# (scripts/gpu-test).  With no .venv it uses the machine's python3 and its torch, offline: the
+# lent GPU machines (torch 2.11, no network, no Rust) take a copy of the working tree with
+# build/crate-libs (`make crate-libs` here) for the Rust crate.
+GPU_PYTHON ?= $(if $(wildcard $(PY)),$(abspath $(PY)),python3)
+gpu-test:
+	@PYTHON=$(GPU_PYTHON) scripts/gpu-test
+
+# The crates' static libraries, for a machine without Rust ($$OPWRAP_PREBUILT_CRATES, scripts/gpu-test).
+crate-libs: build
+	@rm -rf build/crate-libs && mkdir -p build/crate-libs && cp build/cargo/release/lib*.a build/crate-libs/ && ls build/crate-libs
 
 clean:
 	rm -rf build toolchain/build

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from . import torch_compat
 from .config import load_config
 from .derivatives import has_forward
 from .dtypes import DTYPES
@@ -781,23 +783,39 @@ def _same_draws(fn, values):
     return seeded
 
 
-def to_device(sample: SampleInput, device) -> SampleInput:
-    """The sample with every tensor moved to `device` (requires_grad kept)."""
-    args, kwargs = _map_tensors(sample, lambda t: t.detach().to(device).requires_grad_(t.requires_grad))
-    return SampleInput(args, kwargs, sample.name)
-
-
 def check_same_as_cpu(decl: Declaration, op, sample: SampleInput, device) -> None:
-    """The op on `device` gives the CPU kernel's results (in place: the written argument)."""
+    """The op on `device` gives the CPU kernel's results: each return (each element of a
+    Tensor[] return), and each argument it writes (all an op that returns nothing gives).  The
+    sample goes to `device` whole, tensors in lists included, with its layouts kept."""
     import torch
 
-    cpu = sample.clone()
-    other = to_device(sample, device)
-    want, got = as_tuple(call(op, cpu)), as_tuple(call(op, other))
-    for w, g in zip(want, got):
-        assert g.device.type == torch.device(device).type, f"{decl.op_name}: result on {g.device}"
+    cpu, other = sample.clone(), sample.clone(device)
+    state = torch.get_rng_state()
+    want = call(op, cpu)
+    torch.set_rng_state(state)  # a random op's second call on the CPU draws what the first drew
+    got = call(op, other)
+    pairs = [(f"return {i}", w, g) for i, (w, g) in enumerate(zip(_flat(want), _flat(got)))]
+    names = [a.name for a in decl.schema.arguments if not a.kwarg_only]
+    for a in decl.schema.arguments:
+        if a.is_write:
+            pick = (lambda s: s.args[names.index(a.name)]) if a.name in names[: len(sample.args)] else (
+                lambda s: s.kwargs.get(a.name))
+            pairs += [(f"argument '{a.name}'", w, g) for w, g in zip(_flat(pick(cpu)), _flat(pick(other)))]
+    for what, w, g in pairs:
+        assert g.device.type == torch.device(device).type, f"{decl.op_name}: {what} on {g.device}"
         torch.testing.assert_close(g.detach().cpu(), w.detach(), equal_nan=True,
-                                   msg=lambda m: f"{decl.op_name} on {device} ({g.dtype}) differs from CPU: {m}")
+                                   msg=lambda m: f"{decl.op_name} on {device} ({g.dtype}), {what}, differs from CPU: {m}")
+
+
+def _flat(value) -> list:
+    """The tensors of a return or argument: itself, the elements of a list or tuple, none for None."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _flat(v)]
+    return []
 
 
 def check_opcheck(op, sample: SampleInput) -> None:
@@ -813,12 +831,25 @@ def check_opcheck(op, sample: SampleInput) -> None:
     # traced call, so a given one draws other numbers the second time)
     resized = sample.name in ("out_empty", "out_wrong_size")
     seeded = any(isinstance(v, torch.Generator) for v in (*sample.args, *sample.kwargs.values()))
-    utils = {"test_utils": ("test_schema", "test_autograd_registration", "test_faketensor")} if resized or seeded else {}
+    # Before torch 2.13, AOT dispatch refuses every op that returns a written argument
+    # (torch_compat.FEATURES, "mutable_returns"): it is left out, and must fail as recorded.
+    old_torch = returns_written(op) and not torch_compat.supports("mutable_returns")
+    no_aot = ("test_schema", "test_autograd_registration", "test_faketensor")
+    utils = {"test_utils": no_aot} if resized or seeded or old_torch else {}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*was resized")  # the fake kernel's, as aten's: expected here
         result = torch.library.opcheck(op, sample.args, sample.kwargs, **utils)
+        if old_torch and not (resized or seeded):
+            aot = torch.library.opcheck(op, sample.args, sample.kwargs, test_utils="test_aot_dispatch_dynamic",
+                                        raise_exception=False)["test_aot_dispatch_dynamic"]
+            assert re.search(torch_compat.FEATURE["mutable_returns"].error or "", str(aot)), aot
     failed = {k: v for k, v in result.items() if v != "SUCCESS"}
     assert not failed, failed
+
+
+def returns_written(op) -> bool:
+    """Whether the OpOverload `op` returns one of its written arguments (Tensor(a!))."""
+    return any(r.alias_info is not None and r.alias_info.is_write for r in op._schema.returns)
 
 
 # --------------------------------------------------------------------------- misuse

@@ -13,6 +13,21 @@ ROOT = Path(__file__).resolve().parent.parent
 CODEGEN = [sys.executable, "-m", "opwrap_codegen.cli"]
 
 
+@contextmanager
+def torch_feature(name: str):
+    """The block needs the torch feature `name` (opwrap_codegen.torch_compat.FEATURES): on a
+    release that has it, the block must pass; on an older one, it must fail with the error
+    that FEATURES records for it there, and nothing else (a test of what degrades, not a skip)."""
+    from opwrap_codegen import torch_compat
+    feature = torch_compat.FEATURE[name]
+    if torch_compat.supports(name):
+        yield
+        return
+    assert feature.error is not None, f"{name}: FEATURES records no error for releases before {feature.since}"
+    with pytest.raises(Exception, match=feature.error):  # torch's own type: RuntimeError, a dynamo or opcheck error
+        yield
+
+
 def run_codegen(*args, cwd=ROOT, env=None):
     """Run the CLI in a subprocess, as a user would; returns the CompletedProcess."""
     e = dict(os.environ)
@@ -291,3 +306,37 @@ def mylib(tmp_path_factory):
         if not record.exists():
             record.write_text(json.dumps(_make_mylib(root / "mylib")))
     return SharedLibrary(root, json.loads(record.read_text()))
+
+
+# ------------------------------------------------------------------ the time budget (make test)
+# `make test` must finish in minutes on a fresh clone of a 2-core machine (README "Two
+# commands").  Each run reports the pytest phase against its budget (OPWRAP_PYTEST_BUDGET
+# seconds, set by the Makefile) and its ten slowest items: a report, not a failing test (these
+# machines are noisy).  A new test that needs a library of its own adds its ops to a shared one
+# (conftest's `mylib`, `pynames`, ...) unless it cannot, and says why.
+_STARTED = []
+
+
+def pytest_sessionstart(session):
+    import time
+    _STARTED.append(time.monotonic())
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    import time
+    budget = os.environ.get("OPWRAP_PYTEST_BUDGET")
+    if not budget or not _STARTED or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    took = time.monotonic() - _STARTED[0]
+    # every phase of every item (passing setups and teardowns are filed under ""): a fixture
+    # that builds a library counts against the first test that asked for it
+    reports = [r for reports in terminalreporter.stats.values() for r in reports
+               if hasattr(r, "duration") and hasattr(r, "nodeid")]
+    per_item: dict[str, float] = {}
+    for r in reports:
+        per_item[r.nodeid] = per_item.get(r.nodeid, 0.0) + r.duration
+    slowest = sorted(per_item.items(), key=lambda kv: -kv[1])[:10]
+    verdict = "within" if took <= float(budget) else "OVER"
+    terminalreporter.write_sep("=", f"pytest phase: {took:.0f}s, {verdict} its budget of {float(budget):.0f}s")
+    for nodeid, secs in slowest:
+        terminalreporter.write_line(f"{secs:8.1f}s  {nodeid}")

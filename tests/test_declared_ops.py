@@ -218,3 +218,25 @@ def test_tensor_list_and_generator_samples(features):
     a, b = given.clone(), given.clone()  # each copy draws what the original would
     assert torch.equal(torch.rand(4, generator=a.args[2]), torch.rand(4, generator=b.args[2]))
     assert g.get_state().equal(given.args[2].get_state())
+
+
+@pytest.mark.parametrize("decl", DECLS, ids=lambda d: d.op_name)
+def test_device_comparison_covers_returns_lists_and_written_arguments(decl):
+    """testing.check_same_as_cpu, which `make gpu-test` runs for every op on CUDA, run here with
+    the CPU as the other device: every sample goes through it (Tensor[] arguments and returns,
+    ops that return nothing and are compared by what they write), and it finds a difference."""
+    dtype = testing.torch_dtype(decl.dtypes[0])
+    for sample in testing.sample_inputs(decl, dtype, prepare=PREPARE.get(decl.op_name)):
+        testing.check_same_as_cpu(decl, op_of(decl), sample, "cpu")
+    if decl.op_name == "reshape_and_cache":  # returns nothing: a wrong write on the other device shows
+        calls = []
+
+        def miswritten(*args, **kwargs):
+            op_of(decl)(*args, **kwargs)
+            calls.append(1)
+            if len(calls) == 2:
+                args[2].add_(1)
+
+        sample = testing.sample_inputs(decl, dtype, prepare=PREPARE.get(decl.op_name))[0]
+        with pytest.raises(AssertionError, match=r"argument 'key_cache', differs from CPU"):
+            testing.check_same_as_cpu(decl, miswritten, sample, "cpu")
