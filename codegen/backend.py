@@ -50,8 +50,11 @@ from setuptools.command.sdist import sdist
 
 from .config import Config, line_of, load_config
 from .diagnostics import CodegenError
+from .torch_compat import requirement
 
-TORCH_REQUIREMENT = "torch>=2.13"  # what an sdist or an editable install asks for: nothing is compiled yet
+# What an sdist or an editable install asks for (nothing is compiled yet): every torch release
+# opwrap supports (torch_compat.RELEASES).
+TORCH_REQUIREMENT = requirement()
 # Requirements that a wheel built in a source checkout takes from a folder beside it rather
 # than from an index: {distribution name: project folder}.  This repository's own build
 # (toolchain/inrepo.py) names its toolchain, so that `pip install .` of a clone works with

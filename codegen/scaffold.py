@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 _TOOLCHAIN = Path(__file__).resolve().parent  # this package's folder: frames inside it are the toolchain's
 
 from . import __version__
+from .torch_compat import requirement
 
 if TYPE_CHECKING:
     from .config import Config
@@ -24,7 +25,8 @@ build-backend = "opwrap_codegen.backend"
 name = "{ns}"
 version = "0.1.0"
 requires-python = ">=3.11"
-# torch, pinned by the build to the release it compiles against, and [tool.codegen] dependencies
+# torch, pinned by the build to the release it compiles against (an sdist or editable install
+# asks for {torch}: the releases opwrap supports), and [tool.codegen] dependencies
 dynamic = ["dependencies"]
 
 [tool.codegen]
@@ -101,7 +103,7 @@ __all__ = ["ops", "library_path"]
 
 def scaffold(target: Path, namespace: str) -> list[Path]:
     files = {
-        target / "pyproject.toml": _PYPROJECT.format(ns=namespace, version=__version__),
+        target / "pyproject.toml": _PYPROJECT.format(ns=namespace, version=__version__, torch=requirement()),
         target / "declarations" / "scale.yaml": _DECLARATION.format(ns=namespace),
         target / "kernels" / "scale.h": _KERNEL.format(ns=namespace),
         target / namespace / "__init__.py": _INIT.format(ns=namespace),

@@ -1,13 +1,15 @@
-"""Shipping, as a user does it, with pip's build isolation: the toolchain wheel (opwrap-codegen,
-pure Python), a `codegen init` library built into a platform wheel with `pip wheel`, this
-repository built with `python -m build` (an sdist, then a wheel from that sdist), and both
-wheels installed into a fresh venv and used from outside any source tree.
+"""Shipping, as a user does it, with build isolation: the toolchain wheel (opwrap-codegen,
+pure Python) with `pip wheel`, a `codegen init` library built into a platform wheel and this
+repository built into an sdist and a wheel from that sdist with `python -m build`, a clone of
+the repository installed into a fresh venv with `uv pip install`, and both wheels used there
+from outside any source tree.
 
-The toolchain is not published, so pip gets its wheel through --find-links.  Every
-environment takes the torch this venv has (a build constraint: pip applies no constraint to
-build environments by itself), which lies on this machine's disk.  The two isolated builds
-run at once: each spends most of a minute installing torch into its environment, which
-overlaps the other's compiling."""
+The toolchain is not published, so the installers get its wheel through find-links.  Every
+environment takes the torch this venv has (a constraint, for the build environments too),
+which lies on this machine's disk.  The environments that hold torch (three isolated builds
+and the venv) are made by uv (`python -m build --installer uv`, `uv venv`): uv links torch
+from its cache, which `make venv` filled, instead of unpacking 5 GB of wheels each time
+(about a minute a time with pip).  The isolated builds run at once."""
 
 import os
 import re
@@ -106,28 +108,26 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     assert "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
     decl.write_text(AXPY)
 
-    # Three isolated builds at once: the library with `pip wheel`; the repository with
-    # `python -m build`; and the repository installed into a fresh venv with a plain
-    # `pip install <clone>` (its toolchain requirement is met from the clone's toolchain/:
-    # no --find-links).  The repository holds two ops here (a selective build, -C ops=):
+    # Three isolated builds at once: the library and the repository (sdist, then a wheel from
+    # it) with `python -m build`, and the repository installed into a fresh venv with a plain
+    # `uv pip install <clone>` (its toolchain requirement is met from the clone's toolchain/:
+    # no find-links).  The repository holds two ops here (a selective build, -C ops=):
     # compiling all of them is `make build`'s test; the packaging is this one's.
-    find = ["--find-links", links]
     settings = ["-C", "cuda=false", "-C", "optimize=0"]
     repo_settings = [*settings, "-C", "ops=myadd,fill_natural"]
-    lib_build = subprocess.Popen([*PIP, "wheel", "--no-deps", "-w", wheels, *find, *settings, lib], env=env,
+    uv_env = {**env, **_uv_config(constraint, links)}
+    build = [sys.executable, "-m", "build", "--installer", "uv"]
+    lib_build = subprocess.Popen([*build, "--wheel", "-o", wheels, *settings, lib], env=uv_env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     repo_copy, clone = tmp_path / "repo", tmp_path / "clone"  # as a fresh clone has it: no build/ to reuse
     _export(ROOT, repo_copy)
     _export(ROOT, clone)
     venv = tmp_path / "venv"
-    _ok(_run([sys.executable, "-m", "venv", venv]))
+    _ok(_run([UV, "venv", "-q", "--seed", "--python", sys.executable, venv], env=uv_env))  # --seed: pip, for the resolver check below
     python = venv / "bin" / "python"
-    # The fresh venv's pip (ensurepip's) and `python -m build` (its own `pip install`) read no
-    # build constraint, but PIP_CONSTRAINT: without it, their torch is the newest pip allows.
-    pinned = {**env, "PIP_CONSTRAINT": str(constraint)}
-    repo_install = subprocess.Popen([python, "-m", "pip", "install", "-q", *repo_settings, "."], cwd=clone,
-                                    env=pinned, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    repo_build = _run([sys.executable, "-m", "build", "-o", wheels, *repo_settings, repo_copy], env=pinned)
+    repo_install = subprocess.Popen([UV, "pip", "install", "-q", "--python", python, *repo_settings, "."], cwd=clone,
+                                    env=uv_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    repo_build = _run([*build, "-o", wheels, *repo_settings, repo_copy], env=uv_env)
     for process in (lib_build, repo_install):
         output = process.communicate()[0]
         assert process.returncode == 0, output[-4000:]
@@ -152,7 +152,7 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     metadata = zipfile.ZipFile(repo_wheel).read("opwrap-0.1.0.dist-info/METADATA").decode().splitlines()
     assert "Requires-Dist: opwrap-codegen==0.1.0" in metadata, metadata
     # The library's wheel into the same venv (by file: PyPI has a project named mylib).
-    _ok(_run([python, "-m", "pip", "install", "-q", lib_wheel], env=env))
+    _ok(_run([UV, "pip", "install", "-q", "--python", python, lib_wheel], env=uv_env))
     user = tmp_path / "user"  # outside every source tree
     user.mkdir()
     out = _ok(_run([python, "-c", USE], cwd=user, env=env))
@@ -171,9 +171,38 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
 
     # Beside another torch release (any but the one it was built with): pip's resolver refuses,
     # nothing is installed.
-    r = _run([python, "-m", "pip", "install", "--dry-run", *find, lib_wheel, f"torch!={release}.*"], env=env)
+    r = _run([python, "-m", "pip", "install", "--dry-run", "--find-links", links, lib_wheel, f"torch!={release}.*"],
+             env=env)
     assert r.returncode != 0 and "ResolutionImpossible" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
     assert f"mylib 0.1.0 depends on torch=={release}.*" in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+
+
+UV = Path(sys.executable).parent / "uv"  # installed with the dev tools (scripts/venv-install)
+
+
+def _uv_config(constraint: Path, links: Path) -> dict[str, str]:
+    """uv's environment variables for the indexes pip is configured with (as scripts/venv-install
+    reads them), the toolchain's wheel folder, and `constraint` for every environment, build
+    environments included."""
+    import importlib.util
+    from importlib.machinery import SourceFileLoader
+    loader = SourceFileLoader("venv_install", str(ROOT / "scripts" / "venv-install"))
+    venv_install = importlib.util.module_from_spec(importlib.util.spec_from_loader("venv_install", loader))
+    loader.exec_module(venv_install)
+    args, env = venv_install.pip_index_options()
+    values: dict[str, list[str]] = {}
+    it = iter(args)
+    for option in it:
+        values.setdefault(option, []).append("1" if option == "--no-index" else next(it))
+    if "--index-url" in values:
+        env["UV_INDEX_URL"] = values["--index-url"][-1]
+    if "--extra-index-url" in values:
+        env["UV_EXTRA_INDEX_URL"] = " ".join(values["--extra-index-url"])
+    if "--no-index" in values:
+        env["UV_NO_INDEX"] = "1"
+    env["UV_FIND_LINKS"] = ",".join([str(links), *values.get("--find-links", [])])
+    env["UV_CONSTRAINT"] = env["UV_BUILD_CONSTRAINT"] = " ".join([*values.get("--constraint", []), str(constraint)])
+    return env
 
 
 def _export(root: Path, target: Path) -> None:
@@ -257,4 +286,22 @@ def test_one_toolchain_version():
     from opwrap_codegen.scaffold import _PYPROJECT
     table = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert table["tool"]["codegen"]["dependencies"] == [f"opwrap-codegen=={__version__}"]
-    assert f'requires = ["opwrap-codegen=={__version__}"]' in _PYPROJECT.format(ns="x", version=__version__)
+    assert f'requires = ["opwrap-codegen=={__version__}"]' in _PYPROJECT.format(ns="x", version=__version__, torch="t")
+
+
+def test_one_claimed_torch_range():
+    """The torch releases opwrap claims (torch_compat.RELEASES) are what the toolchain requires,
+    what an sdist of a library asks for, what `codegen init` scaffolds and what the README says."""
+    import tomllib
+
+    from opwrap_codegen import backend, torch_compat
+    from opwrap_codegen.scaffold import _PYPROJECT
+    want = torch_compat.requirement()
+    assert want == "torch>=2.11,<2.16"
+    deps = tomllib.loads((ROOT / "toolchain" / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert want in deps, deps
+    assert backend.TORCH_REQUIREMENT == want
+    assert f"asks for {want}:" in _PYPROJECT.format(ns="x", version="0", torch=want).replace("\n# ", " ")
+    readme = (ROOT / "README.md").read_text()
+    assert torch_compat.feature_table() in readme, "README: paste torch_compat.feature_table() under Torch releases"
+    assert "torch 2.11, 2.12, 2.13, 2.14 and 2.15" in readme
