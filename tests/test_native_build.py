@@ -210,6 +210,25 @@ def test_missing_cargo_says_what_to_install(native, monkeypatch):
         step(native)
 
 
+@needs_cargo
+def test_prebuilt_crate_libraries_are_linked_without_cargo(native, tmp_path_factory, monkeypatch):
+    """$OPWRAP_PREBUILT_CRATES (a machine without Rust: scripts/gpu-test): the crate's static
+    library from that folder, linked as it is, with no cargo on PATH; a missing one is named."""
+    inputs, _ = step(native)  # here, with cargo: what `make crate-libs` copies
+    prebuilt = tmp_path_factory.mktemp("crate-libs")
+    shutil.copy(inputs[1], prebuilt / "libnat_kern.a")
+    shutil.rmtree(native / "build")
+    monkeypatch.setenv("PATH", _path_without_cargo())
+    monkeypatch.setenv(build.PREBUILT_CRATES, str(prebuilt))
+    inputs, logged = step(native)
+    assert inputs == [str(native / "build" / "native" / "c" / "csrc" / "mul.c.o"), str(prebuilt / "libnat_kern.a")]
+    assert f"codegen build: linking {prebuilt / 'libnat_kern.a'} ($OPWRAP_PREBUILT_CRATES) for crate rust/kern" in logged
+    assert not (native / "build" / "cargo").exists()
+    (prebuilt / "libnat_kern.a").unlink()
+    with pytest.raises(FileNotFoundError, match=r"has no libnat_kern.a \(crate rust/kern\): copy it there"):
+        step(native)
+
+
 def test_a_crate_must_be_a_static_library(native):
     manifest = native / "rust" / "kern" / "Cargo.toml"
     write(manifest, CARGO_TOML.replace('["staticlib"]', '["rlib"]'))
