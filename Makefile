@@ -64,13 +64,14 @@ ci: test
 # venv's, each in a venv of its own under build/torch-matrix (scripts/torch-matrix): the bundled
 # library built against it, then the core tests on it: registration, reference values and
 # misuse (test_ops, test_misuse), opcheck (test_declared_ops), autograd of the bundled ops,
-# torch.compile(fullgraph=True) and torch.export (test_pt2), vmap, the typed Python surface
+# torch.compile(fullgraph=True) and torch.export (test_pt2), mutable and out= ops (test_mutable's
+# library), vmap, the typed Python surface
 # (test_pyruntime, test_stubs), and a `codegen init` library built there and checked with
 # values, errors, gradcheck, opcheck and compile (test_build's `mylib` tests).  What a release
 # lacks is expected by the tests (torch_compat.FEATURES).  TORCH_MATRIX="2.11 2.15" picks releases.
 TORCH_MATRIX ?=
 TORCH_MATRIX_TESTS ?= -m "not slow or torch_matrix" tests/test_ops.py tests/test_misuse.py tests/test_declared_ops.py \
-  tests/test_autograd.py tests/test_pt2.py tests/test_vmap.py tests/test_pyruntime.py tests/test_stubs.py \
+  tests/test_autograd.py tests/test_pt2.py tests/test_mutable.py tests/test_vmap.py tests/test_pyruntime.py tests/test_stubs.py \
   tests/test_build.py::test_init_library_passes_opcheck_and_compiles_with_no_graph_break \
   tests/test_build.py::test_init_makes_a_separate_library_that_builds_and_loads
 torch-matrix: venv

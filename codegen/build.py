@@ -234,16 +234,18 @@ def ccache_summary(before: dict[str, int], after: dict[str, int]) -> str:
     return f"{hits} hits, {misses} misses"
 
 
-def ccache_env(config: Config, ccache: str, cuda) -> dict[str, str]:
-    """The environment of a build through ccache: C++ through a `c++` masquerade link
-    (ccache_wrapper), nvcc as `ccache nvcc` (cpp_extension's PYTORCH_NVCC), and, unless set,
-    CCACHE_BASEDIR at the project's root, so that the same project in another folder (a second
-    clone, a CI checkout) hits what the first compiled.  Any CCACHE_* variable the user set
-    (CCACHE_DIR, CCACHE_REMOTE_STORAGE, ...) is ccache's own configuration and left alone."""
-    env = {"CCACHE_BASEDIR": os.environ.get("CCACHE_BASEDIR", str(config.root.resolve()))}
+def ccache_env(ccache: str, cuda) -> dict[str, str]:
+    """The environment of a build through ccache beyond the `c++` masquerade link
+    (ccache_wrapper): nvcc as `ccache nvcc` (cpp_extension's PYTORCH_NVCC).  CCACHE_BASEDIR
+    stays unset unless the user sets it: ccache then hashes the absolute source and include
+    paths, so builds of one checkout into different folders (build/, build/cuda's CPU units,
+    a wheel built from the checkout) share their objects; with it set to a project's root, two
+    clones of the project at different paths share them instead, as long as their build folders
+    lie at the same depth.  Any CCACHE_* variable is ccache's own configuration (CCACHE_DIR,
+    CCACHE_REMOTE_STORAGE, ...) and left alone."""
     if cuda is not None and "PYTORCH_NVCC" not in os.environ:
-        env["PYTORCH_NVCC"] = f"{shlex.quote(ccache)} {shlex.quote(str(cuda.nvcc))}"
-    return env
+        return {"PYTORCH_NVCC": f"{shlex.quote(ccache)} {shlex.quote(str(cuda.nvcc))}"}
+    return {}
 
 
 def ccache_wrapper(build_dir: Path) -> str | None:
@@ -532,7 +534,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if wrapper:
             ccache = find_ccache()
             os.environ["CXX"] = wrapper
-            os.environ.update(ccache_env(config, ccache, env))
+            os.environ.update(ccache_env(ccache, env))
             stats_before = ccache_stats(ccache)
             log(f"codegen build: compiling through ccache ({wrapper})")
         elif use_ccache:

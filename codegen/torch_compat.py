@@ -65,6 +65,10 @@ class Feature:
 
 FEATURES: tuple[Feature, ...] = (
     Feature(
+        "inplace_out_tags", (2, 13),
+        "the `inplace` and `out` tags (`torch.Tag`) on in-place ops and out= overloads, derived or declared",
+        "the ops are registered without them, as torch has no such tags; the next row says what that costs"),
+    Feature(
         "mutable_returns", (2, 13),
         "`torch.compile` (every backend) and opcheck's `test_aot_dispatch_dynamic` of ops that "
         "return a written argument: in-place ops (`addmv_`) and out= overloads (`myadd.out`), which the generator "

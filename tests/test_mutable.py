@@ -293,13 +293,16 @@ def reshape_and_cache_ref(key, value, key_cache, value_cache, slots):
 def test_library_imports_with_tags_torch_needs(mutlib, ops):
     # The generated vmap module registers a kernel for out= overloads instead of
     # register_vmap (which refuses keyword-only tensors and used to break the import).
-    tags = {name: set(overload(ops, name).tags)
+    tags = {name: {t.name for t in overload(ops, name).tags}
             for name in ("scale.out", "rowmax.out", "mul_into", "silu_and_mul", "add_rms_norm", "reshape_and_cache")}
-    assert torch.Tag.out in tags["scale.out"] and torch.Tag.out in tags["rowmax.out"]
-    assert torch.Tag.inplace in tags["mul_into"]
+    if torch_compat.supports("inplace_out_tags"):
+        assert "out" in tags["scale.out"] and "out" in tags["rowmax.out"]
+        assert "inplace" in tags["mul_into"]
+    else:  # registered without them, as torch_compat.h defines the tags away
+        assert not {"out", "inplace"} & set().union(*tags.values()), tags
     for name in ("silu_and_mul", "add_rms_norm", "reshape_and_cache"):  # return nothing: no tag needed
-        assert not {torch.Tag.out, torch.Tag.inplace} & tags[name], name
-    assert all(torch.Tag.pt2_compliant_tag in t for t in tags.values())
+        assert not {"out", "inplace"} & tags[name], name
+    assert all("pt2_compliant_tag" in t for t in tags.values())
     for op in ("mutlib::scale.out", "mutlib::rowmax.out", "mutlib::silu_and_mul"):
         assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "FuncTorchBatched"), op
 
