@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build demo test ci cuda-check pytest test-asan test-fast torch-matrix bench gpu-test crate-libs clean survey
+.PHONY: venv generate check build demo test ci cuda-check pytest test-asan test-fast torch-matrix bench gpu-test gpu-prep clean survey
 
 venv: $(STAMP)
 
@@ -139,14 +139,16 @@ survey: venv
 # tests (every op and dtype against the CPU kernel) and the CUDA benchmark against aten
 # (scripts/gpu-test).  With no .venv it uses the machine's python3 and its torch, offline: the
 # lent GPU machines (torch 2.11, no network, no Rust) take a copy of the working tree with
-# build/crate-libs (`make crate-libs` here) for the Rust crate.
+# build/gpu-prep (`make gpu-prep` here: the toolchain's wheel and the crates' static libraries).
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(abspath $(PY)),python3)
 gpu-test:
 	@PYTHON=$(GPU_PYTHON) scripts/gpu-test
 
-# The crates' static libraries, for a machine without Rust ($$OPWRAP_PREBUILT_CRATES, scripts/gpu-test).
-crate-libs: build
-	@rm -rf build/crate-libs && mkdir -p build/crate-libs && cp build/cargo/release/lib*.a build/crate-libs/ && ls build/crate-libs
+# What a machine without network or Rust needs for `make gpu-test`: build/gpu-prep/ with the
+# toolchain's wheel and crates/, the crates' static libraries ($$OPWRAP_PREBUILT_CRATES).
+gpu-prep: build
+	@rm -rf build/gpu-prep && mkdir -p build/gpu-prep/crates && cp build/cargo/release/lib*.a build/gpu-prep/crates/ && \
+	  $(PY) -m pip wheel -q --no-deps --no-build-isolation -w build/gpu-prep ./toolchain && ls -R build/gpu-prep
 
 clean:
 	rm -rf build toolchain/build

@@ -410,7 +410,7 @@ def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int
             if not libs[crate.library].is_file():
                 raise FileNotFoundError(f"${PREBUILT_CRATES} is {prebuilt}, which has no lib{crate.library}.a (crate "
                                         f"{crate.directory}): copy it there from <build>/cargo/release of a build on "
-                                        "a machine with cargo, or unset it")
+                                        "a machine with cargo (make gpu-prep), or unset it")
             log(f"codegen build: linking {libs[crate.library]} (${PREBUILT_CRATES}) for crate {crate.directory}")
     for crate in crates if not prebuilt else ():
         lib = libs[crate.library]

@@ -214,7 +214,7 @@ def test_missing_cargo_says_what_to_install(native, monkeypatch):
 def test_prebuilt_crate_libraries_are_linked_without_cargo(native, tmp_path_factory, monkeypatch):
     """$OPWRAP_PREBUILT_CRATES (a machine without Rust: scripts/gpu-test): the crate's static
     library from that folder, linked as it is, with no cargo on PATH; a missing one is named."""
-    inputs, _ = step(native)  # here, with cargo: what `make crate-libs` copies
+    inputs, _ = step(native)  # here, with cargo: what `make gpu-prep` copies
     prebuilt = tmp_path_factory.mktemp("crate-libs")
     shutil.copy(inputs[1], prebuilt / "libnat_kern.a")
     shutil.rmtree(native / "build")
