@@ -78,6 +78,11 @@ FEATURES: tuple[Feature, ...] = (
         "arguments and return nothing (`-> ()`) compile as on every release",
         r"operator whose output has alias annotations"),
     Feature(
+        "python_warnings_from_ops", (2, 15),
+        "a kernel's C++ warning (`TORCH_WARN`: an out= argument resized, say) reaches a call through `torch.ops` "
+        "as a Python `UserWarning`, as it does for aten's functions",
+        "torch prints it on stderr (the same text; Python's warning filters do not see it)"),
+    Feature(
         "out_variant_lowering", (2, 13),
         "inductor lowers a functional op to its out= overload (`torch._library._out_variant`), where that is "
         "correct (one result, torch >= 2.14)",
