@@ -68,14 +68,15 @@ ci: test
 # library), vmap, the typed Python surface
 # (test_pyruntime, test_stubs), and a `codegen init` library built there and checked with
 # values, errors, gradcheck, opcheck and compile (test_build's `mylib` tests).  What a release
-# lacks is expected by the tests (torch_compat.FEATURES).  TORCH_MATRIX="2.11 2.15" picks releases.
+# lacks is expected by the tests (torch_compat.FEATURES).  TORCH_MATRIX="2.11 2.15" picks releases;
+# TORCH_MATRIX_CUDA=1 also compiles every CUDA source against each (not in CI: ~2 min a release).
 TORCH_MATRIX ?=
 TORCH_MATRIX_TESTS ?= -m "not slow or torch_matrix" tests/test_ops.py tests/test_misuse.py tests/test_declared_ops.py \
   tests/test_autograd.py tests/test_pt2.py tests/test_mutable.py tests/test_vmap.py tests/test_pyruntime.py tests/test_stubs.py \
   tests/test_build.py::test_init_library_passes_opcheck_and_compiles_with_no_graph_break \
   tests/test_build.py::test_init_makes_a_separate_library_that_builds_and_loads
 torch-matrix: venv
-	@$(PHASE) torch-matrix env TORCH_MATRIX_TESTS='$(TORCH_MATRIX_TESTS)' $(PY) scripts/torch-matrix --keep-going $(TORCH_MATRIX)
+	@$(PHASE) torch-matrix env TORCH_MATRIX_TESTS='$(TORCH_MATRIX_TESTS)' $(PY) scripts/torch-matrix --keep-going $(if $(TORCH_MATRIX_CUDA),--cuda) $(TORCH_MATRIX)
 
 # Every CUDA source compiled (for one architecture, CUDA_CHECK_ARCH) and linked into
 # build/cuda, and the CUDA registration tests run on that library; the kernels themselves
