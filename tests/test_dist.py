@@ -181,28 +181,16 @@ UV = Path(sys.executable).parent / "uv"  # installed with the dev tools (scripts
 
 
 def _uv_config(constraint: Path, links: Path) -> dict[str, str]:
-    """uv's environment variables for the indexes pip is configured with (as scripts/venv-install
-    reads them), the toolchain's wheel folder, and `constraint` for every environment, build
-    environments included."""
+    """uv's environment variables for the indexes pip is configured with (scripts/venv-install
+    reads them), the toolchain's wheel folder, and pip's constraints with `constraint` for every
+    environment, build environments included."""
     import importlib.util
     from importlib.machinery import SourceFileLoader
     loader = SourceFileLoader("venv_install", str(ROOT / "scripts" / "venv-install"))
     venv_install = importlib.util.module_from_spec(importlib.util.spec_from_loader("venv_install", loader))
     loader.exec_module(venv_install)
-    args, env = venv_install.pip_index_options()
-    values: dict[str, list[str]] = {}
-    it = iter(args)
-    for option in it:
-        values.setdefault(option, []).append("1" if option == "--no-index" else next(it))
-    if "--index-url" in values:
-        env["UV_INDEX_URL"] = values["--index-url"][-1]
-    if "--extra-index-url" in values:
-        env["UV_EXTRA_INDEX_URL"] = " ".join(values["--extra-index-url"])
-    if "--no-index" in values:
-        env["UV_NO_INDEX"] = "1"
-    env["UV_FIND_LINKS"] = ",".join([str(links), *values.get("--find-links", [])])
-    env["UV_CONSTRAINT"] = env["UV_BUILD_CONSTRAINT"] = " ".join([*values.get("--constraint", []), str(constraint)])
-    return env
+    pip_constraints = venv_install.pip_index_config()[0].get("constraint", [])
+    return venv_install.uv_environment(find_links=[str(links)], constraints=[*pip_constraints, str(constraint)])
 
 
 def _export(root: Path, target: Path) -> None:
