@@ -10,7 +10,6 @@ expect, on each release, exactly what `FEATURES` says (tests/conftest.py, `torch
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 # Every release claimed: built and tested by `make torch-matrix` (CI), the newest by the full
@@ -30,18 +29,14 @@ def requirement() -> str:
     return f"torch>={release_name(OLDEST)},<{NEWEST[0]}.{NEWEST[1] + 1}"
 
 
-def parse_release(version: str) -> tuple[int, int]:
-    """'2.11.0+cu130' -> (2, 11); a nightly or a source build counts as its release."""
-    m = re.match(r"(\d+)\.(\d+)", version)
-    if m is None:
-        raise ValueError(f"not a torch version: {version!r}")
-    return int(m.group(1)), int(m.group(2))
-
-
 def installed_release() -> tuple[int, int]:
+    """The running torch's release, by the loader's rule (pyruntime.torch_release: 2.11.0+cu130
+    is release 2.11; imported here, not at the top, so that this module imports no torch)."""
     import torch
 
-    return parse_release(torch.__version__)
+    from .pyruntime import torch_release
+    major, minor = torch_release(torch.__version__).split(".")
+    return int(major), int(minor)
 
 
 # at::Tag values that older supported releases lack: tag -> the macro of torch_compat.h that
