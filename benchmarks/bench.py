@@ -12,7 +12,7 @@ Sections (each compares in the same process, on the same inputs):
 - every op (`--only ops`): each bundled op against its aten counterpart (target >= 0.95x) or
   the eager composition it replaces (>= 1.2x; bias_gelu 1.4x, rms_norm 2x), float32 and
   bfloat16, 1 and 2 threads, from one table (OPS) that benchmarks/cuda_bench.py times on a
-  GPU; row-wise reductions report their GB/s beside x.clone()'s on the same tensor;
+  GPU; gelu_tanh and bias_gelu also on rows of 16 and of 8 (a bias broadcast over short rows); row-wise reductions report their GB/s beside x.clone()'s on the same tensor;
 - build: compile seconds of a generated CPU translation unit against the same source
   behind `#include <torch/extension.h>`, every generated C++ unit compiled alone (median),
   the full C++ build and a no-op rebuild;
@@ -332,6 +332,13 @@ def _reshape_and_cache(key, value, key_cache, value_cache, slots, kv_cache_dtype
 _x1 = lambda m: (m.x(),)
 _x2 = lambda m: (m.x(), m.x())
 _xw = lambda m: (m.x(), m.randn(m.C))
+
+
+def _short(c: int, bias: bool = True):
+    """x of R * C / c rows of `c` (as many elements as m.x()), and a bias of `c` when asked."""
+    return lambda m: (m.randn(m.R * m.C // c, c),) + ((m.randn(c),) if bias else ())
+
+
 OPS = [
     Case("myadd", "torch.add", torch.add, _x2, ATEN),
     Case("myadd.out", "torch.add(out=)", lambda a, b, out: torch.add(a, b, out=out), lambda m: (m.x(), m.x(), m.x()),
@@ -343,6 +350,11 @@ OPS = [
     Case("gelu_tanh_double_backward", "its formula in eager ops", _gelu_tanh_double_backward,
          lambda m: (m.x(), m.x(), m.x()), EAGER),
     Case("bias_gelu", "F.gelu(x + bias, tanh)", lambda x, b: F.gelu(x + b, approximate="tanh"), _xw, 1.4),
+    # Short rows (the same 16M elements as 1M x 16 and 2M x 8): a bias broadcast over rows
+    # cannot be coalesced into one run, so the loops see 16 or 8 elements at a time.
+    *(Case(op, f"{ref}, {c} columns", fn, make, target) for c in (16, 8) for op, ref, fn, make, target in (
+        ("gelu_tanh", "F.gelu(tanh)", lambda x: F.gelu(x, approximate="tanh"), _short(c, bias=False), ATEN),
+        ("bias_gelu", "F.gelu(x + bias, tanh)", lambda x, b: F.gelu(x + b, approximate="tanh"), _short(c), 1.4))),
     Case("sincos", "torch.sin, torch.cos", lambda x: (torch.sin(x), torch.cos(x)), _x1, EAGER),
     Case("huber", "F.huber_loss(reduction=none)", lambda a, b, d: F.huber_loss(a, b, reduction="none", delta=d),
          lambda m: (m.x(), m.x(), 0.75), ATEN),
