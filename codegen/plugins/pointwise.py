@@ -8,9 +8,11 @@ For each such op:
   broadcast, builds an ``at::TensorIterator`` (broadcasting, type promotion, strided and
   non-contiguous inputs, output allocation, as aten's elementwise ops), checks the
   promoted dtype and calls the best build of the loop for this CPU.  The loop is
-  ``at::native::cpu_kernel_vec`` with a scalar and a Vectorized lambda; reduced-precision
-  types compute in float through ``convert_to_float``/``convert_from_float``; TensorIterator
-  parallelizes with ``at::parallel_for``.  This unit holds the DEFAULT build of the loop.
+  ``opwrap::pw::cpu_kernel_vec`` (aten's ``cpu_kernel_vec``, whose short rows against an
+  operand broadcast over them run several rows at once) with a scalar and a Vectorized
+  lambda; reduced-precision types compute in float through
+  ``convert_to_float``/``convert_from_float``; TensorIterator parallelizes with
+  ``at::parallel_for``.  This unit holds the DEFAULT build of the loop.
 - ``cpu/<op>.AVX2.cpp`` and ``cpu/<op>.AVX512.cpp``: the same loop compiled for those
   capabilities (runtime/include/opwrap/runtime/cpu_capability.h), registered into the
   wrapper's table and chosen at run time (cpu_dispatch.h).

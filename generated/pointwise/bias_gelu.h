@@ -37,7 +37,8 @@ struct BiasGeluOp {
 };
 #if !defined(__CUDACC__)
 
-// The CPU loop: scalar and Vectorized lambdas over the iterator, and the dtype switch.
+// The CPU loop: scalar and Vectorized lambdas over the iterator (opwrap::pw::cpu_kernel_vec:
+// aten's, with short rows of a broadcast operand run several at once), and the dtype switch.
 
 template <typename scalar_t>
 void bias_gelu_loop(at::TensorIteratorBase& iter) {
@@ -46,7 +47,7 @@ void bias_gelu_loop(at::TensorIteratorBase& iter) {
   const BiasGeluOp<opmath_t> op{};
   if constexpr (c10::is_reduced_floating_point_v<scalar_t>) {
     // Computed in float: each Vectorized<scalar_t> converts to two Vectorized<float>.
-    at::native::cpu_kernel_vec(
+    opwrap::pw::cpu_kernel_vec<scalar_t>(
         iter,
         [op](scalar_t self, scalar_t bias) -> scalar_t { return static_cast<scalar_t>(op(static_cast<opmath_t>(self), static_cast<opmath_t>(bias))); },
         [op](Vec self, Vec bias) -> Vec {
@@ -55,7 +56,7 @@ void bias_gelu_loop(at::TensorIteratorBase& iter) {
           return at::vec::convert_from_float<scalar_t>(op(self0, bias0), op(self1, bias1));
         });
   } else {
-    at::native::cpu_kernel_vec(
+    opwrap::pw::cpu_kernel_vec<scalar_t>(
         iter,
         [op](scalar_t self, scalar_t bias) -> scalar_t { return op(self, bias); },
         [op](Vec self, Vec bias) -> Vec { return op(self, bias); });

@@ -39,7 +39,8 @@ struct GeluTanhBackwardOp {
 };
 #if !defined(__CUDACC__)
 
-// The CPU loop: scalar and Vectorized lambdas over the iterator, and the dtype switch.
+// The CPU loop: scalar and Vectorized lambdas over the iterator (opwrap::pw::cpu_kernel_vec:
+// aten's, with short rows of a broadcast operand run several at once), and the dtype switch.
 
 template <typename scalar_t>
 void gelu_tanh_backward_loop(at::TensorIteratorBase& iter) {
@@ -48,7 +49,7 @@ void gelu_tanh_backward_loop(at::TensorIteratorBase& iter) {
   const GeluTanhBackwardOp<opmath_t> op{};
   if constexpr (c10::is_reduced_floating_point_v<scalar_t>) {
     // Computed in float: each Vectorized<scalar_t> converts to two Vectorized<float>.
-    at::native::cpu_kernel_vec(
+    opwrap::pw::cpu_kernel_vec<scalar_t>(
         iter,
         [op](scalar_t grad_output, scalar_t self) -> scalar_t { return static_cast<scalar_t>(op(static_cast<opmath_t>(grad_output), static_cast<opmath_t>(self))); },
         [op](Vec grad_output, Vec self) -> Vec {
@@ -57,7 +58,7 @@ void gelu_tanh_backward_loop(at::TensorIteratorBase& iter) {
           return at::vec::convert_from_float<scalar_t>(op(grad_output0, self0), op(grad_output1, self1));
         });
   } else {
-    at::native::cpu_kernel_vec(
+    opwrap::pw::cpu_kernel_vec<scalar_t>(
         iter,
         [op](scalar_t grad_output, scalar_t self) -> scalar_t { return op(grad_output, self); },
         [op](Vec grad_output, Vec self) -> Vec { return op(grad_output, self); });

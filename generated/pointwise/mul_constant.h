@@ -36,7 +36,8 @@ struct MulConstantOp {
 };
 #if !defined(__CUDACC__)
 
-// The CPU loop: scalar and Vectorized lambdas over the iterator, and the dtype switch.
+// The CPU loop: scalar and Vectorized lambdas over the iterator (opwrap::pw::cpu_kernel_vec:
+// aten's, with short rows of a broadcast operand run several at once), and the dtype switch.
 
 template <typename scalar_t>
 void mul_constant_loop(at::TensorIteratorBase& iter, double constant) {
@@ -45,7 +46,7 @@ void mul_constant_loop(at::TensorIteratorBase& iter, double constant) {
   const MulConstantOp<opmath_t> op{static_cast<opmath_t>(constant)};
   if constexpr (c10::is_reduced_floating_point_v<scalar_t>) {
     // Computed in float: each Vectorized<scalar_t> converts to two Vectorized<float>.
-    at::native::cpu_kernel_vec(
+    opwrap::pw::cpu_kernel_vec<scalar_t>(
         iter,
         [op](scalar_t self) -> scalar_t { return static_cast<scalar_t>(op(static_cast<opmath_t>(self))); },
         [op](Vec self) -> Vec {
@@ -53,7 +54,7 @@ void mul_constant_loop(at::TensorIteratorBase& iter, double constant) {
           return at::vec::convert_from_float<scalar_t>(op(self0), op(self1));
         });
   } else {
-    at::native::cpu_kernel_vec(
+    opwrap::pw::cpu_kernel_vec<scalar_t>(
         iter,
         [op](scalar_t self) -> scalar_t { return op(self); },
         [op](Vec self) -> Vec { return op(self); });

@@ -39,7 +39,8 @@ struct SincosOp {
 };
 #if !defined(__CUDACC__)
 
-// The CPU loop: scalar and Vectorized lambdas over the iterator, and the dtype switch.
+// The CPU loop: scalar and Vectorized lambdas over the iterator (opwrap::pw::cpu_kernel_vec:
+// aten's, with short rows of a broadcast operand run several at once), and the dtype switch.
 
 template <typename scalar_t>
 void sincos_loop(at::TensorIteratorBase& iter) {

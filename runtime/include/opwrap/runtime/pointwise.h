@@ -19,7 +19,10 @@
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <ATen/OpMathType.h>
 #include <ATen/cpu/vec/vec.h>
+#include <ATen/native/cpu/Loops.h>
 
+#include <cstring>
+#include <numeric>
 #include <tuple>
 #define OPWRAP_PW_VECTORIZED 1
 #endif
@@ -200,18 +203,121 @@ inline Vec<T> where(const Vec<T>& mask, const Vec<T>& a, const Vec<T>& b) {
   return Vec<T>::blendv(b, a, mask);
 }
 
-// The CPU loop of an expression with several results (at::native::cpu_kernel_vec takes one):
-// TensorIterator's for_each (parallel, any strides), vectorized over contiguous runs as
-// cpu_kernel_vec is, scalar elsewhere.  `sop(const opmath_t* x)` and `vop(const
-// Vectorized<opmath_t>* x)` take the inputs in the iterator's order and return Values of
-// kOut; reduced floating types compute in float, each Vectorized<scalar_t> as two halves.
+// ---------------------------------------------------------------- CPU loops
+// Short rows against an operand broadcast over them (a bias [C] against x [R, C], C small).
+//
+// TensorIterator coalesces every dimension it can, but not the rows of such an iterator:
+// the bias's outer stride is 0, so for_each calls the 2-D loop with rows of C elements, and
+// aten's vectorized inner loop (at::native::vectorized_loop) runs whole steps of two
+// Vectorized only, the rest of each row scalar: with C = 16 floats and AVX-512 (a step of
+// 32) every element is computed by the scalar loop.  aten's own x + bias runs the same way.
+//
+// BroadcastRows wraps a 2-D loop of for_each (aten's VectorizedLoop2d, or the loop of
+// several outputs below) and, where every operand is either laid out flat over the two
+// dimensions (rows of C contiguous elements, one after the other: x, the output) or
+// broadcast over the rows (outer stride 0: the bias), copies the broadcast operands' row
+// `rows` times into a small buffer on the stack (a tile, a few KiB) and hands the wrapped
+// loop runs of `rows` rows at once, every operand contiguous.  The inner loop is still
+// aten's, over runs of `rows * C` elements, a multiple of its step where that fits.  Other
+// layouts (a row longer than half a tile, a non-contiguous operand, a broadcast output,
+// inner-dimension broadcasts, which aten's loop vectorizes itself) go to the wrapped loop as
+// they come.  This is the one layout TensorIterator leaves to the loop; a hand-rolled
+// vector loop over `i % C` would duplicate at::vec's loads, conversions and tails.
+template <typename scalar_t, int kTensors, int kOut, typename Loop2d>
+struct BroadcastRows {
+  Loop2d loop;
+
+  static constexpr int64_t kSize = sizeof(scalar_t);
+  static constexpr int64_t kTileBytes = 8192;
+  static constexpr int64_t kTile = kTileBytes / kSize;  // elements of one tile
+  // The inner loop's step: two Vectorized at once (at::native::vectorized_loop).
+  static constexpr int64_t kStep = 2 * at::vec::Vectorized<scalar_t>::size();
+
+  void operator()(char** base, const int64_t* strides, int64_t size0, int64_t size1) {
+    const int64_t* outer = strides + kTensors;
+    bool flat = size0 > 0 && size1 > 1 && 2 * size0 <= kTile;
+    bool broadcast[kTensors] = {};
+    bool any = false;
+    for (int k = 0; k < kTensors && flat; ++k) {
+      if (k >= kOut && outer[k] == 0) {
+        broadcast[k] = any = true;
+      } else {
+        flat = strides[k] == kSize && outer[k] == size0 * kSize;
+      }
+    }
+    if (!flat || !any) {
+      loop(base, strides, size0, size1);
+      return;
+    }
+    // Rows per run: as many as a tile holds, a multiple of those that make whole steps.
+    int64_t rows = kTile / size0;
+    const int64_t whole = kStep / std::gcd(size0, kStep);
+    if (rows >= whole) rows -= rows % whole;
+    rows = std::min(rows, size1);
+    const int64_t n = rows * size0;
+    alignas(64) char tiles[kTensors - kOut][kTileBytes];
+    char* data[kTensors];
+    int64_t run_strides[2 * kTensors];
+    for (int k = 0; k < kTensors; ++k) {
+      data[k] = base[k];
+      run_strides[k] = kSize;
+      run_strides[kTensors + k] = n * kSize;
+      if (broadcast[k]) {
+        char* tile = tiles[k - kOut];
+        for (int64_t c = 0; c < size0; ++c) std::memcpy(tile + c * kSize, base[k] + c * strides[k], kSize);
+        for (int64_t r = 1; r < rows; ++r) std::memcpy(tile + r * size0 * kSize, tile, size0 * kSize);
+        data[k] = tile;
+        run_strides[kTensors + k] = 0;
+      }
+    }
+    const int64_t runs = size1 / rows;
+    loop(data, run_strides, n, runs);
+    if (const int64_t rest = size1 - runs * rows) {
+      for (int k = 0; k < kTensors; ++k) {
+        if (!broadcast[k]) data[k] += runs * n * kSize;
+      }
+      loop(data, run_strides, rest * size0, 1);
+    }
+  }
+};
+
+// at::native::cpu_kernel_vec, with its 2-D loop (VectorizedLoop2d) run through BroadcastRows.
+template <typename scalar_t, typename ScalarOp, typename VecOp>
+void cpu_kernel_vec(at::TensorIteratorBase& iter, const ScalarOp& sop, const VecOp& vop) {
+  using traits = function_traits<ScalarOp>;
+  constexpr int kTensors = traits::arity + 1;
+  TORCH_INTERNAL_ASSERT(iter.ninputs() == traits::arity);
+  TORCH_INTERNAL_ASSERT(iter.noutputs() == 1);
+  TORCH_INTERNAL_ASSERT(!at::native::needs_dynamic_casting<ScalarOp>::check(iter));
+  using Loop = at::native::VectorizedLoop2d<ScalarOp, VecOp>;
+  iter.for_each(BroadcastRows<scalar_t, kTensors, 1, Loop>{Loop(sop, vop)}, at::internal::GRAIN_SIZE);
+  iter.cast_outputs();
+}
+
+// The 2-D loop of an expression with several results (at::native::cpu_kernel_vec takes
+// one): vectorized over contiguous rows as cpu_kernel_vec is, scalar elsewhere.  `sop(const
+// opmath_t* x)` and `vop(const Vectorized<opmath_t>* x)` take the inputs in the iterator's
+// order and return Values of kOut; reduced floating types compute in float, each
+// Vectorized<scalar_t> as two halves.
 template <typename scalar_t, int kOut, int kIn, typename ScalarOp, typename VecOp>
-void cpu_kernel_outputs(at::TensorIteratorBase& iter, const ScalarOp& sop, const VecOp& vop) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using V = at::vec::Vectorized<scalar_t>;
-  using VM = at::vec::Vectorized<opmath_t>;
-  constexpr int64_t kSize = sizeof(scalar_t);
-  iter.for_each([&](char** data, const int64_t* strides, int64_t n) {
+struct OutputsLoop2d {
+  ScalarOp sop;
+  VecOp vop;
+
+  void operator()(char** base, const int64_t* strides, int64_t size0, int64_t size1) const {
+    char* data[kOut + kIn];
+    for (int k = 0; k < kOut + kIn; ++k) data[k] = base[k];
+    for (int64_t r = 0; r < size1; ++r) {
+      row(data, strides, size0);
+      for (int k = 0; k < kOut + kIn; ++k) data[k] += strides[kOut + kIn + k];
+    }
+  }
+
+  void row(char** data, const int64_t* strides, int64_t n) const {
+    using opmath_t = at::opmath_type<scalar_t>;
+    using V = at::vec::Vectorized<scalar_t>;
+    using VM = at::vec::Vectorized<opmath_t>;
+    constexpr int64_t kSize = sizeof(scalar_t);
     bool contiguous = true;
     for (int k = 0; k < kOut + kIn; ++k) contiguous = contiguous && strides[k] == kSize;
     int64_t i = 0;
@@ -243,7 +349,15 @@ void cpu_kernel_outputs(at::TensorIteratorBase& iter, const ScalarOp& sop, const
       const auto r = sop(x);
       for (int k = 0; k < kOut; ++k) *reinterpret_cast<scalar_t*>(data[k] + i * strides[k]) = static_cast<scalar_t>(r.v[k]);
     }
-  });
+  }
+};
+
+// The CPU loop of an expression with several results: TensorIterator's for_each (parallel,
+// any strides) over OutputsLoop2d, through BroadcastRows.
+template <typename scalar_t, int kOut, int kIn, typename ScalarOp, typename VecOp>
+void cpu_kernel_outputs(at::TensorIteratorBase& iter, const ScalarOp& sop, const VecOp& vop) {
+  using Loop = OutputsLoop2d<scalar_t, kOut, kIn, ScalarOp, VecOp>;
+  iter.for_each(BroadcastRows<scalar_t, kOut + kIn, kOut, Loop>{Loop{sop, vop}}, at::internal::GRAIN_SIZE);
 }
 #endif  // OPWRAP_PW_VECTORIZED
 
