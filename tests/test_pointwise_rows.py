@@ -103,3 +103,37 @@ def test_other_cpu_capabilities(capability):
     env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
     r = subprocess.run([sys.executable, "-c", _CAPABILITY_CHECK], env=env, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+# ------------------------------------------------------------------------------ CUDA
+# The generated CUDA kernels run this layout with their own loop (16-byte vectors, the
+# broadcast inputs by column: runtime/include/opwrap/runtime/pointwise_cuda.cuh) and every
+# other with aten's gpu_kernel.  On a machine with a GPU: each against the CPU kernel.
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_cuda_bias_over_rows_matches_cpu(dtype):
+    g = torch.Generator().manual_seed(3)
+    for c in COLUMNS + (4096,):
+        for rows in (1, 7, 4099):
+            x = torch.randn(rows, c, generator=g, dtype=torch.float64).to(dtype)
+            for b in (torch.randn(c, generator=g, dtype=torch.float64).to(dtype),
+                      torch.randn(2 * c, generator=g, dtype=torch.float64).to(dtype)[::2],  # strided bias
+                      torch.randn(c + 1, generator=g, dtype=torch.float64).to(dtype)[1:]):  # misaligned bias
+                for args in ((x, b), (b, x)):
+                    dev = [t.cuda() for t in args]
+                    torch.testing.assert_close(opwrap.ops.myadd(*dev).cpu(), opwrap.ops.myadd(*args), msg=f"C={c}")
+                torch.testing.assert_close(opwrap.ops.bias_gelu(x.cuda(), b.cuda()).cpu(), opwrap.ops.bias_gelu(x, b),
+                                           **tol(dtype), msg=f"C={c}")
+            s, co = opwrap.ops.sincos(b.cuda().expand(rows, c))
+            torch.testing.assert_close((s.cpu(), co.cpu()), opwrap.ops.sincos(b.expand(rows, c)), **tol(dtype))
+    x, b = torch.randn(64, 3, 16, dtype=torch.float64).to(dtype), torch.randn(16, dtype=torch.float64).to(dtype)
+    out = torch.empty(64, 3, 16, dtype=torch.float64, device="cuda")  # another dtype: aten's loop casts
+    torch.ops.opwrap.myadd.out(x.cuda(), b.cuda(), out=out)
+    torch.testing.assert_close(out.cpu(), opwrap.ops.myadd(x, b).double())
+    sliced = torch.randn(100, 33, dtype=torch.float64).to(dtype)[:, 1:17]  # not flat: aten's loop
+    torch.testing.assert_close(opwrap.ops.bias_gelu(sliced.cuda(), b.cuda()).cpu(), opwrap.ops.bias_gelu(sliced, b),
+                               **tol(dtype))

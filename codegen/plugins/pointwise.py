@@ -18,7 +18,9 @@ For each such op:
   wrapper's table and chosen at run time (cpu_dispatch.h).
 - ``cuda/<op>.cu``: the same wrapper for CUDA, with ``at::native::gpu_kernel`` over the
   scalar functor (vectorized loads, 32-bit indexing splits and launch configuration are
-  aten's).
+  aten's), except where every tensor is contiguous but inputs broadcast along the leading
+  dimensions (a bias): there opwrap's loop (runtime/include/opwrap/runtime/pointwise_cuda.cuh)
+  loads 16-byte vectors and the broadcast inputs by column, which gpu_kernel does not.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <opwrap/runtime/pointwise_cuda.cuh>
 #include "../pointwise/gelu_tanh.h"
 
 namespace opwrap::generated {
@@ -15,6 +16,13 @@ namespace {
 template <typename scalar_t>
 void gelu_tanh_launch(at::TensorIteratorBase& iter, const GeluTanhOp<at::opmath_type<scalar_t>> op) {
   using opmath_t = at::opmath_type<scalar_t>;
+  // Contiguous tensors but for inputs broadcast along the leading dimensions (a bias):
+  // 16-byte vectors, the broadcast inputs by column (opwrap/runtime/pointwise_cuda.cuh).
+  // Any other layout: aten's gpu_kernel.
+  if (opwrap::pw::cuda::launch_broadcast_rows<scalar_t, 1, 1>(
+          iter, [op] GPU_LAMBDA(const opmath_t* x) { return op(x[0]); })) {
+    return;
+  }
   at::native::gpu_kernel(iter, [op] GPU_LAMBDA(scalar_t self) -> scalar_t {
     return static_cast<scalar_t>(op(static_cast<opmath_t>(self)));
   });

@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <opwrap/runtime/checks.h>
+#include <opwrap/runtime/pointwise_cuda.cuh>
 #include "../pointwise/gelu_tanh_double_backward.h"
 
 namespace opwrap::generated {
@@ -15,6 +16,13 @@ namespace {
 template <typename scalar_t>
 void gelu_tanh_double_backward_launch(at::TensorIteratorBase& iter, const GeluTanhDoubleBackwardOp<at::opmath_type<scalar_t>> op) {
   using opmath_t = at::opmath_type<scalar_t>;
+  // Contiguous tensors but for inputs broadcast along the leading dimensions (a bias):
+  // 16-byte vectors, the broadcast inputs by column (opwrap/runtime/pointwise_cuda.cuh).
+  // Any other layout: aten's gpu_kernel.
+  if (opwrap::pw::cuda::launch_broadcast_rows<scalar_t, 1, 3>(
+          iter, [op] GPU_LAMBDA(const opmath_t* x) { return op(x[0], x[1], x[2]); })) {
+    return;
+  }
   at::native::gpu_kernel(iter, [op] GPU_LAMBDA(scalar_t grad, scalar_t grad_output, scalar_t self) -> scalar_t {
     return static_cast<scalar_t>(op(static_cast<opmath_t>(grad), static_cast<opmath_t>(grad_output), static_cast<opmath_t>(self)));
   });

@@ -6,6 +6,7 @@
 #include <thrust/tuple.h>
 
 #include <opwrap/runtime/checks.h>
+#include <opwrap/runtime/pointwise_cuda.cuh>
 #include "../pointwise/sincos.h"
 
 namespace opwrap::generated {
@@ -16,6 +17,13 @@ namespace {
 template <typename scalar_t>
 void sincos_launch(at::TensorIteratorBase& iter, const SincosOp<at::opmath_type<scalar_t>> op) {
   using opmath_t = at::opmath_type<scalar_t>;
+  // Contiguous tensors but for inputs broadcast along the leading dimensions (a bias):
+  // 16-byte vectors, the broadcast inputs by column (opwrap/runtime/pointwise_cuda.cuh).
+  // Any other layout: aten's gpu_kernel.
+  if (opwrap::pw::cuda::launch_broadcast_rows<scalar_t, 2, 1>(
+          iter, [op] GPU_LAMBDA(const opmath_t* x) { return op(x[0]); })) {
+    return;
+  }
   // Several outputs in one pass.
   at::native::gpu_kernel_multiple_outputs(
       iter, [op] GPU_LAMBDA(scalar_t self) -> thrust::tuple<scalar_t, scalar_t> {
