@@ -48,6 +48,8 @@ class RowwisePlan:
     cpu_function: str  # the kernel template the CPU wrapper calls (::ns::kernels::)
     cuda_function: str
     cuda_kernel: str  # the __global__ function
+    cuda_launch: str  # its launch for one run length
+    cuda_args: str  # the alias of its tensors' RowArgs
     registered: tuple[tuple[str, str], ...]  # (capability, its registration object)
     dtype_cases: tuple[tuple[str, str], ...]  # (at::ScalarType name, C++ type)
     first: str  # the C++ parameter of the first row tensor (its sizes give the rows)
@@ -75,6 +77,7 @@ def plan(decl, namespace: str) -> RowwisePlan:
         params=params, kernel_type="void (*)(" + ", ".join(p.type for p in params) + ")",
         loop=f"{ident}_rows", kernel=f"{ident}_rows_kernel", cpu_kernels=f"{ident}_rows_cpu_kernels",
         cpu_function=decl.kernel("CPU"), cuda_function=decl.kernel("CUDA"), cuda_kernel=f"{ident}_rows_cuda_kernel",
+        cuda_launch=f"{ident}_rows_cuda_launch", cuda_args=f"{_camel(ident)}RowArgs",
         registered=tuple((cap, f"{ident}_rows_{cap}_registered") for cap in CAPABILITIES),
         dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes), first=first, row_dims=rows.row_dims)
 
@@ -100,35 +103,21 @@ def _loops(decl, p: RowwisePlan) -> dict:
         return f"prog.{fn.name}(" + ", ".join(
             f"{local[t]}[d]" if t in in_opmath else f"static_cast<opmath_t>({local[t]}[d])" for t in fn.inputs) + ")"
 
-    def tensors_cuda(fns) -> list[str]:
-        """The element tensors a CUDA sweep calling `fns` loads (a cached binding is
-        recomputed where it is used, from its own tensors)."""
-        out: list[str] = []
-        for fn in fns:
-            for t in fn.inputs:
-                for u in (tensors_cuda([binders[t]]) if t in binders else [t]):
-                    if u not in out:
-                        out.append(u)
-        return [t for t in rows.element_inputs if t in out]
+    # On CUDA every pass sees the element of each element input (row tensors, then column
+    # tensors) as opwrap_v[k]; a cached binding is recomputed where it is used.
+    index = {t: i for i, t in enumerate(rows.element_inputs)}
 
-    def call_cuda(fn, index: dict[str, int]) -> str:
-        return f"prog.{fn.name}(" + ", ".join(call_cuda(binders[t], index) if t in binders else
+    def call_cuda(fn) -> str:
+        return f"prog.{fn.name}(" + ", ".join(call_cuda(binders[t]) if t in binders else
                                               f"static_cast<opmath_t>(opwrap_v[{index[t]}])" for t in fn.inputs) + ")"
-
-    def sweep(fns) -> dict:
-        loads = tensors_cuda(fns)
-        return dict(rows=", ".join(local[t] for t in loads), count=len(loads),
-                    index={t: i for i, t in enumerate(loads)})
 
     stages = []
     for s in range(1, rows.stages + 1):
-        cuda = sweep([r.function for r in rows.reductions if r.stage == s])
         reds = [dict(member=r.member, combiner=r.combiner, acc=f"opwrap_a{i}", vec=call(r.function, True),
-                     scalar=call(r.function, False), cuda=call_cuda(r.function, cuda["index"]))
+                     scalar=call(r.function, False), cuda=call_cuda(r.function))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         caches = [dict(row=local[b], vec=call(fn, True), scalar=call(fn, False)) for b, fn in rows.cached_in(s)]
-        stages.append(dict(number=s, reductions=reds, caches=caches, cuda=cuda))
-    out_sweep = sweep([o.function for o in rows.outputs if not o.per_row])
+        stages.append(dict(number=s, reductions=reds, caches=caches))
     outputs = []
     for o in rows.outputs:
         target = p.param(o.name)
@@ -137,11 +126,11 @@ def _loops(decl, p: RowwisePlan) -> dict:
         outputs.append(dict(name=o.name, per_row=o.per_row, pointer=f"opwrap_p_{o.name}", tensor=target,
                             vec=call(fn, True) if fn.inputs else f"V({value})",
                             scalar=call(fn, False) if fn.inputs else value,
-                            cuda=call_cuda(fn, out_sweep["index"]) if fn.inputs else value))
+                            cuda=call_cuda(fn) if fn.inputs else value))
     def inputs(names):
         return [dict(name=t, tensor=p.param(t), pointer=f"opwrap_p_{t}", row=local.get(t)) for t in names]
 
-    return dict(stages=stages, outputs=outputs, out_sweep=out_sweep, caches=[dict(name=b, row=local[b]) for b, _, _ in rows.cached],
+    return dict(stages=stages, outputs=outputs, row_outputs=[o for o in outputs if not o["per_row"]], caches=[dict(name=b, row=local[b]) for b, _, _ in rows.cached],
                 row_inputs=inputs(rows.row_tensors), column_inputs=inputs(rows.column_tensors),
                 per_row_inputs=inputs(rows.per_row_tensors),
                 scalars=[(name, conv.format(name=p.param(name))) for name, conv in rows.scalars],
