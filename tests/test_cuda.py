@@ -3,6 +3,8 @@
 are marked `cuda` and run only on a machine with a GPU, where they compare every op and
 dtype with the CPU kernel.  `make gpu-test` runs them there."""
 
+import math
+
 import pytest
 
 from opwrap_codegen.api.kernel import tensor_arguments
@@ -14,6 +16,7 @@ from conftest import ROOT
 from references import PREPARE
 
 DECLS = [d for d in testing.declared_ops(ROOT) if d.kernel("CUDA") is not None]  # hand-written or generated
+RANDOM = {d.op_name for d in DECLS if any("Generator" in str(a.type) for a in d.schema.arguments)}
 ENV, WHY_NOT = cuda_env.detect()
 BUILT_WITH_CUDA = build.manifest(opwrap.library_path).get("cuda", False)
 needs_cuda_build = pytest.mark.skipif(not BUILT_WITH_CUDA, reason=f"{opwrap.library_path} has no CUDA kernels "
@@ -53,8 +56,39 @@ def test_cuda_environment_is_found_without_hard_coded_paths():
 @needs_gpu
 @pytest.mark.parametrize("decl, dtype", [pytest.param(d, dt, id=f"{d.op_name}-{dt.name}") for d in DECLS for dt in d.dtypes])
 def test_cuda_matches_cpu(decl, dtype):
+    if decl.op_name in RANDOM:
+        pytest.skip("a random op: the CUDA generator draws other numbers than the CPU's "
+                    "(test_cuda_random_op_follows_its_law checks it)")
     for sample in testing.sample_inputs(decl, testing.torch_dtype(dtype), prepare=PREPARE.get(decl.op_name)):
         testing.check_same_as_cpu(decl, op_of(decl), sample, "cuda")
+
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_cuda_dropout_follows_its_law(dtype):
+    """dropout on CUDA: no RNG promises the CPU's draws, so its law instead: the mask keeps
+    1 - p of the elements (within 5 standard deviations), out = self * mask / (1 - p), the same
+    seed (torch.manual_seed, or a given generator's) draws the same mask, and another seed
+    another mask."""
+    assert "dropout" in RANDOM  # the bundled library's random op; a new one needs a law here too
+    n, p = 1 << 20, 0.25
+    x = torch.randn(n, device="cuda", dtype=dtype)
+    torch.manual_seed(7)
+    out, mask = torch.ops.opwrap.dropout(x, p)
+    assert mask.dtype == torch.bool and out.dtype == dtype and out.device == x.device
+    kept = mask.double().mean().item()
+    assert abs(kept - (1 - p)) < 5 * (p * (1 - p) / n) ** 0.5, kept
+    torch.testing.assert_close(out, (x.double() * mask / (1 - p)).to(dtype))
+    torch.manual_seed(7)
+    assert torch.equal(torch.ops.opwrap.dropout(x, p)[1], mask)
+    assert not torch.equal(torch.ops.opwrap.dropout(x, p)[1], mask)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    first = torch.ops.opwrap.dropout(x, p, generator=g)[1]
+    assert torch.equal(torch.ops.opwrap.dropout(x, p, generator=torch.Generator(device="cuda").manual_seed(3))[1],
+                       first)
+    assert torch.ops.opwrap.dropout(x, 0.0)[1].all()
 
 
 @pytest.mark.cuda
@@ -64,9 +98,12 @@ def test_cuda_opcheck_and_gradients(decl):
     dtype = torch.float64 if any(dt.name == "float64" for dt in decl.dtypes) else testing.torch_dtype(decl.dtypes[0])
     for sample in testing.sample_inputs(decl, dtype, prepare=PREPARE.get(decl.op_name), device="cuda"):
         testing.check_opcheck(op_of(decl), sample)
-    if dtype == torch.float64 and testing.differentiable_inputs(decl):
-        for sample in testing.sample_inputs(decl, dtype, requires_grad=True, prepare=PREPARE.get(decl.op_name),
-                                            device="cuda"):
+    # gradcheck where every floating dtype variable is float64 (to_dtype's result too: a
+    # rounding cast has no numerical Jacobian to compare)
+    combo = next((c for c in testing.dtype_combinations(decl) if testing.for_gradients(decl, c)), None)
+    if combo is not None and testing.differentiable_inputs(decl):
+        for sample in testing.sample_inputs(decl, torch.float64, requires_grad=True, prepare=PREPARE.get(decl.op_name),
+                                            device="cuda", dtypes=combo):
             testing.check_gradients(decl, op_of(decl), sample)
 
 
@@ -90,3 +127,35 @@ def test_kernels_run_on_the_inputs_device_and_current_stream():
         y = torch.ops.opwrap.mul_constant(x, 2.0)
     s.synchronize()
     torch.testing.assert_close(y, x * 2)
+
+
+ROWWISE = [d for d in DECLS if d.rows is not None and d.rows.owner == d.ident]
+# Rows x columns that take each path of the generated row-wise CUDA kernels
+# (opwrap/runtime/rowwise.cuh): groups of 1 to 32 lanes with groups past the last row, a
+# block with the row in registers, with the rest of the row in shared memory, and read again
+# from global memory (float32 rows of 131072 do not fit); 16-byte runs and single elements
+# (an odd length; a misaligned start).
+ROW_SHAPES = [(3, 8), (37, 128), (300, 1000), (5, 1001), (257, 4097), (4, 16384), (3, 65536), (2, 131072)]
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("decl", ROWWISE, ids=lambda d: d.op_name)
+def test_cuda_rowwise_layouts_match_cpu(decl, dtype):
+    op, rows = op_of(decl), decl.rows
+    tol = dict(atol=1e-3, rtol=1e-3) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+    g = torch.Generator().manual_seed(0)
+    for (R, D), misaligned in [(s, False) for s in ROW_SHAPES] + [((64, 1024), True)]:
+        def make(*shape):
+            """The tensor on the CPU and on the GPU; `misaligned`: starting an element past the
+            16-byte boundary there."""
+            flat = torch.randn(math.prod(shape) + misaligned, generator=g).to(dtype)
+            return flat[misaligned:].view(shape), flat.cuda()[misaligned:].view(shape)
+        pairs = [make(R, D) if a.name in rows.row_tensors else make(D) if a.name in rows.column_tensors else make(R)
+                 for a in decl.schema.arguments if a.name in rows.row_tensors + rows.column_tensors + rows.per_row_tensors]
+        want, got = op(*(c for c, _ in pairs)), op(*(d for _, d in pairs))
+        for i, (w, o) in enumerate(zip(testing._flat(want), testing._flat(got))):
+            torch.testing.assert_close(o.cpu(), w, **tol, equal_nan=True,
+                                       msg=lambda m: f"{decl.op_name} {dtype} {R}x{D} misaligned={misaligned} "
+                                                     f"return {i}: {m}")
