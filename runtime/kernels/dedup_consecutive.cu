@@ -1,8 +1,16 @@
 // CUDA kernel of opwrap::dedup_consecutive behind the C kernel ABI: CUDA C with CUB (from the
-// CUDA toolkit) and no torch header.  The output size is data-dependent: flag the first
-// element of each run, scan the flags (their positions in the output), read the count back,
-// resize the output (opwrap_resize), scatter.  Scratch memory comes from torch's caching
-// allocator (opwrap_workspace), ordered on the stream the wrapper passes.
+// CUDA toolkit) and no torch header.  The output size is data-dependent.
+//
+// As aten's unique_consecutive on CUDA (without counts or inverse, as this op returns): one
+// cub::DeviceSelect::Unique pass straight into the output, allocated for every element
+// (opwrap_resize to n), then the number kept read back (the one host synchronization the
+// data-dependent size needs, as aten's .item()) and the output shrunk to it (opwrap_resize
+// again: resize_ to fewer elements keeps the storage and the data in place).  Unique is a
+// single-pass decoupled look-back compaction: it reads the input once and writes the values
+// kept once, where the scan it replaces wrote and read two int64 flags per element.  It keeps
+// the first of each run of values equal by ==, as the CPU kernel (x[i] != x[i - 1]): each NaN
+// is its own run, 0.0 and -0.0 one.  Scratch memory comes from torch's caching allocator
+// (opwrap_workspace), ordered on the stream the wrapper passes.
 #include <cub/cub.cuh>
 #include <cuda_runtime.h>
 
@@ -19,25 +27,6 @@
 namespace {
 
 template <typename T>
-__device__ bool starts_run(const T* x, int64_t i) {
-  return i == 0 || x[i] != x[i - 1];
-}
-
-template <typename T>
-__global__ void flag_runs(const T* x, int64_t n, int64_t* flags) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    flags[i] = starts_run(x, i) ? 1 : 0;
-}
-
-template <typename T>
-__global__ void scatter_runs(const T* x, int64_t n, const int64_t* positions, T* out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    if (starts_run(x, i)) out[positions[i] - 1] = x[i];
-}
-
-template <typename T>
 int32_t dedup(opwrap_context* ctx, const opwrap_tensor* self, opwrap_tensor* result) {
   const int64_t n = opwrap_numel(self);
   if (n == 0) {
@@ -47,26 +36,21 @@ int32_t dedup(opwrap_context* ctx, const opwrap_tensor* self, opwrap_tensor* res
   if (n > INT_MAX) return opwrap_fail(ctx, "at most %d elements on CUDA, got %lld", INT_MAX, (long long)n);
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
   const T* x = static_cast<const T*>(self->data);
-  int64_t* flags = static_cast<int64_t*>(opwrap_workspace(ctx, 2 * n * static_cast<int64_t>(sizeof(int64_t))));
-  if (flags == nullptr) return OPWRAP_ERROR;
-  int64_t* positions = flags + n;
-  const int threads = 256;
-  const unsigned blocks = static_cast<unsigned>((n + threads - 1) / threads < 65535 ? (n + threads - 1) / threads : 65535);
-  flag_runs<T><<<blocks, threads, 0, stream>>>(x, n, flags);
-  OPWRAP_CUDA_OK(ctx, cudaGetLastError());
+  int32_t status = opwrap_resize(ctx, result, 1, &n);  // room for every element
+  if (status != OPWRAP_OK) return status;
+  int* kept = static_cast<int*>(opwrap_workspace(ctx, sizeof(int)));
+  if (kept == nullptr) return OPWRAP_ERROR;
+  T* out = static_cast<T*>(result->data);
   size_t scratch_bytes = 0;
-  OPWRAP_CUDA_OK(ctx, cub::DeviceScan::InclusiveSum(nullptr, scratch_bytes, flags, positions, static_cast<int>(n), stream));
+  OPWRAP_CUDA_OK(ctx, cub::DeviceSelect::Unique(nullptr, scratch_bytes, x, out, kept, static_cast<int>(n), stream));
   void* scratch = opwrap_workspace(ctx, static_cast<int64_t>(scratch_bytes));
   if (scratch == nullptr) return OPWRAP_ERROR;
-  OPWRAP_CUDA_OK(ctx, cub::DeviceScan::InclusiveSum(scratch, scratch_bytes, flags, positions, static_cast<int>(n), stream));
-  int64_t count = 0;
-  OPWRAP_CUDA_OK(ctx, cudaMemcpyAsync(&count, positions + n - 1, sizeof count, cudaMemcpyDeviceToHost, stream));
+  OPWRAP_CUDA_OK(ctx, cub::DeviceSelect::Unique(scratch, scratch_bytes, x, out, kept, static_cast<int>(n), stream));
+  int count = 0;
+  OPWRAP_CUDA_OK(ctx, cudaMemcpyAsync(&count, kept, sizeof count, cudaMemcpyDeviceToHost, stream));
   OPWRAP_CUDA_OK(ctx, cudaStreamSynchronize(stream));
-  const int32_t status = opwrap_resize(ctx, result, 1, &count);
-  if (status != OPWRAP_OK) return status;
-  scatter_runs<T><<<blocks, threads, 0, stream>>>(x, n, positions, static_cast<T*>(result->data));
-  OPWRAP_CUDA_OK(ctx, cudaGetLastError());
-  return OPWRAP_OK;
+  const int64_t runs = count;
+  return opwrap_resize(ctx, result, 1, &runs);
 }
 
 }  // namespace
