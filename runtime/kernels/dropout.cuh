@@ -9,8 +9,9 @@
 // - a thread handles kVec consecutive elements per step of a grid-stride loop: one 16-byte
 //   load and store of the data (float32: 4 elements; float16/bfloat16: 8, two draws of 4;
 //   float64: 4, two 16-byte halves) and a 4- or 8-byte store of the bool mask;
-// - the grid is sized to fill the device (blocks per SM x SMs), not the data, so the counter
-//   offset each call reserves (the draws one thread takes) stays small and fixed.
+// - the grid is what the device holds at once (SMs x the kernel's occupancy), not the data,
+//   so the counter offset each call reserves (the draws one thread takes) stays small and
+//   every thread takes the same number of steps in a single wave.
 //
 // The op is memory bound: read the input, write the output and a byte of mask per element
 // (16M float32: 144 MB).  The draws are not CPU's (a different generator); the relation
@@ -103,17 +104,21 @@ __global__ void __launch_bounds__(kThreads) dropout_kernel(const scalar_t* __res
   }
 }
 
-// Blocks that fill the device once (resident threads / kThreads), cached per device.
-inline unsigned resident_blocks() {
+// Blocks of the kernel that the device holds at once (SMs x the kernel's occupancy, which
+// its registers may hold under 2048 / kThreads), cached per device: every thread then runs
+// the same number of steps in one wave, with no second partial wave.
+template <typename scalar_t, int kVec, bool kAligned>
+unsigned resident_blocks() {
   static int cached[64] = {};
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
   int& blocks = cached[device & 63];
   if (blocks == 0) {
-    int sms = 0, threads = 0;
+    int sms = 0, per_sm = 0;
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-    blocks = std::max(1, sms * (threads / kThreads));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dropout_kernel<scalar_t, kVec, kAligned>,
+                                                                 kThreads, 0));
+    blocks = std::max(1, sms * std::max(1, per_sm));
   }
   return static_cast<unsigned>(blocks);
 }
@@ -129,8 +134,17 @@ void dropout_cuda(const at::Tensor& self, double p, const std::optional<at::Gene
   if (n == 0) return;
   constexpr int kVec = vec_of<scalar_t>();
   const int64_t chunks = (n + kVec - 1) / kVec;
-  const unsigned blocks =
-      static_cast<unsigned>(std::min<int64_t>(resident_blocks(), (chunks + kThreads - 1) / kThreads));
+  const scalar_t* in = self.const_data_ptr<scalar_t>();
+  scalar_t* o = out.mutable_data_ptr<scalar_t>();
+  bool* m = mask.mutable_data_ptr<bool>();
+  // A contiguous view may start anywhere: vector accesses only when every pointer is aligned
+  // to its pack (out and mask are fresh allocations; self may be a view at an offset).
+  const bool aligned = reinterpret_cast<uintptr_t>(in) % sizeof(Pack<scalar_t, kVec>) == 0 &&
+                       reinterpret_cast<uintptr_t>(o) % sizeof(Pack<scalar_t, kVec>) == 0 &&
+                       reinterpret_cast<uintptr_t>(m) % sizeof(MaskPack<kVec>) == 0;
+  const int64_t resident =
+      aligned ? resident_blocks<scalar_t, kVec, true>() : resident_blocks<scalar_t, kVec, false>();
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(resident, (chunks + kThreads - 1) / kThreads));
   // The uniforms one thread draws: kVec per step of its grid-stride loop (a multiple of 4,
   // as philox_cuda_state asks).
   const int64_t steps = (chunks + static_cast<int64_t>(blocks) * kThreads - 1) / (static_cast<int64_t>(blocks) * kThreads);
@@ -140,14 +154,6 @@ void dropout_cuda(const at::Tensor& self, double p, const std::optional<at::Gene
     std::lock_guard<std::mutex> lock(gen->mutex_);
     philox = gen->philox_cuda_state(static_cast<uint64_t>(steps * kVec));
   }
-  const scalar_t* in = self.const_data_ptr<scalar_t>();
-  scalar_t* o = out.mutable_data_ptr<scalar_t>();
-  bool* m = mask.mutable_data_ptr<bool>();
-  // A contiguous view may start anywhere: vector accesses only when every pointer is aligned
-  // to its pack (out and mask are fresh allocations; self may be a view at an offset).
-  const bool aligned = reinterpret_cast<uintptr_t>(in) % sizeof(Pack<scalar_t, kVec>) == 0 &&
-                       reinterpret_cast<uintptr_t>(o) % sizeof(Pack<scalar_t, kVec>) == 0 &&
-                       reinterpret_cast<uintptr_t>(m) % sizeof(MaskPack<kVec>) == 0;
   const auto scale = static_cast<at::opmath_type<scalar_t>>(1.0 / (1.0 - p));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   if (aligned) {
