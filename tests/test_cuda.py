@@ -159,3 +159,105 @@ def test_cuda_rowwise_layouts_match_cpu(decl, dtype):
             torch.testing.assert_close(o.cpu(), w, **tol, equal_nan=True,
                                        msg=lambda m: f"{decl.op_name} {dtype} {R}x{D} misaligned={misaligned} "
                                                      f"return {i}: {m}")
+
+
+# The hand-written CUDA kernels (runtime/kernels/) on the paths the declared samples do not
+# reach: several tiles and more than one launch's pieces (cat_rows), unaligned views and tails
+# (the 16-byte paths' fallbacks), broadcast and transposed inputs, the multi-pass and
+# unaligned embedding loops, the global-memory fallback of bucketize_count, NaN and signed
+# zeros in dedup_consecutive; each against its CPU kernel.
+OPS = torch.ops.opwrap
+
+
+def _same(got, want, **tol):
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True, **tol)
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_cuda_cat_and_chunk_rows_edges(dtype):
+    g = torch.Generator().manual_seed(0)
+    for D in (4096, 3, 1000):
+        ts = [torch.randn(r, D, generator=g).to(dtype) for r in [512, 1, 0, 7, 33] * 9]  # 45 pieces: two launches
+        ts[3] = torch.randn(D, 7, generator=g).to(dtype).t()  # not contiguous
+        _same(OPS.cat_rows([t.cuda() for t in ts]), torch.cat(ts, 0))
+    x = torch.randn(1024, 1000, generator=g).to(dtype)
+    for a, b in zip(OPS.chunk_rows(x.cuda(), 8), torch.chunk(x, 8)):
+        _same(a, b)
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_cuda_to_dtype_edges():
+    dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64]
+    base = torch.randn((1 << 20) + 5, generator=torch.Generator().manual_seed(0)) * 1000
+    for a in dtypes:
+        for b in dtypes:
+            x = base.to(a)
+            for v in (x, x[1:]):  # a tail; an unaligned start
+                _same(OPS.to_dtype(v.cuda(), b), OPS.to_dtype(v, b), rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_cuda_huber_edges(dtype):
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randn((1 << 20) + 5, generator=g, dtype=dtype) for _ in range(2))
+    _same(OPS.huber(x.cuda(), y.cuda(), 0.75), OPS.huber(x, y, 0.75))
+    _same(OPS.huber(x.cuda()[1:], y.cuda()[1:], 0.75), OPS.huber(x[1:], y[1:], 0.75))  # unaligned
+    m, r = torch.randn(300, 200, generator=g, dtype=dtype), torch.randn(200, generator=g, dtype=dtype)
+    _same(OPS.huber(m.cuda(), r.cuda().expand(300, 200), 1.0), OPS.huber(m, r.expand(300, 200), 1.0))
+    _same(OPS.huber(m.cuda().t(), m.cuda().t() * 0.5, 1.0), OPS.huber(m.t(), m.t() * 0.5, 1.0))
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_cuda_dedup_consecutive_edges():
+    g = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float64, torch.int32, torch.int64):
+        x = torch.randint(0, 4, (1 << 24,), generator=g).to(dtype)
+        _same(OPS.dedup_consecutive(x.cuda()), OPS.dedup_consecutive(x))
+    x = torch.tensor([float("nan"), float("nan"), 0.0, -0.0, 1.0, 1.0, float("nan")])
+    got, want = OPS.dedup_consecutive(x.cuda()), OPS.dedup_consecutive(x)
+    _same(got, want)
+    _same(torch.signbit(got), torch.signbit(want))
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64], ids=str)
+def test_cuda_bucketize_count_edges(dtype):
+    g = torch.Generator().manual_seed(0)
+    v = (torch.randn((1 << 22) + 3, generator=g) * 100).to(dtype)
+    for k in (1023, 0, 1, 20000):  # 20000 boundaries: past the shared-memory kernel
+        b = (torch.randn(k, generator=g) * 100).to(dtype).sort().values
+        for vv in (v, v[1:]):
+            for got, want in zip(OPS.bucketize_count(vv.cuda(), b.cuda()), OPS.bucketize_count(vv, b)):
+                _same(got, want, rtol=0, atol=0)
+    if dtype.is_floating_point:
+        v = torch.tensor([float("nan"), 0.0, 1.0, -1.0, 5.0], dtype=dtype)
+        b = torch.tensor([-1.0, 0.0, 1.0], dtype=dtype)
+        for got, want in zip(OPS.bucketize_count(v.cuda(), b.cuda()), OPS.bucketize_count(v, b)):
+            _same(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64], ids=str)
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
+def test_cuda_embedding_bag_edges(dtype, index_dtype):
+    g = torch.Generator().manual_seed(0)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype in (torch.bfloat16, torch.float16) else {}
+    for D in (128, 3, 520, 8):
+        V, N, B = 5000, 20000, 300
+        w = torch.randn(V, D, generator=g).to(dtype)
+        idx = torch.randint(0, V, (N,), generator=g).to(index_dtype)
+        off = torch.randint(0, N, (B,), generator=g).sort().values.to(index_dtype)
+        off[0] = 0
+        off[5] = off[4]  # an empty bag
+        _same(OPS.embedding_bag_sum(w.cuda(), idx.cuda(), off.cuda()), OPS.embedding_bag_sum(w, idx, off), **tol)
+        gr = torch.randn(B, D, generator=g).to(dtype)
+        _same(OPS.embedding_bag_sum_backward(gr.cuda(), idx.cuda(), off.cuda(), V),
+              OPS.embedding_bag_sum_backward(gr, idx, off, V), **tol)
