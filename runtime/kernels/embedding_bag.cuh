@@ -32,6 +32,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/cuda/Atomic.cuh>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/macros/Macros.h>
 
 #include <opwrap/runtime/cuda.cuh>
@@ -258,12 +259,14 @@ struct EmbeddingBagSum {
   }
 };
 
-template <typename scalar_t, typename index_t>
+// acc_t: float for bfloat16 and float16 (a buffer rounded once into the result, as the chunked
+// kernel does: 16-bit atomics would round every partial sum), else scalar_t.
+template <typename scalar_t, typename index_t, typename acc_t>
 struct EmbeddingBagSumBackward {
   const scalar_t* g;
   const index_t* idx;
   const index_t* off;
-  scalar_t* out;
+  acc_t* out;
   int64_t B, D, N, V;
   __device__ void operator()(int64_t k) const {
     const int64_t b = k / D, d = k % D;
@@ -272,7 +275,7 @@ struct EmbeddingBagSumBackward {
     for (int64_t i = start; i < stop; ++i) {
       const int64_t row = static_cast<int64_t>(idx[i]);
       CUDA_KERNEL_ASSERT(0 <= row && row < V);
-      gpuAtomicAdd(out + row * D + d, g[k]);
+      gpuAtomicAdd(out + row * D + d, static_cast<acc_t>(g[k]));
     }
   }
 };
@@ -312,8 +315,16 @@ void embedding_bag_sum_backward_cuda(const at::Tensor& grad_output, const at::Te
     if (result.numel() == 0) return;
     C10_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(scalar_t) * result.numel(), stream));
     if (B * D == 0) return;
-    rt::cuda::launch_elementwise(B * D, EmbeddingBagSumBackward<scalar_t, index_t>{
-        g, indices.const_data_ptr<index_t>(), offsets.const_data_ptr<index_t>(), out, B, D, N, num_weights});
+    if constexpr (sizeof(scalar_t) == 2) {
+      const at::Tensor acc = at::zeros({num_weights, D}, grad_output.options().dtype(at::kFloat));
+      rt::cuda::launch_elementwise(B * D, EmbeddingBagSumBackward<scalar_t, index_t, float>{
+          g, indices.const_data_ptr<index_t>(), offsets.const_data_ptr<index_t>(), acc.mutable_data_ptr<float>(),
+          B, D, N, num_weights});
+      result.copy_(acc);
+    } else {
+      rt::cuda::launch_elementwise(B * D, EmbeddingBagSumBackward<scalar_t, index_t, scalar_t>{
+          g, indices.const_data_ptr<index_t>(), offsets.const_data_ptr<index_t>(), out, B, D, N, num_weights});
+    }
     return;
   }
   const int group = group_for(D / kVec);
