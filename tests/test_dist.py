@@ -116,6 +116,10 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     settings = ["-C", "cuda=false", "-C", "optimize=0"]
     repo_settings = [*settings, "-C", "ops=myadd,fill_natural"]
     uv_env = {**env, **_uv_config(constraint, links)}
+    # The toolchain's wheel is 0.1.0 at every commit, and uv takes a version's wheel from
+    # find-links as immutable: a cached one of another commit (other templates) would be used
+    # instead of the one just built, and the library's generated tree would not match it.
+    _ok(_run([UV, "cache", "clean", "opwrap-codegen"], env=uv_env))
     build = [sys.executable, "-m", "build", "--installer", "uv"]
     lib_build = subprocess.Popen([*build, "--wheel", "-o", wheels, *settings, lib], env=uv_env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
