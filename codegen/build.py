@@ -31,6 +31,7 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 import tomllib
@@ -242,10 +243,15 @@ def ccache_env(ccache: str, cuda) -> dict[str, str]:
     a wheel built from the checkout) share their objects; with it set to a project's root, two
     clones of the project at different paths share them instead, as long as their build folders
     lie at the same depth.  Any CCACHE_* variable is ccache's own configuration (CCACHE_DIR,
-    CCACHE_REMOTE_STORAGE, ...) and left alone."""
+    CCACHE_REMOTE_STORAGE, ...) and left alone, but for CCACHE_SLOPPINESS when unset: units
+    that use the precompiled header (precompiled_header) are cached only with
+    pch_defines,time_macros (ccache's manual, "Precompiled headers")."""
+    env = {}
     if cuda is not None and "PYTORCH_NVCC" not in os.environ:
-        return {"PYTORCH_NVCC": f"{shlex.quote(ccache)} {shlex.quote(str(cuda.nvcc))}"}
-    return {}
+        env["PYTORCH_NVCC"] = f"{shlex.quote(ccache)} {shlex.quote(str(cuda.nvcc))}"
+    if "CCACHE_SLOPPINESS" not in os.environ:
+        env["CCACHE_SLOPPINESS"] = "pch_defines,time_macros"
+    return env
 
 
 def ccache_wrapper(build_dir: Path) -> str | None:
@@ -492,6 +498,98 @@ def ninja_log_entries(ninja_log: Path, start: int = 0):
                 yield parts[3], (int(parts[1]) - int(parts[0])) / 1000
 
 
+# ------------------------------------------------------------------ precompiled torch headers
+# Units of the sources that allow it start with <opwrap/runtime/precompiled.h> (units.text):
+# torch's common headers, most of such a unit's compile time.  GCC uses a precompiled copy of
+# that header where one is found beside it on the include path and was made with the unit's
+# options (otherwise it warns, -Winvalid-pch, and parses the header: never other code).  The
+# copy is made once per compiler, torch and options in the user's cache and shared by every
+# library built with them (the bundled one, each `codegen init` library, each test library).
+PCH_ENV = "OPWRAP_PCH"  # 0: no precompiled header
+PCH_KEEP = 6  # copies kept in the cache (about 450 MB each), the least recently used removed
+
+
+def pch_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "opwrap" / "pch"
+
+
+def _cpp_extension_std(cpp_extension) -> str | None:
+    """The -std cpp_extension gives C++ units (c++17 before torch 2.12, c++20 after): read
+    from the function that writes its ninja file, which has no public accessor."""
+    import inspect
+    import re
+    try:
+        found = re.findall(r"'(-std=c\+\+\d+)'", inspect.getsource(cpp_extension._write_ninja_file_to_build_library))
+    except (AttributeError, OSError, TypeError):
+        return None
+    return found[-1] if len(set(found)) == 1 else None
+
+
+def _compiler_identity(cxx: str) -> str | None:
+    try:
+        out = subprocess.run([cxx, "-v"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version = [line for line in out.stderr.splitlines() if " version " in line]
+    return f"{shutil.which(cxx)}|{version[-1] if version else ''}" if out.returncode == 0 and version else None
+
+
+def precompiled_header(cpp_extension, cflags: list[str], log=print) -> Path | None:
+    """A directory holding opwrap/runtime/precompiled.h and its precompiled copy for units
+    compiled with `cflags` (cpp_extension's options then ours), to go first on the include
+    path; None where there is none to use: OPWRAP_PCH=0, a compiler other than GCC, or a
+    torch whose C++ options cannot be read."""
+    if os.environ.get(PCH_ENV) == "0" or sys.platform != "linux":
+        return None
+    cxx = os.environ.get("CXX") or "c++"  # cpp_extension's compiler
+    if Path(cxx).parent.name == ".ccache-bin":  # ccache's `c++` link (ccache_wrapper): the c++ it runs
+        cxx = "c++"
+    identity = _compiler_identity(cxx)
+    std = _cpp_extension_std(cpp_extension)
+    if identity is None or "gcc version" not in identity or std is None:
+        return None
+    import hashlib
+    import sysconfig
+    import tempfile
+
+    import torch
+    header = support_include_dir() / units.PRECOMPILED
+    flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", std, *cflags]
+    system = [*cpp_extension.include_paths(), sysconfig.get_path("include", scheme="posix_prefix")]
+    # torch's release names its headers (not its folder: the isolated environment of a wheel
+    # build holds the same torch elsewhere), and GCC accepts a precompiled header found
+    # through other include paths.
+    key = hashlib.sha256("\n".join([identity, torch.__version__, header.read_text(), *flags]).encode()).hexdigest()[:16]
+    root = pch_cache_dir()
+    target = root / key
+    if (target / (units.PRECOMPILED + ".gch")).is_file():
+        os.utime(target)  # recently used: kept by the pruning below
+        return target
+    from filelock import FileLock  # torch's own dependency
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f"{key}.lock")):
+        if (target / (units.PRECOMPILED + ".gch")).is_file():
+            return target
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            made = Path(tmp) / key
+            (made / units.PRECOMPILED).parent.mkdir(parents=True)
+            shutil.copyfile(header, made / units.PRECOMPILED)
+            cmd = [cxx, *flags, *[f for d in system for f in ("-isystem", d)], "-x", "c++-header",
+                   str(made / units.PRECOMPILED), "-o", str(made / (units.PRECOMPILED + ".gch"))]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                log(f"codegen build: no precompiled header (compiling it failed):\n{r.stderr[-2000:]}")
+                return None
+            made.rename(target)
+        log(f"codegen build: precompiled torch's common headers into {target} ({time.perf_counter() - t0:.1f}s, "
+            "once for this compiler, torch and options)")
+    for old in sorted((d for d in root.iterdir() if d.is_dir() and len(d.name) == 16),
+                      key=lambda d: d.stat().st_mtime)[:-PCH_KEEP]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
           need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = ()) -> Path:
@@ -555,15 +653,18 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
 
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
     # idle while it compiles after the library's last unit.
+    unit_cflags = cflags + openmp_flags()
+    pch = precompiled_header(cpp_extension, unit_cflags, log)
+    pch_paths = [str(pch)] if pch else []  # first: its copy of precompiled.h is the one found
     with ThreadPoolExecutor(max_workers=1) as pool:
         fast_done = pool.submit(build_fast) if fast is not None else None
         cpp_extension.load(
             name=config.library,
             sources=[str(s) for s in srcs],
-            extra_cflags=cflags + openmp_flags(),
+            extra_cflags=unit_cflags + (["-Winvalid-pch", "-fpch-preprocess"] if pch else []),
             extra_ldflags=ldflags + openmp_flags() + native_ldflags(config, native),
             extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env)],
-            extra_include_paths=[str(d) for d in include_dirs(config, also_include)],
+            extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
             build_directory=str(build_dir),
             verbose=verbose,
             is_python_module=False,

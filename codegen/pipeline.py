@@ -85,6 +85,7 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
         groups: dict[str, list[str]] = {}
         sources: dict[str, tuple[str, ...]] = {}
         sizes: dict[str, int] = {}
+        plain: set[str] = set()  # groups with a source that must not follow the precompiled header
         for p in plugins:
             for out in p.emit(lib, ctx):
                 why = unsafe_path(out.path) or units.bad_output(out.path, out.unit)
@@ -102,12 +103,14 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
                     sources[out.path] = out.sources
                     if out.unit_size:
                         sizes[out.unit] = min(out.unit_size, sizes.get(out.unit, out.unit_size))
+                    if not out.precompiled:
+                        plain.add(out.unit)
         for path, (group, members) in units.layout(groups, config.unity, sizes).items():
             if path in files:
                 diag.error(config_loc(config), f"plugin '{owner[path]}' emits '{path}', where the unity units go")
                 continue
             made_from = tuple(sorted({src for m in members for src in sources[m]}))  # the members' declarations and templates
-            files[path] = banner(path, "units", made_from) + units.text(group, members)
+            files[path] = banner(path, "units", made_from) + units.text(group, members, group not in plain)
         return files
     files = timed("emit", emit)
     _stop_on_errors(diag)

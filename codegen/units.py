@@ -76,12 +76,19 @@ def layout(groups: dict[str, list[str]], size: int, caps: dict[str, int] | None 
     return out
 
 
-def text(group: str, members: list[str]) -> str:
+# The header a unit of sources that allow it (Output.precompiled) starts with: torch's common
+# headers, which the build precompiles (opwrap_codegen.build.precompiled_header).
+PRECOMPILED = "opwrap/runtime/precompiled.h"
+
+
+def text(group: str, members: list[str], precompiled: bool = False) -> str:
     lines = [f"// A translation unit of group '{group}': {len(members)} generated "
              f"source{'s' if len(members) != 1 else ''}, compiled together so that their headers are parsed once.",
              "// Each is readable on its own; `[tool.codegen] unity` sets how many share a unit."]
     # Found through the generated directory on the include path (opwrap_codegen.build.include_dirs),
     # so __FILE__, the dispatcher's "registered at" and compiler messages name the source.
+    if precompiled and not any(m.endswith(".cu") for m in members):
+        lines.append(f"#include <{PRECOMPILED}>  // first: precompiled where the compiler can (codegen build)")
     lines += [f'#include "{m}"' for m in members]
     return "\n".join(lines) + "\n"
 

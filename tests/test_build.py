@@ -91,6 +91,31 @@ def test_init_library_passes_opcheck_and_compiles_with_no_graph_break(mylib):
     assert out.returncode == 0 and out.stdout.startswith("ok "), (out.stdout + out.stderr)[-4000:]
 
 
+@pytest.mark.xdist_group("mylib")
+def test_init_library_units_use_the_shared_precompiled_header(mylib):
+    """A `codegen init` library's wrapper and autograd units start with precompiled.h and
+    compile against the copy precompiled in the user's cache (GCC's -H marks a precompiled
+    header it uses with '!'); CPU-capability units, whose instruction set comes first, do not
+    include it."""
+    from opwrap_codegen import build, units
+    if sys.platform != "linux" or os.environ.get(build.PCH_ENV) == "0":
+        pytest.skip("precompiled headers are built with GCC on Linux, and not with OPWRAP_PCH=0")
+    assert mylib.record["builds"][0] == [0, 0], mylib.record["builds"][1]
+    lib = mylib.path
+    gen = lib / "generated" / "units"
+    precompiled = f"#include <{units.PRECOMPILED}>"
+    for unit in gen.iterdir():
+        has = precompiled in unit.read_text()
+        assert has == unit.name.startswith(("cpu.", "autograd.")), (unit.name, has)
+    ninja = (lib / "build" / "build.ninja").read_text()
+    cflags = next(line.split(" = ", 1)[1] for line in ninja.splitlines() if line.startswith("cflags = "))
+    pch_dir = next(f[2:] for f in cflags.split() if f.startswith("-I") and str(build.pch_cache_dir()) in f)
+    assert (Path(pch_dir) / (units.PRECOMPILED + ".gch")).is_file()
+    r = subprocess.run(f"c++ {cflags} -H -fsyntax-only {gen / 'cpu.0.cpp'}", shell=True, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"! {pch_dir}/{units.PRECOMPILED}.gch" in r.stderr, r.stderr[:3000]
+
+
 @pytest.mark.slow(60)
 @pytest.mark.torch_matrix
 @pytest.mark.xdist_group("mylib")

@@ -626,7 +626,8 @@ class Autograd(Plugin):
             # compiler time a library at -O0).
             heavy = p is not None or fallback == "function"
             yield Output(f"autograd/{decl.ident}.cpp", text, (decl.path, ctx.template_source(template)),
-                         unit="autograd" if heavy else "cpu", unit_size=AUTOGRAD_UNIT_SIZE if heavy else None)
+                         unit="autograd" if heavy else "cpu", unit_size=AUTOGRAD_UNIT_SIZE if heavy else None,
+                         precompiled=True)
 
 
 def needs_function(decl) -> bool:

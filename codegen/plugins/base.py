@@ -52,13 +52,18 @@ class Output:
     them (codegen/units.py).  Sources of one group must not define the same name twice
     in one namespace.  ``None``: a source compiled alone, or not a source.  ``unit_size``
     caps how many sources of the group share a unit, below ``[tool.codegen] unity``, for
-    groups whose sources are often edited one at a time (the smallest cap of a group holds)."""
+    groups whose sources are often edited one at a time (the smallest cap of a group holds).
+    ``precompiled``: the source may follow ``<opwrap/runtime/precompiled.h>`` (torch's common
+    headers, precompiled by the build) in its unit, i.e. nothing of it must come before torch's
+    headers; a unit starts with that header when every source of its group says so.  A CPU-
+    capability source, which sets the instruction set before any header, must not."""
 
     path: str
     text: str
     sources: tuple[str, ...] = ()
     unit: str | None = None
     unit_size: int | None = None
+    precompiled: bool = False
 
 
 class Plugin:

@@ -52,7 +52,7 @@ class CpuKernels(Plugin):
                           declarations=[f"{call.kernel_returns} {fn}({call.kernel_params});" for _, fn in sym.split])
             template = "cpu/op.cpp.j2"
             yield Output(f"cpu/{d.ident}.cpp", ctx.render(template, **common), (d.path, ctx.template_source(template)),
-                         unit="cpu")
+                         unit="cpu", precompiled=True)
             if split:  # one unit per dtype of the primary variable, with every combination it has
                 t2 = "cpu/op_dtype.cpp.j2"
                 for dt in d.dtypes:

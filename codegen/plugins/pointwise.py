@@ -168,7 +168,8 @@ class PointwiseKernels(Plugin):
             if p.out:  # an out= overload: a wrapper around its functional op's loops
                 for path, template, unit in ((f"cpu/{d.ident}.cpp", "pointwise/out.cpp.j2", "cpu"),
                                              (f"cuda/{d.ident}.cu", "pointwise/out.cu.j2", "cuda")):
-                    yield Output(path, ctx.render(template, **common), (d.path, ctx.template_source(template)), unit)
+                    yield Output(path, ctx.render(template, **common), (d.path, ctx.template_source(template)), unit,
+                                 precompiled=unit == "cpu")
                 continue
             # Unity groups: the DEFAULT wrappers and loops, each capability's loops, and the
             # CUDA kernels (with the other CUDA ops).  A capability's unit starts with its

@@ -104,4 +104,5 @@ class SchemaRegistration(Plugin):
         text = ctx.render(template, namespace=lib.namespace, defs=defs, extra=extra, includes=includes)
         # In the CPU wrappers' units: torch/library.h is all it includes, and they include it
         # too (a translation unit of its own cost about 5 s of compiler time a library at -O0).
-        yield Output("registration.cpp", text, lib.sources + (ctx.template_source(template),), unit="cpu")
+        yield Output("registration.cpp", text, lib.sources + (ctx.template_source(template),), unit="cpu",
+                     precompiled=True)

@@ -2,6 +2,7 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 // A translation unit of group 'cpu': 7 generated sources, compiled together so that their headers are parsed once.
 // Each is readable on its own; `[tool.codegen] unity` sets how many share a unit.
+#include <opwrap/runtime/precompiled.h>  // first: precompiled where the compiler can (codegen build)
 #include "cpu/layer_norm.cpp"
 #include "cpu/layer_norm_backward.cpp"
 #include "cpu/linear.cpp"

@@ -1,0 +1,22 @@
+// The torch headers that most generated units include, first in each unit that may share a
+// precompiled copy of them (autograd, wrapper and autocast units; not CPU-capability units,
+// whose instruction set must be set before any header).  Parsing these is most of such a
+// unit's compile time (an autograd unit at -O0: 8.4 s alone, 2.6 s with them precompiled),
+// so `codegen build` precompiles this header once per compiler, torch and flags, in the
+// user's cache (opwrap_codegen.build.precompiled_header), shared by every library built
+// with them.  Without that (another compiler, OPWRAP_PCH=0) it is an ordinary header.
+#pragma once
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros_like.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/library.h>
