@@ -510,6 +510,9 @@ PCH_KEEP = 6  # copies kept in the cache (about 450 MB each), the least recently
 
 
 def pch_cache_dir() -> Path:
+    """Where precompiled headers are kept: $OPWRAP_PCH_DIR, else ~/.cache/opwrap/pch."""
+    if os.environ.get("OPWRAP_PCH_DIR"):
+        return Path(os.environ["OPWRAP_PCH_DIR"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "opwrap" / "pch"
 
 
