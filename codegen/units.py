@@ -88,7 +88,8 @@ def text(group: str, members: list[str], precompiled: bool = False) -> str:
     # Found through the generated directory on the include path (opwrap_codegen.build.include_dirs),
     # so __FILE__, the dispatcher's "registered at" and compiler messages name the source.
     if precompiled and not any(m.endswith(".cu") for m in members):
-        lines.append(f"#include <{PRECOMPILED}>  // first: precompiled where the compiler can (codegen build)")
+        lines += ["// First: torch's headers these sources share, precompiled where the compiler can (codegen build).",
+                  f"#include <{PRECOMPILED}>"]
     lines += [f'#include "{m}"' for m in members]
     return "\n".join(lines) + "\n"
 

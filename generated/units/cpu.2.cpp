@@ -2,7 +2,8 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 // A translation unit of group 'cpu': 7 generated sources, compiled together so that their headers are parsed once.
 // Each is readable on its own; `[tool.codegen] unity` sets how many share a unit.
-#include <opwrap/runtime/precompiled.h>  // first: precompiled where the compiler can (codegen build)
+// First: torch's headers these sources share, precompiled where the compiler can (codegen build).
+#include <opwrap/runtime/precompiled.h>
 #include "cpu/layer_norm.cpp"
 #include "cpu/layer_norm_backward.cpp"
 #include "cpu/linear.cpp"
