@@ -537,11 +537,12 @@ def _compiler_identity(cxx: str) -> str | None:
     return f"{shutil.which(cxx)}|{version[-1] if version else ''}" if out.returncode == 0 and version else None
 
 
-def precompiled_header(cpp_extension, cflags: list[str], log=print) -> Path | None:
-    """A directory holding opwrap/runtime/precompiled.h and its precompiled copy for units
-    compiled with `cflags` (cpp_extension's options then ours), to go first on the include
-    path; None where there is none to use: OPWRAP_PCH=0, a compiler other than GCC, or a
-    torch whose C++ options cannot be read."""
+def precompiled_header(cpp_extension, cflags: list[str], log=print, name: str = units.PRECOMPILED) -> Path | None:
+    """A directory holding the support header `name` (units.PRECOMPILED or
+    units.PRECOMPILED_PYTHON) and its precompiled copy for units compiled with `cflags`
+    (cpp_extension's options then ours), to go first on the include path; None where there is
+    none to use: OPWRAP_PCH=0, a compiler other than GCC, or a torch whose C++ options cannot
+    be read."""
     if os.environ.get(PCH_ENV) == "0" or sys.platform != "linux":
         return None
     cxx = os.environ.get("CXX") or "c++"  # cpp_extension's compiler
@@ -556,36 +557,36 @@ def precompiled_header(cpp_extension, cflags: list[str], log=print) -> Path | No
     import tempfile
 
     import torch
-    header = support_include_dir() / units.PRECOMPILED
+    header = support_include_dir() / name
     flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", std, *cflags]
     system = [*cpp_extension.include_paths(), sysconfig.get_path("include", scheme="posix_prefix")]
     # torch's release names its headers (not its folder: the isolated environment of a wheel
     # build holds the same torch elsewhere), and GCC accepts a precompiled header found
     # through other include paths.
-    key = hashlib.sha256("\n".join([identity, torch.__version__, header.read_text(), *flags]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\n".join([identity, torch.__version__, sys.version, name, header.read_text(), *flags]).encode()).hexdigest()[:16]
     root = pch_cache_dir()
     target = root / key
-    if (target / (units.PRECOMPILED + ".gch")).is_file():
+    if (target / (name + ".gch")).is_file():
         os.utime(target)  # recently used: kept by the pruning below
         return target
     from filelock import FileLock  # torch's own dependency
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f"{key}.lock")):
-        if (target / (units.PRECOMPILED + ".gch")).is_file():
+        if (target / (name + ".gch")).is_file():
             return target
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(dir=root) as tmp:
             made = Path(tmp) / key
-            (made / units.PRECOMPILED).parent.mkdir(parents=True)
-            shutil.copyfile(header, made / units.PRECOMPILED)
+            (made / name).parent.mkdir(parents=True)
+            shutil.copyfile(header, made / name)
             cmd = [cxx, *flags, *[f for d in system for f in ("-isystem", d)], "-x", "c++-header",
-                   str(made / units.PRECOMPILED), "-o", str(made / (units.PRECOMPILED + ".gch"))]
+                   str(made / name), "-o", str(made / (name + ".gch"))]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 log(f"codegen build: no precompiled header (compiling it failed):\n{r.stderr[-2000:]}")
                 return None
             made.rename(target)
-        log(f"codegen build: precompiled torch's common headers into {target} ({time.perf_counter() - t0:.1f}s, "
+        log(f"codegen build: precompiled {name} into {target} ({time.perf_counter() - t0:.1f}s, "
             "once for this compiler, torch and options)")
     for old in sorted((d for d in root.iterdir() if d.is_dir() and len(d.name) == 16),
                       key=lambda d: d.stat().st_mtime)[:-PCH_KEEP]:
@@ -650,8 +651,12 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
 
     def build_fast():  # the Python bindings: a CPython module of their own, linked with libtorch_python
         fast_dir.mkdir(exist_ok=True)
-        cpp_extension.load(name=FAST_MODULE, sources=[str(fast)], extra_cflags=cflags, extra_ldflags=ldflags,
-                           extra_include_paths=[str(d) for d in include_dirs(config, also_include)], build_directory=str(fast_dir),
+        pch_python = precompiled_header(cpp_extension, cflags, log, units.PRECOMPILED_PYTHON)
+        cpp_extension.load(name=FAST_MODULE, sources=[str(fast)],
+                           extra_cflags=cflags + (["-Winvalid-pch", "-fpch-preprocess"] if pch_python else []),
+                           extra_ldflags=ldflags,
+                           extra_include_paths=[str(pch_python)] * bool(pch_python)
+                           + [str(d) for d in include_dirs(config, also_include)], build_directory=str(fast_dir),
                            verbose=verbose, is_python_module=True, with_cuda=False)
 
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise

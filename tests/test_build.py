@@ -25,7 +25,7 @@ AUTOGRAD = {"ATen/TensorOperators.h", "opwrap/runtime/once_differentiable.h", "o
 POINTWISE = {"opwrap/runtime/cpu_capability.h", "opwrap/runtime/cpu_dispatch.h"}
 
 # The CPython bindings; ATen/autocast_mode.h is heavy, so all autocast kernels share one TU.
-FAST = {"Python.h", "ATen/core/dispatch/Dispatcher.h", "torch/csrc/Exceptions.h", "opwrap/runtime/python_fast.h", "tuple"}
+FAST = {"opwrap/runtime/precompiled_python.h", "opwrap/runtime/python_fast.h", "tuple"}
 
 
 # Headers a kernel wrapper includes only when its declaration needs them: out= resizing,
@@ -117,6 +117,14 @@ def test_init_library_units_use_the_shared_precompiled_header(mylib):
     r = subprocess.run(f"c++ {cflags} -H -fsyntax-only {gen / 'cpu.0.cpp'}", shell=True, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"! {pch_dir}/{units.PRECOMPILED}.gch" in r.stderr, r.stderr[:3000]
+    # the fast Python bindings, with their own (no OpenMP, Python's headers)
+    ninja = (lib / "build" / "python" / "build.ninja").read_text()
+    cflags = next(line.split(" = ", 1)[1] for line in ninja.splitlines() if line.startswith("cflags = "))
+    pch_dir = next(f[2:] for f in cflags.split() if f.startswith("-I") and str(build.pch_cache_dir()) in f)
+    fast = lib / "generated" / "python" / "_fast.cpp"
+    r = subprocess.run(f"c++ {cflags} -H -fsyntax-only {fast}", shell=True, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"! {pch_dir}/{units.PRECOMPILED_PYTHON}.gch" in r.stderr, r.stderr[:3000]
 
 
 @pytest.mark.slow(60)

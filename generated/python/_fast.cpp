@@ -2,11 +2,9 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 // The fast eager call path of the 'opwrap' ops: a CPython extension module with one
 // METH_FASTCALL function per op.  See codegen/plugins/python_fast.py.
-#include <Python.h>
-
-#include <ATen/core/Tensor.h>
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/csrc/Exceptions.h>
+// First: Python.h and torch's Python headers (ATen's Tensor and Dispatcher, torch's
+// Exceptions among them), precompiled where the compiler can (codegen build).
+#include <opwrap/runtime/precompiled_python.h>
 
 #include <opwrap/runtime/python_fast.h>
 
