@@ -172,7 +172,6 @@ class RowSweep {
         slots_(layout.tail_slots), tail_(tail) {}
 
   __device__ __forceinline__ bool leader() const { return lane_ == 0; }
-  __device__ __forceinline__ int group() const { return group_; }
 
   // Load this thread's runs of `row` (nothing when the row is past the end: `active` false).
   __device__ __forceinline__ void load(int64_t row, bool active) {
