@@ -594,6 +594,13 @@ def precompiled_header(cpp_extension, cflags: list[str], log=print, name: str = 
     return target
 
 
+def pch_options(pch: Path | None) -> tuple[list[str], list[str]]:
+    """The compiler options and the leading include path of units using the precompiled header
+    in `pch` (precompiled_header): first on the path, so its copy of the header is the one
+    found; GCC says when it cannot use it; ccache caches such units (-fpch-preprocess)."""
+    return (["-Winvalid-pch", "-fpch-preprocess"], [str(pch)]) if pch else ([], [])
+
+
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
           need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = ()) -> Path:
@@ -651,25 +658,22 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
 
     def build_fast():  # the Python bindings: a CPython module of their own, linked with libtorch_python
         fast_dir.mkdir(exist_ok=True)
-        pch_python = precompiled_header(cpp_extension, cflags, log, units.PRECOMPILED_PYTHON)
-        cpp_extension.load(name=FAST_MODULE, sources=[str(fast)],
-                           extra_cflags=cflags + (["-Winvalid-pch", "-fpch-preprocess"] if pch_python else []),
-                           extra_ldflags=ldflags,
-                           extra_include_paths=[str(pch_python)] * bool(pch_python)
-                           + [str(d) for d in include_dirs(config, also_include)], build_directory=str(fast_dir),
+        pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, cflags, log, units.PRECOMPILED_PYTHON))
+        cpp_extension.load(name=FAST_MODULE, sources=[str(fast)], extra_cflags=cflags + pch_flags, extra_ldflags=ldflags,
+                           extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
+                           build_directory=str(fast_dir),
                            verbose=verbose, is_python_module=True, with_cuda=False)
 
+    unit_cflags = cflags + openmp_flags()
+    pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log))
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
     # idle while it compiles after the library's last unit.
-    unit_cflags = cflags + openmp_flags()
-    pch = precompiled_header(cpp_extension, unit_cflags, log)
-    pch_paths = [str(pch)] if pch else []  # first: its copy of precompiled.h is the one found
     with ThreadPoolExecutor(max_workers=1) as pool:
         fast_done = pool.submit(build_fast) if fast is not None else None
         cpp_extension.load(
             name=config.library,
             sources=[str(s) for s in srcs],
-            extra_cflags=unit_cflags + (["-Winvalid-pch", "-fpch-preprocess"] if pch else []),
+            extra_cflags=unit_cflags + pch_flags,
             extra_ldflags=ldflags + openmp_flags() + native_ldflags(config, native),
             extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env)],
             extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],

@@ -110,21 +110,17 @@ def test_init_library_units_use_the_shared_precompiled_header(mylib):
     for unit in gen.iterdir():
         has = precompiled in unit.read_text()
         assert has == unit.name.startswith(("cpu.", "autograd.")), (unit.name, has)
-    ninja = (lib / "build" / "build.ninja").read_text()
-    cflags = next(line.split(" = ", 1)[1] for line in ninja.splitlines() if line.startswith("cflags = "))
-    pch_dir = next(f[2:] for f in cflags.split() if f.startswith("-I") and str(build.pch_cache_dir()) in f)
-    assert (Path(pch_dir) / (units.PRECOMPILED + ".gch")).is_file()
-    r = subprocess.run(f"c++ {cflags} -H -fsyntax-only {gen / 'cpu.0.cpp'}", shell=True, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert f"! {pch_dir}/{units.PRECOMPILED}.gch" in r.stderr, r.stderr[:3000]
-    # the fast Python bindings, with their own (no OpenMP, Python's headers)
-    ninja = (lib / "build" / "python" / "build.ninja").read_text()
-    cflags = next(line.split(" = ", 1)[1] for line in ninja.splitlines() if line.startswith("cflags = "))
-    pch_dir = next(f[2:] for f in cflags.split() if f.startswith("-I") and str(build.pch_cache_dir()) in f)
-    fast = lib / "generated" / "python" / "_fast.cpp"
-    r = subprocess.run(f"c++ {cflags} -H -fsyntax-only {fast}", shell=True, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert f"! {pch_dir}/{units.PRECOMPILED_PYTHON}.gch" in r.stderr, r.stderr[:3000]
+    # a wrapper unit, and the fast Python bindings with their own (no OpenMP, Python's headers),
+    # each compiled with the options its build.ninja holds
+    for ninja, source, header in ((lib / "build" / "build.ninja", gen / "cpu.0.cpp", units.PRECOMPILED),
+                                  (lib / "build" / "python" / "build.ninja", lib / "generated" / "python" / "_fast.cpp",
+                                   units.PRECOMPILED_PYTHON)):
+        cflags = next(line.split(" = ", 1)[1] for line in ninja.read_text().splitlines() if line.startswith("cflags = "))
+        pch_dir = next(f[2:] for f in cflags.split() if f.startswith("-I") and str(build.pch_cache_dir()) in f)
+        assert (Path(pch_dir) / (header + ".gch")).is_file()
+        r = subprocess.run(f"c++ {cflags} -H -fsyntax-only {source}", shell=True, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert f"! {pch_dir}/{header}.gch" in r.stderr, r.stderr[:3000]
 
 
 @pytest.mark.slow(60)
