@@ -295,6 +295,51 @@ def pynames(tmp_path_factory):
     return SharedLibrary(root, json.loads(record.read_text()), "pynames")
 
 
+# `sharedlib`: one library made with `codegen init` holding the ops of several test files,
+# each declared in its own file next to its tests: test_kernel_types.py (every schema type and
+# name), test_autograd.py (Tensor[] formulas, out= and mutable ops), test_shapes.py (the shape
+# rules end to end) and test_dtype_rules.py (per-argument dtypes).  Each had a library of its
+# own, compiled from nothing in every run; one library pays the fixed cost of a library (its
+# registration and Python bindings, the headers of each unit, the link) once.  Each module adds
+# its files with `add_to_sharedlib(lib)`; test_dtype_rules.py's kernel headers come after a
+# first `codegen generate`, whose notes say what to write (its test reads them).  The ops
+# share the namespace `sharedlib`; where two files declared the same op, test_shapes.py's
+# `cat_rows` is `concat_rows` here.  Tests that use it carry the xdist_group "sharedlib".
+SHAREDLIB_MODULES = ("test_kernel_types", "test_autograd", "test_shapes", "test_dtype_rules")
+
+
+def _make_sharedlib(lib: Path) -> dict:
+    """`codegen init` (its op `scale`), the files of SHAREDLIB_MODULES, `codegen generate`
+    without test_dtype_rules.py's kernel headers, then those headers and `codegen build
+    --no-cuda -O0`.  Returns the exit statuses and outputs; asserts nothing itself."""
+    import importlib
+    record = {}
+    r = run_codegen("init", str(lib))
+    record["init"] = [r.returncode, r.stdout + r.stderr]
+    if r.returncode != 0:
+        return record
+    modules = [importlib.import_module(name) for name in SHAREDLIB_MODULES]
+    for module in modules:
+        module.add_to_sharedlib(lib)
+    r = run_codegen("generate", cwd=lib)  # no kernel headers of test_dtype_rules.py yet
+    record["missing"] = [r.returncode, r.stdout + r.stderr]
+    importlib.import_module("test_dtype_rules").add_kernel_headers(lib)
+    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)  # CPU only, -O0: less to compile
+    record["build"] = [r.returncode, r.stdout + r.stderr]
+    return record
+
+
+@pytest.fixture(scope="session")
+def sharedlib(tmp_path_factory):
+    """The `sharedlib` library (see _make_sharedlib), made and built once per run."""
+    root = shared_dir(tmp_path_factory, "shared-sharedlib")
+    record = root / "record.json"
+    with locked(root):
+        if not record.exists():
+            record.write_text(json.dumps(_make_sharedlib(root / "sharedlib")))
+    return SharedLibrary(root, json.loads(record.read_text()), "sharedlib")
+
+
 @pytest.fixture(scope="session")
 def mylib(tmp_path_factory):
     """The `mylib` library, made and built once per run: by whichever worker asks first, while

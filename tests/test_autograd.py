@@ -109,7 +109,8 @@ def test_reduced_precision_backward_accumulates_in_float():
 # Tensor[] inputs with formulas (a helper fed torchgen's to_args_sizes_symint, an inline
 # vector, a multi-input key), a list op and a Tensor?[] op without formulas, an out=
 # overload, a vLLM-style op writing a buffer it does not return, and an in-place op writing
-# a second (non-differentiable) argument: declared as the README says, built at -O0.
+# a second (non-differentiable) argument: declared as the README says, built at -O0 in
+# conftest's `sharedlib` (namespace `sharedlib`) with the ops of other test files.
 
 GRADLIB_DECLS = """\
 - func: cat_rows(Tensor[] tensors) -> Tensor
@@ -200,7 +201,7 @@ GRADLIB_CAT_ROWS = """\
 #pragma once
 #include <ATen/ATen.h>
 #include <vector>
-namespace gradlib::kernels {
+namespace sharedlib::kernels {
 template <typename scalar_t> at::Tensor cat_rows_cpu(at::TensorList tensors) { return at::cat(tensors, 0); }
 
 // The formula's helper, as torchgen's cat_tensors_backward: the rows of grad each tensor gave.
@@ -214,7 +215,7 @@ inline std::vector<at::Tensor> cat_rows_backward(const at::Tensor& grad,
   }
   return out;
 }
-}  // namespace gradlib::kernels
+}  // namespace sharedlib::kernels
 """
 
 GRADLIB_LISTS = """\
@@ -223,7 +224,7 @@ GRADLIB_LISTS = """\
 #include <array>
 #include <tuple>
 #include <vector>
-namespace gradlib::kernels {
+namespace sharedlib::kernels {
 template <typename scalar_t> at::Tensor weighted_stack_cpu(const at::Tensor& w, at::TensorList xs, double alpha) {
   return at::stack(xs, 0) * w * alpha;
 }
@@ -286,38 +287,35 @@ template <typename scalar_t> void acc_count_cpu(at::Tensor& self, at::Tensor& co
   self.add_(x);
   count.add_(1);
 }
-}  // namespace gradlib::kernels
+}  // namespace sharedlib::kernels
 """
 
 
-@pytest.fixture(scope="module")
-def gradlib(tmp_path_factory):
-    """The library above, made with `codegen init` and built once for this module's tests;
-    returns its directory, or fails with what the build printed."""
-    import subprocess
-    import sys
-
-    from conftest import CODEGEN, ROOT, run_codegen
-    lib = tmp_path_factory.mktemp("gradlib") / "gradlib"
-    r = run_codegen("init", str(lib))
-    assert r.returncode == 0, r.stderr
+def add_to_sharedlib(lib):
+    """The declarations and kernels above, into conftest's `sharedlib` (made with `codegen init`)."""
     (lib / "declarations" / "lists.yaml").write_text(GRADLIB_DECLS)
     (lib / "kernels" / "cat_rows.h").write_text(GRADLIB_CAT_ROWS)
     (lib / "kernels" / "lists.h").write_text(GRADLIB_LISTS)
-    env = dict(__import__("os").environ, PYTHONPATH=str(ROOT))
-    r = subprocess.run([*CODEGEN, "build", "--no-cuda", "-O0"], cwd=lib, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return lib
+
+
+@pytest.fixture(scope="module")
+def gradlib(sharedlib):
+    """The library holding the ops above (conftest's `sharedlib`, built once per run, at -O0);
+    returns its directory, or fails with what the build printed."""
+    made = sharedlib.record
+    assert made["init"][0] == 0, made["init"][1]
+    assert made["build"][0] == 0, made["build"][1]
+    return sharedlib.path
 
 
 def run_in(lib, code: str) -> str:
-    """Run `code` (after `import torch, gradlib` and a few helpers) in a fresh interpreter in
+    """Run `code` (after `import torch, sharedlib` and a few helpers) in a fresh interpreter in
     the library's directory; fails the test with its output if it raises."""
     import subprocess
     import sys
-    prelude = ("import torch, gradlib\n"
+    prelude = ("import torch, sharedlib\n"
                "from torch.autograd import gradcheck, gradgradcheck\n"
-               "ops = torch.ops.gradlib\n"
+               "ops = torch.ops.sharedlib\n"
                "def f64(*shape, grad=True):\n"
                "    return torch.randn(*shape, dtype=torch.float64, requires_grad=grad)\n"
                "def raises(f, text):\n"
@@ -333,7 +331,7 @@ def run_in(lib, code: str) -> str:
 
 
 @pytest.mark.slow(90)
-@pytest.mark.xdist_group("gradlib")
+@pytest.mark.xdist_group("sharedlib")
 def test_tensor_list_derivatives_pass_gradcheck_and_gradgradcheck(gradlib):
     run_in(gradlib, """
 a, b, c = f64(2, 3), f64(1, 3), f64(4, 3)
@@ -354,7 +352,7 @@ assert gradcheck(ss, (s, *xs)) and gradgradcheck(ss, (s, *xs))
 
 
 @pytest.mark.slow(90)
-@pytest.mark.xdist_group("gradlib")
+@pytest.mark.xdist_group("sharedlib")
 def test_tensor_list_gradients_only_for_elements_that_need_them(gradlib):
     run_in(gradlib, """
 a, b = f64(2, 3, grad=False), f64(1, 3)
@@ -370,18 +368,18 @@ assert ops.cat_rows([a, a]).grad_fn is None
 
 
 @pytest.mark.slow(90)
-@pytest.mark.xdist_group("gradlib")
+@pytest.mark.xdist_group("sharedlib")
 def test_list_ops_without_formulas_raise_when_backward_reaches_them(gradlib):
     run_in(gradlib, """
 xs = [f64(3, grad=False), f64(3)]
 out = ops.list_sum(xs)
 assert out.requires_grad
-raises(lambda: out.sum().backward(), "derivative for gradlib::list_sum is not implemented")
+raises(lambda: out.sum().backward(), "derivative for sharedlib::list_sum is not implemented")
 # Tensor?[]: the elements are seen (torch's fallback would detach them silently).
 x, y = f64(3, grad=False), f64(3)
 out = ops.first_plus_nd(x, [None, y])
 assert out.requires_grad
-raises(lambda: out.sum().backward(), "derivative for gradlib::first_plus_nd is not implemented")
+raises(lambda: out.sum().backward(), "derivative for sharedlib::first_plus_nd is not implemented")
 # A Tensor?[] with a formula: each given element gets its gradient, absent ones none.
 x, a, b = f64(3), f64(3), f64(3)
 torch.autograd.gradcheck(lambda x, a, b: ops.plus_present(x, [a, None, b]), (x, a, b))
@@ -397,11 +395,11 @@ assert torch.equal(x.grad, torch.ones(3, dtype=torch.float64)) and y.grad is Non
 
 
 @pytest.mark.slow(90)
-@pytest.mark.xdist_group("gradlib")
+@pytest.mark.xdist_group("sharedlib")
 def test_out_overload_refuses_inputs_that_require_grad(gradlib):
     run_in(gradlib, """
 out = torch.empty(3, dtype=torch.float64)
-msg = "gradlib::scale(): functions with out=... arguments don't support automatic differentiation, but one of the arguments requires grad."
+msg = "sharedlib::scale(): functions with out=... arguments don't support automatic differentiation, but one of the arguments requires grad."
 raises(lambda: ops.scale.out(f64(3), 2.0, out=out), msg)
 assert not out.requires_grad and out.grad_fn is None
 # An out tensor that requires grad is refused too, as aten's.
@@ -417,7 +415,7 @@ assert not out.requires_grad
 
 
 @pytest.mark.slow(90)
-@pytest.mark.xdist_group("gradlib")
+@pytest.mark.xdist_group("sharedlib")
 def test_op_writing_a_buffer_it_does_not_return(gradlib):
     run_in(gradlib, """
 inp = f64(2, 6)
@@ -428,7 +426,7 @@ assert result._version == v + 1
 torch.testing.assert_close(result, torch.nn.functional.silu(inp[:, :3]) * inp[:, 3:])
 # The buffer now depends on an input that requires grad: backward through it raises.
 assert result.requires_grad and result.grad_fn is not None
-raises(lambda: result.sum().backward(), "derivative for gradlib::silu_and_mul is not implemented")
+raises(lambda: result.sum().backward(), "derivative for sharedlib::silu_and_mul is not implemented")
 # A leaf that requires grad cannot be written, as for any in-place op.
 raises(lambda: ops.silu_and_mul(f64(2, 3), inp), "a leaf Variable that requires grad")
 # Nothing requires grad, or no grad mode: no graph, but the version still moves.
@@ -446,7 +444,7 @@ raises(lambda: y.sum().backward(), "modified by an inplace operation")
 
 
 @pytest.mark.slow(90)
-@pytest.mark.xdist_group("gradlib")
+@pytest.mark.xdist_group("sharedlib")
 def test_ops_writing_a_list_or_an_optional_tensor(gradlib):
     run_in(gradlib, """
 # Tensor(a!)[]: every element's version moves; as for any op without formulas, every written
@@ -458,8 +456,8 @@ assert ops.foreach_scale_(ts, 2.0) is None
 assert [t._version for t in ts] == [v + 1 for v in versions]
 assert torch.equal(ts[0], torch.full((3,), 2.0, dtype=torch.float64))
 assert ts[0].grad_fn is not None and ts[1].grad_fn is not None
-raises(lambda: ts[1].sum().backward(), "derivative for gradlib::foreach_scale_ is not implemented")
-raises(lambda: ts[0].sum().backward(), "derivative for gradlib::foreach_scale_ is not implemented")
+raises(lambda: ts[1].sum().backward(), "derivative for sharedlib::foreach_scale_ is not implemented")
+raises(lambda: ts[0].sum().backward(), "derivative for sharedlib::foreach_scale_ is not implemented")
 ts = [torch.ones(3, dtype=torch.float64)]
 ops.foreach_scale_(ts, 2.0)
 assert ts[0].grad_fn is None and ts[0]._version == 1
@@ -467,13 +465,13 @@ assert ts[0].grad_fn is None and ts[0]._version == 1
 buf = torch.zeros(3, dtype=torch.float64)
 ops.copy_maybe(x, buf)
 assert buf._version == 1 and torch.equal(buf, x.detach())
-raises(lambda: buf.sum().backward(), "derivative for gradlib::copy_maybe is not implemented")
+raises(lambda: buf.sum().backward(), "derivative for sharedlib::copy_maybe is not implemented")
 assert ops.copy_maybe(x, None) is None
 """)
 
 
 @pytest.mark.slow(90)
-@pytest.mark.xdist_group("gradlib")
+@pytest.mark.xdist_group("sharedlib")
 def test_in_place_op_writing_a_second_non_differentiable_argument(gradlib):
     run_in(gradlib, """
 base, x = f64(3), f64(3)

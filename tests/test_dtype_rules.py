@@ -3,18 +3,16 @@ this repository and declared as a user would from the README: index tensors of t
 dtypes beside float data, a return typed by a `ScalarType` argument (a template parameter of
 its own), `ScalarType?` arguments falling back to a tensor's dtype or the default dtype, and
 the promotion of two tensors.  The real and the fake kernel agree (opcheck), and the errors
-name the op, the argument and what was allowed."""
+name the op, the argument and what was allowed.  The ops live in conftest's `sharedlib`
+(namespace `sharedlib`), built once per run with the ops of other test files."""
 
-import json
 import sys
 
 import pytest
 import torch
 from torch.library import opcheck
 
-from conftest import locked, run_codegen, shared_dir
-
-pytestmark = [pytest.mark.xdist_group("dtypelib")]
+pytestmark = [pytest.mark.xdist_group("sharedlib")]
 
 DECLARATIONS = """\
 - func: gather_rows(Tensor data, Tensor index) -> Tensor
@@ -53,7 +51,7 @@ KERNELS = """\
 #include <ATen/core/Tensor.h>
 #include <c10/util/TypeCast.h>
 
-namespace dtypelib::kernels {
+namespace sharedlib::kernels {
 
 template <typename scalar_t, typename index_t>
 void gather_rows(const at::Tensor& data, const at::Tensor& index, at::Tensor& result) {
@@ -88,47 +86,40 @@ void add_promoted(const at::Tensor& a, const at::Tensor& b, at::Tensor& result) 
   result.copy_(a.to(result.scalar_type()) + b.to(result.scalar_type()));
 }
 
-}  // namespace dtypelib::kernels
+}  // namespace sharedlib::kernels
 """
 
 
-def _make_dtypelib(lib) -> dict:
-    record = {}
-    r = run_codegen("init", str(lib))
-    record["init"] = [r.returncode, r.stdout + r.stderr]
-    if r.returncode != 0:
-        return record
+def add_to_sharedlib(lib):
+    """The declarations above, into conftest's `sharedlib`: it runs `codegen generate` before
+    the kernel headers exist (its notes say what to write, record["missing"]), then
+    add_kernel_headers."""
     (lib / "declarations" / "dtypes.yaml").write_text(DECLARATIONS)
-    r = run_codegen("generate", cwd=lib)  # no kernel headers yet: the notes say what to write
-    record["missing"] = [r.returncode, r.stdout + r.stderr]
+
+
+def add_kernel_headers(lib):
     for name in ("gather_rows", "convert", "scaled", "ones_like_rows", "add_promoted"):
         (lib / "kernels" / f"{name}.h").write_text(KERNELS)
-    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)
-    record["build"] = [r.returncode, r.stdout + r.stderr]
-    return record
 
 
 @pytest.fixture(scope="module")
-def dtypelib(tmp_path_factory):
-    root = shared_dir(tmp_path_factory, "shared-dtypelib")
-    record = root / "record.json"
-    with locked(root):
-        if not record.exists():
-            record.write_text(json.dumps(_make_dtypelib(root / "dtypelib")))
-    made = json.loads(record.read_text())
+def dtypelib(sharedlib):
+    """The library holding the ops above (conftest's `sharedlib`, built once per run),
+    imported into this process, and what making it printed."""
+    made = sharedlib.record
     assert made["init"][0] == 0, made["init"][1]
     assert made["build"][0] == 0, made["build"][1]
-    sys.path.insert(0, str(root / "dtypelib"))
+    sys.path.insert(0, str(sharedlib.path))
     try:
-        import dtypelib as module
+        import sharedlib as module
     finally:
-        sys.path.remove(str(root / "dtypelib"))
+        sys.path.remove(str(sharedlib.path))
     return module, made
 
 
 @pytest.fixture
 def ops(dtypelib):
-    return torch.ops.dtypelib
+    return torch.ops.sharedlib
 
 
 @pytest.mark.slow(100)
@@ -159,13 +150,13 @@ def test_index_tensors_of_their_own_dtypes(ops, data_dtype, index_dtype):
 
 def test_errors_name_the_argument_and_the_allowed_dtypes(ops):
     data = torch.randn(6, 2)
-    with pytest.raises(RuntimeError, match=r"dtypelib::gather_rows: argument 'index' has dtype Float, but expected "
+    with pytest.raises(RuntimeError, match=r"sharedlib::gather_rows: argument 'index' has dtype Float, but expected "
                                            r"one of: int32, int64"):
         ops.gather_rows(data, torch.zeros(3))
-    with pytest.raises(RuntimeError, match=r"dtypelib::gather_rows: argument 'data' has dtype Int, but expected one "
+    with pytest.raises(RuntimeError, match=r"sharedlib::gather_rows: argument 'data' has dtype Int, but expected one "
                                            r"of: float32, float64, int64"):
         ops.gather_rows(data.int(), torch.zeros(3, dtype=torch.int64))
-    with pytest.raises(RuntimeError, match=r"dtypelib::gather_rows: argument 'index' holds 6, but its values must lie "
+    with pytest.raises(RuntimeError, match=r"sharedlib::gather_rows: argument 'index' holds 6, but its values must lie "
                                            r"in \[0, 6\) \(index: data.size\(0\)\)"):
         ops.gather_rows(data, torch.tensor([1, 6]))
     with torch._subclasses.fake_tensor.FakeTensorMode():  # the fake kernel says the same
@@ -185,7 +176,7 @@ def test_a_scalar_type_argument_types_the_result(ops, source, dtype):
 
 
 def test_a_result_dtype_outside_its_list_is_refused(ops):
-    with pytest.raises(RuntimeError, match=r"dtypelib::convert: output 'result' would have dtype Float \(dtype: "
+    with pytest.raises(RuntimeError, match=r"sharedlib::convert: output 'result' would have dtype Float \(dtype: "
                                            r"dtype\), but expected one of: float64, int64, bfloat16"):
         ops.convert(torch.randn(3), torch.float32)
 

@@ -1,7 +1,8 @@
 """The typed C++ layer (codegen/api/types.py, codegen/api/kernel.py): every schema type
 reaches the kernel with its documented C++ type, every return type comes back from it, and
-any schema name works.  One library made with `codegen init` holds one op per concern; it is
-generated and compiled once (CPU only, a few unity units) and called from a fresh interpreter."""
+any schema name works.  One op per concern, in a library made with `codegen init`: generated
+here on a library of its own, compiled (CPU only, -O0) in conftest's `sharedlib` with the ops
+of other test files, and called from a fresh interpreter."""
 
 import json
 import os
@@ -215,8 +216,8 @@ KERNELS = {
 }
 
 SCRIPT = r"""
-import json, torch, tylib
-ops, out = torch.ops.tylib, {}
+import json, torch, sharedlib
+ops, out = torch.ops.sharedlib, {}
 x = torch.arange(1.0, 5.0)
 r = ops.every_arg(x, 3, None, False, 2.5, "nm", None, torch.float64, torch.device("cpu"), torch.strided,
                   torch.channels_last, [1, 2], 4, [5, 6], [0.25], [True, False], [False, True], None, [9], None, 7)
@@ -261,15 +262,27 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def tylib(tmp_path_factory):
-    lib = tmp_path_factory.mktemp("kernel-types") / "tylib"
-    r = run_codegen("init", str(lib))
-    assert r.returncode == 0, r.stderr
+def write_files(lib, namespace):
+    """The declarations and kernel headers above into `lib` (made with `codegen init`)."""
     (lib / "declarations" / "types.yaml").write_text(DECLARATIONS)
     for name, body in KERNELS.items():
         (lib / "kernels" / name).write_text("#pragma once\n#include <ATen/core/Tensor.h>\n" + textwrap.dedent(body).replace(
-            "template <typename scalar_t>", "namespace tylib::kernels {\ntemplate <typename scalar_t>", 1) + "}\n")
+            "template <typename scalar_t>", f"namespace {namespace}::kernels {{\ntemplate <typename scalar_t>", 1) + "}\n")
+
+
+def add_to_sharedlib(lib):
+    """Into conftest's `sharedlib`, which compiles them (test_every_type_and_name_compiles_and_runs)."""
+    write_files(lib, "sharedlib")
+
+
+@pytest.fixture(scope="module")
+def tylib(tmp_path_factory):
+    """A library of its own, generated but never compiled: the test using it deletes a kernel
+    header and regenerates, which a library shared with other tests cannot have done to it."""
+    lib = tmp_path_factory.mktemp("kernel-types") / "tylib"
+    r = run_codegen("init", str(lib))
+    assert r.returncode == 0, r.stderr
+    write_files(lib, "tylib")
     return lib
 
 
@@ -306,12 +319,15 @@ def test_wrapper_names_and_the_missing_header_note(tylib):
 
 
 @pytest.mark.slow(300)
-@pytest.mark.xdist_group("kernel-types")
-def test_every_type_and_name_compiles_and_runs(tylib):
-    r = run_codegen("build", "--no-cuda", "-O0", cwd=tylib)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
-    res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tylib, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(tylib)})
+@pytest.mark.xdist_group("sharedlib")
+def test_every_type_and_name_compiles_and_runs(sharedlib):
+    # The ops above are compiled (--no-cuda -O0) in conftest's `sharedlib`, namespace `sharedlib`.
+    made = sharedlib.record
+    assert made["init"][0] == 0, made["init"][1]
+    assert made["build"][0] == 0, made["build"][1][-6000:]
+    lib = sharedlib.path
+    res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=lib, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(lib)})
     assert res.returncode == 0, res.stderr[-4000:]
     out = json.loads(res.stdout.splitlines()[-1])
     # torch.ops gives ScalarType, Layout and MemoryFormat returns as their enum values (float64 is 7,
@@ -324,15 +340,15 @@ def test_every_type_and_name_compiles_and_runs(tylib):
     assert out["first_of"] == [[2, 4, 6, 8], True]
     assert out["count_positive"] == [2, True]
     assert out["errors"] == [
-        "tylib::count_positive: the kernel returned 'result' of dtype Float, but the declaration says Long",
+        "sharedlib::count_positive: the kernel returned 'result' of dtype Float, but the declaration says Long",
         "not positive at 0",
-        "tylib::first_of: argument 'the first tensor given' has dtype Int, but expected one of: float32, float64",
+        "sharedlib::first_of: argument 'the first tensor given' has dtype Int, but expected one of: float32, float64",
     ]
     assert out["assert_positive"] is True
     assert out["clamp_max_"] == [True, [0, 1, 2, 2.5, 2.5, 2.5], True, [0, 1, 1, 2.5, 1, 2.5]]
     assert out["delete"] == [[3, 2], [110, 114, 118]]
     assert out["delete_options"] == [111, 115, 119]
     assert out["delete_grad"] is True
-    assert out["delete_contract"].startswith("tylib::delete: argument 'default' has size 2 at dimension 0, but expected N = 3")
+    assert out["delete_contract"].startswith("sharedlib::delete: argument 'default' has size 2 at dimension 0, but expected N = 3")
     assert out["new"] == [6, 7, 8, 9, 2, 3, 4, 5]
     assert out["scalars"] == [4.5, True]

@@ -351,9 +351,9 @@ LIB_FILES = {
   dtypes: [float32]
   kernels: {CPU: group_affine_cpu}
   shape: {x: [N], scale: [G], shift: [G], result: [N]}
-- func: cat_rows(Tensor[] tensors) -> Tensor
+- func: concat_rows(Tensor[] tensors) -> Tensor
   dtypes: [float32, float64]
-  kernels: {CPU: cat_rows_cpu}
+  kernels: {CPU: concat_rows_cpu}
   shape: {tensors: [_, D], result: ["sum(t.size(0) for t in tensors)", D]}
 - func: sum_given(Tensor x, Tensor?[] ts) -> Tensor
   dtypes: [float32]
@@ -374,7 +374,7 @@ LIB_FILES = {
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <vector>
-namespace slib::kernels {
+namespace sharedlib::kernels {
 // result[h] = x[2h] + x[2h + 1] (x's last row left out)
 template <typename T> void pair_sum_cpu(const at::Tensor& x, at::Tensor& out) {
   const int64_t H = out.size(0), D = out.size(1); const T* in = x.const_data_ptr<T>(); T* o = out.mutable_data_ptr<T>();
@@ -396,7 +396,7 @@ template <typename T> void group_affine_cpu(const at::Tensor& x, const std::opti
     o[i] = v;
   }
 }
-template <typename T> void cat_rows_cpu(at::TensorList tensors, at::Tensor& out) {
+template <typename T> void concat_rows_cpu(at::TensorList tensors, at::Tensor& out) {
   T* o = out.mutable_data_ptr<T>();
   for (const at::Tensor& t : tensors) {
     const at::Tensor c = t.contiguous(); const T* in = c.const_data_ptr<T>();
@@ -434,18 +434,18 @@ template <typename T> std::vector<at::Tensor> split_rows_cpu(const at::Tensor& s
   }
   return out;
 }
-}  // namespace slib::kernels
+}  // namespace sharedlib::kernels
 """,
 }
 
 # Run in the built library's environment: the real and the fake kernel give the same errors,
 # the outputs match aten's, and opcheck and torch.compile(fullgraph=True, dynamic=True) pass.
 LIB_CHECK = r'''
-import torch, slib
+import torch, sharedlib
 from torch.library import opcheck
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
-ops = torch.ops.slib
+ops = torch.ops.sharedlib
 e = torch.randn
 
 def error(f, *a):
@@ -466,48 +466,48 @@ def same_error(expected, f, *a):
 
 x = e(7, 3)
 assert torch.equal(ops.pair_sum(x), x[0:6:2] + x[1:6:2])
-same_error("slib::pair_sum: argument 'x' has size 6 at dimension 0, but expected 2 * H + 1 (6 - 1 = 5 is not "
+same_error("sharedlib::pair_sum: argument 'x' has size 6 at dimension 0, but expected 2 * H + 1 (6 - 1 = 5 is not "
            "divisible by 2)", ops.pair_sum, e(6, 3))
 x = e(5, 12)
 assert torch.equal(ops.heads_first(x, 3), x.view(5, 3, 4).permute(1, 0, 2))
-same_error("slib::heads_first: argument 'x' has size 10 at dimension 1, but expected heads * head_size (10 is not "
+same_error("sharedlib::heads_first: argument 'x' has size 10 at dimension 1, but expected heads * head_size (10 is not "
            "divisible by 3)", ops.heads_first, e(5, 10), 3)
 x, s, b = e(6), e(2), e(2)
 assert torch.equal(ops.group_affine(x), x)
 assert torch.allclose(ops.group_affine(x, s, b), x * s.repeat(3) + b.repeat(3))
 c = e(3)
 assert torch.allclose(ops.group_affine(x, None, c), x + c.repeat(2))  # shift alone binds G
-same_error("slib::group_affine: argument 'shift' has size 3 at dimension 0, but expected G = 2",
+same_error("sharedlib::group_affine: argument 'shift' has size 3 at dimension 0, but expected G = 2",
            ops.group_affine, x, s, e(3))
 ts = [e(2, 4), e(3, 4), e(0, 4)]
-assert torch.equal(ops.cat_rows(ts), torch.cat(ts))
-same_error("slib::cat_rows: argument 'tensors[1]' has size 5 at dimension 1, but expected D = 4",
-           ops.cat_rows, [e(2, 4), e(3, 5)])
-same_error("slib::cat_rows: argument 'tensors[1]' must have 2 dimensions [_, D], but got 1",
-           ops.cat_rows, [e(2, 4), e(3)])
+assert torch.equal(ops.concat_rows(ts), torch.cat(ts))
+same_error("sharedlib::concat_rows: argument 'tensors[1]' has size 5 at dimension 1, but expected D = 4",
+           ops.concat_rows, [e(2, 4), e(3, 5)])
+same_error("sharedlib::concat_rows: argument 'tensors[1]' must have 2 dimensions [_, D], but got 1",
+           ops.concat_rows, [e(2, 4), e(3)])
 x = e(4)
 assert torch.equal(ops.sum_given(x, [None, torch.ones(4), None]), x + 1)
 assert torch.equal(ops.sum_given(x, []), x)
-same_error("slib::sum_given: argument 'ts[1]' has size 3 at dimension 0, but expected N = 4",
+same_error("sharedlib::sum_given: argument 'ts[1]' has size 3 at dimension 0, but expected N = 4",
            ops.sum_given, x, [None, e(3)])
 x = e(6, 2)
 assert all(torch.equal(a, b) for a, b in zip(ops.chunk_rows(x, 3), x.chunk(3), strict=True))
-same_error("slib::chunk_rows: argument 'self' has size 7 at dimension 0, but expected chunks * R (7 is not "
+same_error("sharedlib::chunk_rows: argument 'self' has size 7 at dimension 0, but expected chunks * R (7 is not "
            "divisible by 3)", ops.chunk_rows, e(7, 2), 3)
 assert all(torch.equal(a, b) for a, b in zip(ops.split_rows(x, [1, 5]), x.split([1, 5]), strict=True))
-same_error("slib::split_rows: argument 'self' has size 6 at dimension 0, but expected sum(s for s in sizes) = 5",
+same_error("sharedlib::split_rows: argument 'self' has size 6 at dimension 0, but expected sum(s for s in sizes) = 5",
            ops.split_rows, x, [1, 4])
 with FakeTensorMode(shape_env=ShapeEnv()):
     assert [t.shape for t in ops.chunk_rows(torch.empty(6, 2), 3)] == [(2, 2)] * 3
     assert [t.shape for t in ops.split_rows(torch.empty(6, 2), [1, 5])] == [(1, 2), (5, 2)]
-    assert error(ops.cat_rows, []).startswith("slib::cat_rows: argument 'tensors' holds no tensor, but its shape "
+    assert error(ops.concat_rows, []).startswith("sharedlib::concat_rows: argument 'tensors' holds no tensor, but its shape "
                                               "[_, D] must give D")
 
 samples = {
     "pair_sum": [(e(7, 3),), (e(1, 2, dtype=torch.float64),)],
     "heads_first": [(e(5, 12), 3)],
     "group_affine": [(e(6),), (e(6), e(2), e(2)), (e(6), None, e(3))],
-    "cat_rows": [([e(2, 4), e(3, 4)],)],
+    "concat_rows": [([e(2, 4), e(3, 4)],)],
     "sum_given": [(e(4), [None, e(4)])],
     "chunk_rows": [(e(6, 2), 3)],
     "split_rows": [(e(6, 2), [1, 5])],
@@ -529,19 +529,26 @@ print("ok")
 '''
 
 
-@pytest.mark.slow(150)
-def test_library_with_the_new_shape_rules(tmp_path):
-    lib = tmp_path / "slib"
-    r = run_codegen("init", str(lib))
-    assert r.returncode == 0, r.stderr
-    (lib / "declarations" / "scale.yaml").unlink()
-    (lib / "kernels" / "scale.h").unlink()
+SHAPE_OPS = ("pair_sum", "heads_first", "group_affine", "concat_rows", "sum_given", "chunk_rows", "split_rows")
+
+
+def add_to_sharedlib(lib):
+    """The files above, into conftest's `sharedlib` (made with `codegen init`, namespace
+    `sharedlib`), built once per run with the ops of other test files.  test_autograd.py
+    declares a `cat_rows` of its own there, so this file's is `concat_rows`."""
     for rel, text in LIB_FILES.items():
         (lib / rel).write_text(text)
-    for name in ("pair_sum", "heads_first", "group_affine", "cat_rows", "sum_given", "chunk_rows", "split_rows"):
+    for name in SHAPE_OPS:
         (lib / "kernels" / f"{name}.h").write_text('#pragma once\n#include "shapes.h"\n')
-    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)
-    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.slow(150)
+@pytest.mark.xdist_group("sharedlib")
+def test_library_with_the_new_shape_rules(sharedlib):
+    made = sharedlib.record
+    assert made["init"][0] == 0, made["init"][1]
+    assert made["build"][0] == 0, made["build"][1]
+    lib = sharedlib.path
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib), str(ROOT)]))
     out = subprocess.run([sys.executable, "-c", LIB_CHECK], cwd=lib, env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
