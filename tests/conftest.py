@@ -358,7 +358,7 @@ def mylib(tmp_path_factory):
 # commands").  Each run reports the pytest phase against its budget (OPWRAP_PYTEST_BUDGET
 # seconds, set by the Makefile) and its ten slowest items: a report, not a failing test (these
 # machines are noisy).  A new test that needs a library of its own adds its ops to a shared one
-# (conftest's `mylib`, `pynames`, ...) unless it cannot, and says why.
+# (conftest's `mylib`, `pynames`, `sharedlib`) unless it cannot, and says why.
 _STARTED = []
 
 

@@ -273,6 +273,8 @@ def test_wheel_packages_what_codegen_build_compiles(tmp_path):
     assert out.stdout.strip() == "[0, 1, 2]"
 
 
+# A library of its own: a sanitizer build (its own flags) of kernels with deliberate bugs, which
+# no shared library may hold.
 @pytest.mark.slow(120)
 def test_sanitizer_build_reports_memory_errors_and_undefined_behaviour(tmp_path):
     """`codegen build --sanitize` must catch what it is there for: a kernel reading one element

@@ -133,6 +133,9 @@ def _build(lib: Path) -> list:
     return [r.returncode, r.stdout + r.stderr]
 
 
+# A library of its own, not conftest's `sharedlib`: what it checks is the whole build's
+# life (a no-op rebuild, builds that must fail on a Rust or a C mismatch, cargo running again
+# after an edit), and its pyproject names crates and C sources that no other test's ops want.
 def _make_foreignlib(lib: Path) -> dict:
     record: dict = {}
     r = run_codegen("init", str(lib))

@@ -211,6 +211,10 @@ void rowmax_cpu(const at::Tensor& self, at::Tensor& values, at::Tensor& indices)
 }
 
 
+# A library of its own, not conftest's `sharedlib`: its `scale` is pointwise and its `scale.out`
+# and `silu_and_mul` are not test_autograd.py's ops of those names, and `make torch-matrix` builds
+# it on every claimed torch release (test_mutable.py is one of its core tests), where the ops of
+# `sharedlib` would add their compile to every release.
 def _make_mutlib(lib) -> dict:
     """`codegen init`, `pointwise: true` added to its `scale` (an elementwise op: vmap batches
     it, and `scale.out` through it), the ops above, `codegen build -O0`.  Returns the exit

@@ -63,6 +63,8 @@ def test_compiler_errors_are_attributed_to_their_op(tmp_path):
     assert at.op(str(gen / "registration.cpp"), 2) == "f" and at.op(str(gen / "registration.cpp"), 3) == "g.x"
 
 
+# A library of its own: the survey (codegen/survey.py) makes and compiles it as `make survey`
+# does (stub kernels, one unit), which is what this test checks.
 @pytest.mark.slow(60)
 @pytest.mark.xdist_group("native_functions")
 def test_sample_of_native_functions_compiles(tmp_path):
