@@ -115,7 +115,7 @@ def test_generated_files_and_a_noop_rebuild(rowlib):
         for cap in ("", ".AVX2", ".AVX512"):
             assert (gen / "cpu" / f"{name}.rowwise{cap}.cpp").is_file()
         cuh = (gen / "rowwise" / f"{name}.cuh").read_text()  # the CUDA kernel: the row read once, reduced per group
-        assert "RowSweep" in cuh and "group_reduce" in cuh, cuh
+        assert "RowSweep" in cuh and "sweep.template reduce<" in cuh, cuh
     assert not (gen / "rowwise" / "center_out_program.h").exists(), "an out= overload runs its functional op's loops"
     assert made["noop"][0] == 0 and "compiled" not in made["noop"][1], made["noop"][1]
 

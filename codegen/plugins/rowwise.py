@@ -11,9 +11,10 @@ For each such op:
   the loop built for each CPU capability, chosen at run time, as pointwise kernels are.
 - ``rowwise/<op>.h``: the kernel template the generated CPU wrapper calls (its signature is
   the one a hand-written kernel would have): it calls the best build of the loop.
-- ``rowwise/<op>.cuh``: the CUDA kernel: a block per row, each stage a block-strided pass
-  with a warp-shuffle and shared-memory block reduction, the computation in float for
-  reduced types.
+- ``rowwise/<op>.cuh``: the CUDA kernel (on ``opwrap/runtime/rowwise.cuh``): each row swept
+  by a group of lanes, a block or a cluster of blocks, read once into registers and shared
+  memory; each stage a pass over that copy reduced across the group; the computation in
+  float for reduced types.
 
 Everything else (checks, output allocation from the shape rule, dtype dispatch,
 derivatives, the fake kernel) is what every op with kernels gets.

@@ -3,10 +3,11 @@
 #pragma once
 // The CUDA kernel of opwrap::rms_norm, generated from its row-wise program
 // (opwrap/runtime/rowwise.cuh): each row swept by a group of threads (a few lanes of a warp
-// for short rows, a block for long ones), read from global memory once into registers (and
-// shared memory for long rows) in 16-byte runs where the rows are aligned; each stage a pass
-// over that copy reduced across the group (warp shuffles, then shared memory); then the row's
-// outputs, stored a run at a time.  Reduced types load and store scalar_t and compute in float.
+// for short rows, a block or a cluster of blocks for long ones), read from global memory once
+// into registers (and shared memory for long rows) in 16-byte runs where the rows are aligned;
+// each stage a pass over that copy reduced across the group (warp shuffles, then shared memory,
+// then the cluster's blocks); then the row's outputs, stored a run at a time.  Reduced types
+// load and store scalar_t and compute in float.
 
 #include <opwrap/runtime/rowwise.cuh>
 
@@ -19,19 +20,18 @@ template <typename scalar_t>
 using RmsNormRowArgs = opwrap::rt::cuda::RowArgs<scalar_t, 1, 1, 1>;
 
 template <typename scalar_t, typename opmath_t, int kRun>
-__global__ void __launch_bounds__(opwrap::rt::cuda::kRowMaxThreads) rms_norm_rows_cuda_kernel(
+__global__ void __launch_bounds__(opwrap::rt::cuda::kRowMaxThreads, opwrap::rt::cuda::kRowMinBlocks) rms_norm_rows_cuda_kernel(
     const __grid_constant__ RmsNormRowArgs<scalar_t> args,
     scalar_t* __restrict__ opwrap_p_rstd,
     RmsNormRow<opmath_t> start, int64_t rows, const __grid_constant__ opwrap::rt::cuda::RowLayout layout) {
   using Sweep = opwrap::rt::cuda::RowSweep<scalar_t, kRun, 1, 1, 1>;
-  __shared__ opmath_t opwrap_shared[opwrap::rt::cuda::kRowMaxThreads / opwrap::rt::cuda::kWarp];
+  __shared__ opmath_t opwrap_shared[opwrap::rt::cuda::kRowShared];
   extern __shared__ __align__(16) unsigned char opwrap_tail[];
   Sweep sweep(args, layout, reinterpret_cast<typename Sweep::Run*>(opwrap_tail));
   const int group_index = threadIdx.x / layout.group;
   // Every group of the block runs the same number of iterations (the shuffles of a warp's
   // groups stay converged); a group past the last row computes on nothing and stores nothing.
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * layout.rows_per_block; base < rows;
-       base += static_cast<int64_t>(gridDim.x) * layout.rows_per_block) {
+  for (int64_t base = sweep.first_row(layout.rows_per_block); base < rows; base += sweep.row_stride(layout.rows_per_block)) {
     const int64_t row = base + group_index;
     const bool active = row < rows;
     auto prog = start;
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(opwrap::rt::cuda::kRowMaxThreads) rms_norm_row
       sweep.each([&](int64_t, const scalar_t* opwrap_v) {
         opwrap_a0 = opwrap::rt::rowwise::Sum::combine(opwrap_a0, prog.opwrap_reduce0(static_cast<opmath_t>(opwrap_v[0])));
       });
-      prog.opwrap_r0 = opwrap::rt::cuda::group_reduce<opwrap::rt::rowwise::Sum>(opwrap_a0, layout.group, opwrap_shared);
+      prog.opwrap_r0 = sweep.template reduce<opwrap::rt::rowwise::Sum>(opwrap_a0, opwrap_shared);
     }
     prog.opwrap_stage1();
     sweep.map(active, [&](int64_t, const scalar_t* opwrap_v, scalar_t* opwrap_o) {
@@ -50,6 +50,7 @@ __global__ void __launch_bounds__(opwrap::rt::cuda::kRowMaxThreads) rms_norm_row
     });
     if (active && sweep.leader()) opwrap_p_rstd[row] = static_cast<scalar_t>(prog.template opwrap_out1<opmath_t>());
   }
+  sweep.finish();
 }
 
 // The kernel for rows of `runs` runs of kRun elements each.
@@ -58,10 +59,8 @@ void rms_norm_rows_cuda_launch(const RmsNormRowArgs<scalar_t>& args,
     scalar_t* opwrap_p_rstd,
     const RmsNormRow<at::opmath_type<scalar_t>>& start, int64_t rows) {
   const int64_t runs = args.D / kRun;
-  constexpr int cache = opwrap::rt::cuda::row_cache(1);
-  const int64_t max_smem = runs > cache * opwrap::rt::cuda::kWarp ? opwrap::rt::cuda::max_dynamic_smem() : 0;
-  const auto layout = opwrap::rt::cuda::row_layout(rows, runs, sizeof(scalar_t) * kRun, 1, cache, max_smem);
-  opwrap::rt::cuda::launch_rows(rms_norm_rows_cuda_kernel<scalar_t, at::opmath_type<scalar_t>, kRun>, layout, args, opwrap_p_rstd, start, rows);
+  opwrap::rt::cuda::launch_rows(rms_norm_rows_cuda_kernel<scalar_t, at::opmath_type<scalar_t>, kRun>, rows, runs,
+      sizeof(scalar_t) * kRun, 1, opwrap::rt::cuda::row_cache(1), args, opwrap_p_rstd, start, rows);
 }
 
 } // namespace

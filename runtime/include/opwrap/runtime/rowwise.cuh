@@ -2,22 +2,29 @@
 //
 // A row is swept by a *group* of threads: a power of two of lanes up to a warp for short rows
 // (several rows a block, as aten's persistent softmax does), the whole block for long ones (as
-// aten's and Apex's norms do).  Each thread owns the runs r = lane, lane + group, ... of the row
-// (a run: 16 bytes of consecutive elements, loaded and stored with one vector instruction, or
-// one element where the row is not aligned for that).  The row is read from global memory once:
-// a thread keeps its first few runs (row_cache) of each row input in registers, and, in a block
-// group, the rest of them in shared memory (its own slots: no barrier is needed, each thread reads
-// back only what it wrote), where two blocks of an SM have room for them.  Every pass of the
-// program (its reductions, then the outputs) reads that copy; only a row too long for registers
-// and shared memory is read again from global memory (then mostly from L2).  Column inputs (the
-// same for every row, a weight) are read where a pass uses them, through the read-only cache
-// (every row of the SM reads the same ones): holding them in registers too would cost the
-// occupancy that hides the loads' latency.
+// aten's and Apex's norms do), or, on sm_90 and later, a *cluster* of up to kRowMaxCluster
+// blocks for rows too long for one block's registers and shared memory, and for few long rows
+// (each row spread over more SMs).  Each thread owns the runs r = first, first + stride, ... of
+// the row (a run: 16 bytes of consecutive elements, loaded and stored with one vector
+// instruction, or one element where the row is not aligned for that; `stride` the threads of
+// the row's group, `first` the thread's place among them).  The row is read from global memory
+// once: a thread keeps its first few runs (row_cache) of each row input in registers, and, in a
+// block, the rest of them in shared memory (its own slots, filled by asynchronous copies: no
+// barrier is needed, each thread reads back only what it wrote), where two blocks of an SM have
+// room for them.  Every pass of the program (its reductions, then the outputs) reads that copy;
+// only a row too long for the registers and shared memory of a whole cluster is read again from
+// global memory.  Column inputs (the same for every row, a weight) are read where a pass uses
+// them, through the read-only cache (every row of the SM reads the same ones): holding them in
+// registers too would cost the occupancy that hides the loads' latency, and prefetching them
+// into L1 beside the row's loads (a prefetch a run a row) made short rows with a weight up to
+// 2.7x slower on an H200.
 #pragma once
 
 #include <opwrap/runtime/cuda.cuh>
 
 #include <c10/cuda/CUDAFunctions.h>
+#include <cooperative_groups.h>
+#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -36,7 +43,17 @@ struct alignas(sizeof(T) * kRun) RunOf {
 template <typename T>
 constexpr int kVecRun = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
 
-constexpr int kRowMaxThreads = 512;  // a block group's threads (<= 128 registers a thread)
+// A block's threads.  Kernels are built for two such blocks an SM (__launch_bounds__: <= 64
+// registers a thread): measured on an H100, bfloat16 layer_norm took 94 registers without that
+// bound, one block an SM, and moved 44% of a copy's bandwidth on rows of 16384.
+constexpr int kRowMaxThreads = 512;
+constexpr int kRowMinBlocks = 2;
+constexpr int kRowMaxCluster = 8;  // blocks a row (the portable cluster size)
+// The reductions' shared memory: two buffers (consecutive reductions alternate, so one barrier
+// a reduction suffices), each one slot a warp and one for the block's result (which the other
+// blocks of a cluster read).
+constexpr int kRowReduceSlots = kRowMaxThreads / kWarp + 1;
+constexpr int kRowShared = 2 * kRowReduceSlots;
 
 // Runs of each of its `row_inputs` a thread holds in registers: 4 runs (64 bytes, 16 registers)
 // in all, at least one of each.  More registers a thread would cost occupancy (measured on an
@@ -48,7 +65,8 @@ constexpr int row_cache(int row_inputs) {
 // How a launch lays rows on threads (row_layout).
 struct RowLayout {
   int64_t runs = 0;       // runs a row
-  int group = 0;          // threads a row: a power of two <= kWarp, or the block
+  int group = 0;          // threads a row in a block: a power of two <= kWarp, or the block
+  int cluster = 1;        // blocks a row (a cluster of them when > 1)
   int rows_per_block = 0;
   int threads = 0;
   int tail_slots = 0;     // runs of each row input a thread keeps in shared memory
@@ -56,11 +74,24 @@ struct RowLayout {
   size_t smem = 0;        // dynamic shared memory bytes
 };
 
+// What the device allows a launch of a block-group kernel (row_limits).
+struct RowLimits {
+  int64_t max_smem = 0;  // dynamic shared memory a block, two blocks an SM
+  int max_cluster = 1;   // blocks a row: kRowMaxCluster where the kernel was built for sm_90+
+  int sms = 1;           // multiprocessors
+};
+
 // The layout of `rows` rows of `runs` runs of `run_bytes` bytes each, `row_inputs` of them read
 // a row, `cache` runs of each kept in registers (row_cache): enough threads that each holds at
-// most `cache` runs (a group of a power of two of lanes while that is a warp or less); the runs
-// beyond those in shared memory while the device allows (`max_smem`: its opt-in maximum a block).
-inline RowLayout row_layout(int64_t rows, int64_t runs, int run_bytes, int row_inputs, int cache, int64_t max_smem) {
+// most `cache` runs (a group of a power of two of lanes while that is a warp or less).  Longer
+// rows get a block, or the fewest blocks of a cluster whose registers and shared memory
+// (`limits.max_smem` a block) hold the row; and while the rows leave SMs idle, each row more
+// blocks, down to kRowMinBlockRuns runs a block (measured on an H200: 8 rows of 4096 float32
+// over two blocks each, 1024 runs, took 1.2x as long as over one; 8 rows of 16384 over eight
+// 0.85x).
+constexpr int64_t kRowMinBlockRuns = 1024;
+
+inline RowLayout row_layout(int64_t rows, int64_t runs, int run_bytes, int row_inputs, int cache, const RowLimits& limits) {
   RowLayout l;
   l.runs = runs;
   const int64_t need = std::max<int64_t>(1, (runs + cache - 1) / cache);
@@ -71,44 +102,87 @@ inline RowLayout row_layout(int64_t rows, int64_t runs, int run_bytes, int row_i
     l.threads = 128;
     l.rows_per_block = l.threads / g;
   } else {
-    l.group = static_cast<int>(std::min<int64_t>(kRowMaxThreads, (need + kWarp - 1) / kWarp * kWarp));
-    l.threads = l.group;
-    l.rows_per_block = 1;
-    const int64_t tail = runs - static_cast<int64_t>(cache) * l.group;
-    if (tail > 0) {
-      const int64_t slots = (tail + l.group - 1) / l.group;
-      const int64_t bytes = slots * l.group * run_bytes * row_inputs;
-      if (bytes <= max_smem) {
-        l.tail_slots = static_cast<int>(slots);
-        l.smem = static_cast<size_t>(bytes);
-      }
+    // A block of `cluster` holding its share of the row: its threads and shared-memory slots.
+    const auto share = [&](int cluster, RowLayout& out) {
+      const int64_t slice = (runs + cluster - 1) / cluster;
+      const int64_t threads = std::max<int64_t>(1, (slice + cache - 1) / cache);
+      out.cluster = cluster;
+      out.group = static_cast<int>(std::min<int64_t>(kRowMaxThreads, (threads + kWarp - 1) / kWarp * kWarp));
+      out.threads = out.group;
+      out.rows_per_block = 1;
+      out.tail_slots = 0;
+      out.smem = 0;
+      const int64_t tail = slice - static_cast<int64_t>(cache) * out.group;
+      if (tail <= 0) return true;
+      const int64_t slots = (tail + out.group - 1) / out.group;
+      const int64_t bytes = slots * out.group * run_bytes * row_inputs;
+      if (bytes > limits.max_smem) return false;  // the tail read again from global memory
+      out.tail_slots = static_cast<int>(slots);
+      out.smem = static_cast<size_t>(bytes);
+      return true;
+    };
+    int cluster = 1;
+    while (!share(cluster, l) && cluster < limits.max_cluster) cluster *= 2;
+    while (cluster < limits.max_cluster && rows * cluster < limits.sms && runs / (2 * cluster) >= kRowMinBlockRuns) {
+      cluster *= 2;
+      share(cluster, l);
     }
   }
-  const int64_t blocks = (rows + l.rows_per_block - 1) / l.rows_per_block;
-  l.blocks = static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(blocks, 1 << 30)));
+  const int64_t groups = (rows + l.rows_per_block - 1) / l.rows_per_block;
+  const int64_t most = (int64_t{1} << 30) / l.cluster;
+  l.blocks = static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(groups, most)) * l.cluster);
   return l;
 }
 
-// The dynamic shared memory a block may ask for so that two blocks fit on an SM of the current
-// device (one block an SM would leave it idle between a row's loads and its stores), less 1 KB
-// for the kernel's static shared memory (its reductions').
-inline int64_t max_dynamic_smem() {
-  int block = 0, sm = 0;
+// The limits of the current device for `kernel`: the dynamic shared memory a block may ask for
+// so that two blocks fit on an SM (one block an SM would leave it idle between a row's loads and
+// its stores), less 1 KB for the kernel's static shared memory (its reductions'); clusters where
+// the code that runs was compiled for sm_90 or later (not where an older build runs, or its PTX
+// was compiled for this device: the cluster code is compiled out of those).
+inline RowLimits row_limits(const void* kernel) {
+  int block = 0, sm = 0, sms = 0;
   const int device = c10::cuda::current_device();
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  return std::max(0, std::min(block, sm / 2) - 1024);
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  cudaFuncAttributes attributes{};
+  C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  RowLimits limits;
+  limits.max_smem = std::max(0, std::min(block, sm / 2) - 1024);
+  limits.max_cluster = attributes.ptxVersion >= 90 ? kRowMaxCluster : 1;
+  limits.sms = std::max(1, sms);
+  return limits;
 }
 
-// Launch `kernel` with `layout` (above 48 KB of shared memory, static and dynamic together, a
-// kernel must opt in).
+// Launch `kernel` over `rows` rows (row_layout's other parameters), its parameters `args` then
+// the layout.  Above 48 KB of shared memory, static and dynamic together, a kernel must opt in;
+// a cluster is a launch attribute.
 template <typename Kernel, typename... Args>
-void launch_rows(Kernel kernel, const RowLayout& layout, Args... args) {
+void launch_rows(Kernel kernel, int64_t rows, int64_t runs, int run_bytes, int row_inputs, int cache, Args... args) {
+  RowLimits limits;  // short rows: a group within a warp, neither shared memory nor clusters
+  if (runs > static_cast<int64_t>(cache) * kWarp) limits = row_limits(reinterpret_cast<const void*>(kernel));
+  const RowLayout layout = row_layout(rows, runs, run_bytes, row_inputs, cache, limits);
   if (layout.smem > 32 * 1024) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(layout.smem)));
   }
-  kernel<<<layout.blocks, layout.threads, layout.smem, stream()>>>(args..., layout);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (layout.cluster == 1) {
+    kernel<<<layout.blocks, layout.threads, layout.smem, stream()>>>(args..., layout);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(layout.blocks);
+  config.blockDim = dim3(layout.threads);
+  config.dynamicSmemBytes = layout.smem;
+  config.stream = stream();
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned int>(layout.cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args..., layout));
 }
 
 // Whether the rows of these tensors may be read and written a 16-byte run at a time: every
@@ -143,22 +217,33 @@ struct RowArgs {
   int64_t D;
 };
 
-// A reduction R (opwrap/runtime/rowwise.h: Sum, Max, Min) over a row's group: lanes of a warp
-// by shuffles, a block through `shared` (one T a warp).  Every thread of the group gets it.
-template <typename R, typename T>
-__device__ __forceinline__ T group_reduce(T v, int group, T* shared) {
-  if (group <= kWarp) {
-    for (int offset = group / 2; offset > 0; offset /= 2) {
-      v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    }
-    return v;
-  }
-  return block_reduce<R>(v, shared);
+// The blocks of a row's cluster: barrier, and a pointer to another block's shared memory.  Only
+// sm_90 and later have clusters; row_limits gives older builds none, so these never run there.
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#else
+  __trap();
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ const T* cluster_shared(const T* p, unsigned int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().map_shared_rank(const_cast<T*>(p), rank);
+#else
+  __trap();
+  return p;
+#endif
+}
+
+__device__ __forceinline__ unsigned int cluster_rank(int cluster) {
+  return cluster > 1 ? blockIdx.x % static_cast<unsigned int>(cluster) : 0u;
 }
 
 // One thread's share of the rows it sweeps: its runs of the current row (kCache in
-// registers, the rest in shared memory or, failing room there, global memory), and the passes
-// over them.
+// registers, the rest in shared memory or, failing room there, global memory), the passes
+// over them, and the reductions over the row's group.
 template <typename scalar_t, int kRun, int kRows, int kCols, int kOuts>
 class RowSweep {
  public:
@@ -168,32 +253,48 @@ class RowSweep {
 
   // `args` is the kernel's __grid_constant__ parameter (read in place, never copied).
   __device__ RowSweep(const RowArgs<scalar_t, kRows, kCols, kOuts>& args, const RowLayout& layout, Run* tail)
-      : args_(args), runs_(layout.runs), group_(layout.group), lane_(threadIdx.x % layout.group),
-        slots_(layout.tail_slots), tail_(tail) {}
+      : args_(args), runs_(layout.runs), group_(layout.group), cluster_(layout.cluster),
+        lane_(threadIdx.x % layout.group), first_(cluster_rank(layout.cluster) * layout.group + lane_),
+        stride_(static_cast<int64_t>(layout.group) * layout.cluster), slots_(layout.tail_slots), tail_(tail) {}
 
-  __device__ __forceinline__ bool leader() const { return lane_ == 0; }
+  // The first row of this thread's group of rows, and the rows between the groups of one
+  // thread's successive iterations (every group of a block, every block of a cluster, iterates
+  // alike: their shuffles and barriers stay matched).
+  __device__ __forceinline__ int64_t first_row(int rows_per_block) const {
+    return static_cast<int64_t>(blockIdx.x / cluster_) * rows_per_block;
+  }
+  __device__ __forceinline__ int64_t row_stride(int rows_per_block) const {
+    return static_cast<int64_t>(gridDim.x / cluster_) * rows_per_block;
+  }
 
-  // Load this thread's runs of `row` (nothing when the row is past the end: `active` false).
+  // The thread that stores the row's per-row outputs.
+  __device__ __forceinline__ bool leader() const { return first_ == 0; }
+
+  // Load this thread's runs of `row` (nothing when the row is past the end: `active` false):
+  // the shared-memory part by asynchronous copies (cp.async, issued first: the most bytes in
+  // flight at once), then the registers'.
   __device__ __forceinline__ void load(int64_t row, bool active) {
     row_ = row;
+    if (slots_ > 0 && active) {
+#pragma unroll 4
+      for (int s = 0; s < slots_; ++s) {
+        const int64_t r = first_ + static_cast<int64_t>(kCache + s) * stride_;
+        if (r >= runs_) break;
+#pragma unroll
+        for (int k = 0; k < kRows; ++k) copy_to_shared(&tail_[(k * slots_ + s) * group_ + lane_], row_input(k) + r);
+      }
+      __pipeline_commit();
+    }
 #pragma unroll
     for (int c = 0; c < kCache; ++c) {
-      const int64_t r = lane_ + static_cast<int64_t>(c) * group_;
+      const int64_t r = first_ + static_cast<int64_t>(c) * stride_;
 #pragma unroll
       for (int k = 0; k < kRows; ++k) {
         reg_[c][k] = Run{};
         if (active && r < runs_) reg_[c][k] = row_input(k)[r];
       }
     }
-    if (slots_ > 0 && active) {
-#pragma unroll 4
-      for (int s = 0; s < slots_; ++s) {
-        const int64_t r = lane_ + static_cast<int64_t>(kCache + s) * group_;
-        if (r >= runs_) break;
-#pragma unroll
-        for (int k = 0; k < kRows; ++k) tail_[(k * slots_ + s) * group_ + lane_] = row_input(k)[r];
-      }
-    }
+    if (slots_ > 0 && active) __pipeline_wait_prior(0);
   }
 
   // f(d, x) for each of this thread's elements d of the row, x[k] the element of input k.
@@ -233,9 +334,53 @@ class RowSweep {
     });
   }
 
+  // The reduction R (opwrap/runtime/rowwise.h: Sum, Max, Min) of every thread's `v` over the
+  // row's group; every thread of the group gets it, the same value (xor shuffles combine each
+  // pair alike; the blocks of a cluster combine the blocks' results in rank order).  `shared`:
+  // kRowShared T.
+  template <typename R, typename T>
+  __device__ __forceinline__ T reduce(T v, T* shared) {
+    if (group_ <= kWarp && cluster_ == 1) {  // lanes of a warp
+      for (int offset = group_ / 2; offset > 0; offset /= 2) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+      return v;
+    }
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    T* slots = shared + parity_ * kRowReduceSlots;
+    parity_ ^= 1;
+    const int lane = threadIdx.x % kWarp, warps = group_ / kWarp;
+    if (lane == 0) slots[threadIdx.x / kWarp] = v;
+    __syncthreads();
+    T total = lane < warps ? slots[lane] : R::template identity<T>();
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2) total = R::combine(total, __shfl_xor_sync(0xffffffffu, total, offset));
+    if (cluster_ == 1) return total;
+    T* result = slots + kRowReduceSlots - 1;
+    if (threadIdx.x == 0) *result = total;
+    cluster_sync();
+    total = *cluster_shared(result, 0);
+    for (int rank = 1; rank < cluster_; ++rank) total = R::combine(total, *cluster_shared(result, rank));
+    return total;
+  }
+
+  // After the last row: a block of a cluster may not exit while another may still read its
+  // shared memory.
+  __device__ __forceinline__ void finish() const {
+    if (cluster_ > 1) cluster_sync();
+  }
+
  private:
   __device__ __forceinline__ const Run* row_input(int k) const {
     return reinterpret_cast<const Run*>(args_.in[k] + row_ * args_.D);
+  }
+
+  // *to = *from, asynchronously where the run is 4, 8 or 16 bytes (cp.async), else now.
+  __device__ __forceinline__ static void copy_to_shared(Run* to, const Run* from) {
+    if constexpr (sizeof(Run) == 4 || sizeof(Run) == 8 || sizeof(Run) == 16) {
+      __pipeline_memcpy_async(to, from, sizeof(Run));
+    } else {
+      *to = *from;
+    }
   }
 
   // g(r, v) for each of this thread's runs r, v[k] input k's run (a column input's loaded here:
@@ -244,7 +389,7 @@ class RowSweep {
   __device__ __forceinline__ void visit(const G& g) const {
 #pragma unroll
     for (int c = 0; c < kCache; ++c) {
-      const int64_t r = lane_ + static_cast<int64_t>(c) * group_;
+      const int64_t r = first_ + static_cast<int64_t>(c) * stride_;
       if (r < runs_) {
         Run v[kIn];
 #pragma unroll
@@ -253,7 +398,7 @@ class RowSweep {
         g(r, v);
       }
     }
-    for (int64_t r = lane_ + static_cast<int64_t>(kCache) * group_, s = 0; r < runs_; r += group_, ++s) {
+    for (int64_t r = first_ + static_cast<int64_t>(kCache) * stride_, s = 0; r < runs_; r += stride_, ++s) {
       Run v[kIn];
 #pragma unroll
       for (int k = 0; k < kRows; ++k) {
@@ -271,9 +416,12 @@ class RowSweep {
 
   const RowArgs<scalar_t, kRows, kCols, kOuts>& args_;
   const int64_t runs_;
-  const int group_, lane_, slots_;
+  const int group_, cluster_, lane_;
+  const int64_t first_, stride_;
+  const int slots_;
   Run* const tail_;
   int64_t row_ = 0;
+  int parity_ = 0;
   Run reg_[kCache][kRows];
 };
 
