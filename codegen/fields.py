@@ -657,27 +657,9 @@ def as_field(spec: AnyValue) -> Field | None:
 
 
 def reference(fields: Mapping[str, Field]) -> str:
-    """A Markdown table of fields: name, type, meaning (the README's field table)."""
+    """A Markdown table of fields: name, type, meaning (reference.field_table)."""
     rows = ["| field | type | meaning |", "|---|---|---|"]
     for name, f in fields.items():
         doc = f.doc.replace("|", "\\|").replace("\n", " ")
         rows.append(f"| `{name}` | {f.type.describe().replace('|', '/')} | {doc} |")
     return "\n".join(rows) + "\n"
-
-
-def builtin_fields() -> dict[str, Field]:
-    """The core fields and the built-in plugins' fields, in pipeline order."""
-    from .loader import CORE_FIELDS
-    from .plugins import builtin_plugins
-
-    fields = dict(CORE_FIELDS)
-    for p in builtin_plugins():
-        for name, spec in p.fields.items():
-            fields[name] = as_field(spec) or Field(Any(), str(spec))
-    return fields
-
-
-if __name__ == "__main__":  # python -m opwrap_codegen.fields: the README's field table
-    from opwrap_codegen import fields as _this  # (this file runs as __main__: its classes are not the module's)
-
-    print(_this.reference(_this.builtin_fields()), end="")

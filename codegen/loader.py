@@ -42,8 +42,8 @@ _DIMENSION = OneOf(Int(), String(nonempty=True), noun="a dimension (an integer, 
                    nouns="dimensions (integers, names or expressions)")
 
 # The fields of an op declaration that the core model understands, typed as plugins type
-# theirs (codegen/fields.py); one table with the plugins' fields, from which the README's
-# field table is generated (`python -m opwrap_codegen.fields`).  Each value is checked against its
+# theirs (codegen/fields.py); one table with the plugins' fields, from which the docs'
+# field table is generated (`python -m opwrap_codegen.reference fields`).  Each value is checked against its
 # type first; the parsers below then read what the type cannot say.
 CORE_FIELDS: dict[str, Field] = {
     "func": Field(Schema(), "the schema, in PyTorch's schema language (required). Types come from here only. No "

@@ -560,14 +560,15 @@ def test_all_errors_of_all_ops_in_one_run(project):
 
 def test_the_readme_field_table_is_generated_from_the_field_records():
     """Core and built-in plugin fields are one table of typed records; the README's table is
-    `python -m opwrap_codegen.fields`."""
+    `python -m opwrap_codegen.reference fields`."""
     from pathlib import Path
-    from opwrap_codegen.fields import builtin_fields, reference
+    from opwrap_codegen.reference import builtin_fields
+    from opwrap_codegen.fields import reference
     from opwrap_codegen.loader import CORE_FIELDS
     fields = builtin_fields()
     assert set(CORE_FIELDS) < set(fields) and {"autocast", "vmap", "method", "cuda_header"} <= set(fields)
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    assert reference(fields) in readme, "README's field table is stale: paste `python -m opwrap_codegen.fields` into it"
+    assert reference(fields) in readme, "README's field table is stale: paste `python -m opwrap_codegen.reference fields` into it"
 
 
 def test_one_wrong_field_value_gives_one_error(project):

@@ -18,6 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from opwrap_codegen import fields as F
+from opwrap_codegen import reference
 from opwrap_codegen.config import load_config
 from opwrap_codegen.diagnostics import CodegenError
 from opwrap_codegen.pipeline import generate
@@ -217,7 +218,7 @@ def _third_party_fields():
     return {name: F.as_field(f) for name, f in module.OpReference.fields.items()}
 
 
-ALL_FIELDS = {**F.builtin_fields(), **_third_party_fields()}
+ALL_FIELDS = {**reference.builtin_fields(), **_third_party_fields()}
 NAMES = ["self", "other", "x", "n", "result", "a", "b", "N", "K", "grad", "float32", "lin_cpu", "Q", "q.push"]
 _STRATEGIES: dict = {}
 
