@@ -42,6 +42,7 @@ from . import units
 from .config import Config, line_of
 from .cuda_env import import_cpp_extension
 from .diagnostics import CodegenError, Diagnostic, Loc
+from .targets import CPU_CAPABILITIES
 
 # -Wno-psabi: GCC notes that passing at::vec::Vectorized by value changed ABI in GCC 4.6 (noise).
 CXX_FLAGS = ["-fvisibility-inlines-hidden", "-Wno-psabi"]  # torch adds its own -std (c++17 or c++20)
@@ -128,7 +129,7 @@ def sources(config: Config, cuda: bool = False) -> list[Path]:
     # CPU-capability builds (units/pointwise.AVX2.0.cpp) link last.  Inline functions from
     # headers are emitted in every object that uses them, compiled for that object's
     # instruction set, and the linker keeps the first copy: the one compiled for every CPU.
-    found.sort(key=lambda p: bool({".AVX2", ".AVX512"} & set(p.suffixes)))
+    found.sort(key=lambda p: bool({f".{cap}" for cap in CPU_CAPABILITIES} & set(p.suffixes)))
     return [p for p in found if cuda or p.suffix != ".cu"]
 
 

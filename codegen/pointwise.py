@@ -91,7 +91,9 @@ class Expression:
     loc: Loc
 
 
-class _Error(Exception):
+class ExpressionError(Exception):
+    """A problem at `node` of an expression (the row-wise language raises it too)."""
+
     def __init__(self, node: ast.AST | None, message: str, hint: str = ""):
         super().__init__(message)
         self.node, self.message, self.hint = node, message, hint
@@ -119,10 +121,10 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
         assignments, values = statements(module, len(schema.returns), "pointwise expression", "expression")
         # Twice: the first pass finds the values whose sine and cosine are both taken, the
         # second computes each pair with one sincos() (one range reduction, not two).
-        first = _translate(_Translator({a.name for a in tensors}, {a.name for a in scalars}), assignments, values)
-        tr = _Translator({a.name for a in tensors}, {a.name for a in scalars}, first.sincos_arguments())
+        first = _translate(Translator({a.name for a in tensors}, {a.name for a in scalars}), assignments, values)
+        tr = Translator({a.name for a in tensors}, {a.name for a in scalars}, first.sincos_arguments())
         bindings, results = _translate(tr, assignments, values).output
-    except _Error as e:
+    except ExpressionError as e:
         node = e.node
         loc = loc_at(node.lineno, node.col_offset) if node is not None else loc_at(1, 0)
         diag.error(loc, e.message, e.hint)
@@ -139,14 +141,14 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
         floating=tr.floating, loc=loc_at(1, 0))
 
 
-def _translate(tr: _Translator, assignments: list, values: list) -> _Translator:
+def _translate(tr: Translator, assignments: list, values: list) -> Translator:
     """Translate a program's bindings and results with `tr`; its `output` is then
     (bindings, results) as Expression holds them."""
     bindings: list[tuple[str, str, str]] = []
     for target, value in assignments:
         name = target.id
         if name in tr.names or name in FUNCTIONS or name == VALUE_TYPE:
-            raise _Error(target, f"'{name}' is already defined")
+            raise ExpressionError(target, f"'{name}' is already defined")
         cpp = tr.value(value)
         bindings += tr.take_pending() + [(name, VALUE_TYPE, cpp)]
         tr.names[name] = "binding"
@@ -160,18 +162,18 @@ def statements(module: ast.Module, returns: int, what: str, noun: str) -> tuple[
     for several, computed in one pass): ([(target, value)], [value])."""
     body = module.body
     if not body:
-        raise _Error(None, f"empty {what}")
+        raise ExpressionError(None, f"empty {what}")
     assignments = []
     for stmt in body[:-1]:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
-            raise _Error(stmt, "each line before the last must bind one name: 'name = expression'")
+            raise ExpressionError(stmt, "each line before the last must bind one name: 'name = expression'")
         assignments.append((stmt.targets[0], stmt.value))
     last = body[-1]
     if not isinstance(last, ast.Expr):
-        raise _Error(last, "the last line must be the result expression")
+        raise ExpressionError(last, "the last line must be the result expression")
     values = last.value.elts if isinstance(last.value, ast.Tuple) else [last.value]
     if len(values) != returns:
-        raise _Error(last.value, f"the {noun} computes {len(values)} value{'s' if len(values) > 1 else ''}, "
+        raise ExpressionError(last.value, f"the {noun} computes {len(values)} value{'s' if len(values) > 1 else ''}, "
                      f"but the op returns {returns}", "the last line lists one value per return, in order: 'a, b'")
     return assignments, values
 
@@ -180,7 +182,10 @@ def statements(module: ast.Module, returns: int, what: str, noun: str) -> tuple[
 _SINCOS = {"sin": 0, "cos": 1}
 
 
-class _Translator:
+class Translator:
+    """An expression's AST to C++ over the op's tensors and scalars (the row-wise language
+    extends it)."""
+
     def __init__(self, tensors: set[str], scalars: set[str], sincos: tuple[str, ...] = ()):
         self.names: dict[str, str] = {**{n: "tensor" for n in tensors}, **{n: "scalar" for n in scalars}}
         self.used: set[str] = set()
@@ -206,12 +211,12 @@ class _Translator:
         """A C++ expression of type Tv."""
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-                raise _Error(node, f"only numbers may appear as literals, not {node.value!r}")
+                raise ExpressionError(node, f"only numbers may appear as literals, not {node.value!r}")
             return f"{VALUE_TYPE}({node.value!r})"
         if isinstance(node, ast.Name):
             kind = self.names.get(node.id)
             if kind is None:
-                raise _Error(node, f"unknown name '{node.id}' in pointwise expression",
+                raise ExpressionError(node, f"unknown name '{node.id}' in pointwise expression",
                              did_you_mean(node.id, list(self.names)))
             self.used.add(node.id)
             return f"{VALUE_TYPE}({node.id})" if kind == "scalar" else node.id
@@ -220,13 +225,13 @@ class _Translator:
                 return f"opwrap::pw::neg({self.value(node.operand)})"
             if isinstance(node.op, ast.UAdd):
                 return self.value(node.operand)
-            raise _Error(node, f"operator '{_op_text(node.op)}' is not supported in pointwise expressions")
+            raise ExpressionError(node, f"operator '{_op_text(node.op)}' is not supported in pointwise expressions")
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.Pow):
                 return self.power(node)
             op = _BINOPS.get(type(node.op))
             if op is None:
-                raise _Error(node, f"operator '{_op_text(node.op)}' is not supported in pointwise expressions",
+                raise ExpressionError(node, f"operator '{_op_text(node.op)}' is not supported in pointwise expressions",
                              "use + - * / ** and the functions: " + ", ".join(sorted(FUNCTIONS)))
             if op == "/":
                 self.floating = True
@@ -234,8 +239,8 @@ class _Translator:
         if isinstance(node, ast.Call):
             return self.call(node)
         if isinstance(node, ast.Compare):
-            raise _Error(node, "a comparison is a condition: use it as the first argument of where(condition, a, b)")
-        raise _Error(node, f"{type(node).__name__.lower()} is not supported in pointwise expressions")
+            raise ExpressionError(node, "a comparison is a condition: use it as the first argument of where(condition, a, b)")
+        raise ExpressionError(node, f"{type(node).__name__.lower()} is not supported in pointwise expressions")
 
     def power(self, node: ast.BinOp) -> str:
         base = self.value(node.left)
@@ -248,19 +253,19 @@ class _Translator:
 
     def call(self, node: ast.Call) -> str:
         if not isinstance(node.func, ast.Name):
-            raise _Error(node.func, "only the built-in functions may be called: " + ", ".join(sorted(FUNCTIONS)))
+            raise ExpressionError(node.func, "only the built-in functions may be called: " + ", ".join(sorted(FUNCTIONS)))
         name = ALIASES.get(node.func.id, node.func.id)
         fn = FUNCTIONS.get(name)
         if fn is None:
-            raise _Error(node.func, f"unknown function '{node.func.id}' in pointwise expression",
+            raise ExpressionError(node.func, f"unknown function '{node.func.id}' in pointwise expression",
                          did_you_mean(node.func.id, list(FUNCTIONS) + list(ALIASES)))
         if node.keywords or len(node.args) != fn.arity:
-            raise _Error(node, f"{name}() takes {fn.arity} positional argument{'s' if fn.arity > 1 else ''}")
+            raise ExpressionError(node, f"{name}() takes {fn.arity} positional argument{'s' if fn.arity > 1 else ''}")
         self.floating |= fn.floating
         if name == "where":
             cond = node.args[0]
             if not (isinstance(cond, ast.Compare) and len(cond.ops) == 1):
-                raise _Error(cond, "the condition of where() must be one comparison, such as 'x > 0'")
+                raise ExpressionError(cond, "the condition of where() must be one comparison, such as 'x > 0'")
             op = _COMPARE[type(cond.ops[0])]
             test = f"({self.value(cond.left)} {op} {self.value(cond.comparators[0])})"
             return f"opwrap::pw::where({test}, {self.value(node.args[1])}, {self.value(node.args[2])})"

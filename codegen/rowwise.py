@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from . import pysyntax
 from .diagnostics import Diagnostics, Loc, did_you_mean
-from .pointwise import ALIASES, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, _Error, _Translator, statements
+from .pointwise import ALIASES, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, ExpressionError, Translator, statements
 from .schema import BaseType, FunctionSchema, is_tensor
 from .shapes import Shape
 
@@ -212,10 +212,10 @@ def parse(text: str, schema: FunctionSchema, shapes: dict[str, Shape], like: str
             per_row = roles[name] == "per_row"
             fn, elem, _ = tr.function(node, f"{PREFIX}out{i}")
             if per_row and elem:
-                raise _Error(node, f"the return '{name}' has one value per row, but this value varies along the row",
+                raise ExpressionError(node, f"the return '{name}' has one value per row, but this value varies along the row",
                              "reduce it: sum(...), mean(...), max(...) or min(...)")
             outputs.append(RowOutput(name, per_row, fn))
-    except _Error as e:
+    except ExpressionError as e:
         node = e.node
         diag.error(loc_at(node.lineno, node.col_offset) if node is not None else loc_at(1, 0), e.message, e.hint)
         return None
@@ -251,7 +251,7 @@ class _Raw:
     costly: bool  # calls a floating-point function (exp, log, ...), itself or through a binding
 
 
-class _RowTranslator(_Translator):
+class _RowTranslator(Translator):
     """The pointwise translator, knowing which values vary along the row.  While one
     expression is translated, `tensors` and `direct` collect the element tensors and element
     bindings it names, `stage` the latest pass whose row values it uses and `costly` whether
@@ -327,9 +327,9 @@ class _RowTranslator(_Translator):
     def bind(self, target: ast.Name, node: ast.AST) -> None:
         name = target.id
         if name in self.names or name in FUNCTIONS or name in REDUCTIONS or name == VALUE_TYPE:
-            raise _Error(target, f"'{name}' is already defined")
+            raise ExpressionError(target, f"'{name}' is already defined")
         if name.startswith(PREFIX):
-            raise _Error(target, f"names starting with '{PREFIX}' are reserved")
+            raise ExpressionError(target, f"names starting with '{PREFIX}' are reserved")
         raw, stage = self._capture(node)
         self.stage_of[name] = stage
         if raw.tensors or raw.bindings:
@@ -412,7 +412,7 @@ class _RowTranslator(_Translator):
             return self.reduction(node.func.id, node.args[0], node)
         if isinstance(node.func, ast.Name) and node.func.id not in FUNCTIONS and node.func.id not in ALIASES \
                 and node.func.id not in REDUCTIONS:
-            raise _Error(node.func, f"unknown function '{node.func.id}' in row-wise program",
+            raise ExpressionError(node.func, f"unknown function '{node.func.id}' in row-wise program",
                          did_you_mean(node.func.id, list(FUNCTIONS) + list(REDUCTIONS)))
         fn = FUNCTIONS.get(ALIASES.get(node.func.id, node.func.id)) if isinstance(node.func, ast.Name) else None
         if fn is not None and fn.floating:
@@ -423,7 +423,7 @@ class _RowTranslator(_Translator):
         member = f"{PREFIX}r{len(self.reductions)}"
         fn, elem, stage = self.function(arg, f"{PREFIX}reduce{len(self.reductions)}")
         if not elem:
-            raise _Error(arg, f"{kind}() reduces over the row, but its argument is the same for every element "
+            raise ExpressionError(arg, f"{kind}() reduces over the row, but its argument is the same for every element "
                          "of the row")
         if kind == "mean":
             self.floating = True

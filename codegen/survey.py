@@ -281,7 +281,6 @@ def _exception_reason(e: BaseException) -> tuple[str, str]:
 
 # ---------------------------------------------------------------------------- units
 
-CPU_CAPABILITIES = {"AVX2", "AVX512"}  # unit groups compiled for one CPU capability (opwrap_codegen.build.sources)
 
 
 def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[str]] | None = None,
@@ -295,12 +294,13 @@ def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[st
     fewest units.
     Returns (files, the layout)."""
     from . import units
+    from .targets import CPU_CAPABILITIES
     groups: dict[str, list[str]] = {}
     out = {}
     for path, text in files.items():
         if path.startswith(f"{units.UNITS_DIR}/"):
             group = Path(path).name.rsplit(".", 2)[0]
-            if merge and not set(group.split(".")) & CPU_CAPABILITIES:
+            if merge and not set(group.split(".")) & set(CPU_CAPABILITIES):
                 group = "all"
             groups.setdefault(group, []).extend(re.findall(r'^#include "(.+)"$', text, re.M))
         else:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..schema import Argument
 from . import types
 from .names import cpp_ident
+from .outputs import kernel_outputs, wrapper_outputs
 
 
 @dataclass(frozen=True)
@@ -123,11 +124,6 @@ def row(a: Argument) -> AbiRow | None:
     return ROWS.get(types.type_key(a.type, a.is_write))
 
 
-def _kernel_made(decl):
-    from .kernel import _kernel_outputs
-    return _kernel_outputs(decl)
-
-
 def unsupported(decl) -> list[str]:
     """Why `decl` cannot have a foreign kernel (one message per problem; [] when it can)."""
     out = []
@@ -135,7 +131,7 @@ def unsupported(decl) -> list[str]:
         if row(a) is None:
             out.append(f"argument '{a.name}' of type {a.type} cannot be passed to a kernel behind the C ABI "
                        f"(types it takes: {', '.join(sorted(set(ROWS) - {'Tensor(a!)', 'Tensor(a!)?'}))})")
-    for _, r, o in _kernel_made(decl):
+    for _, r, o in kernel_outputs(decl):
         if str(r.type) not in RETURNS:
             what = "a view of an input" if o.made_by == "alias" else f"a {r.type} the kernel makes"
             out.append(f"return '{o.name}' is {what}; a kernel behind the C ABI returns int, float or bool values, "
@@ -183,7 +179,6 @@ class Param:
 def params(decl) -> list[Param]:
     """The parameters after `opwrap_context* ctx`: the arguments, the outputs the wrapper
     allocates, then a pointer per non-Tensor return the kernel computes."""
-    from .kernel import _made_by_kernel
     taken_c, taken_r = {"ctx"}, {"ctx"}
     out = []
 
@@ -201,11 +196,10 @@ def params(decl) -> list[Param]:
             continue
         # out= arguments are outputs: a kernel may resize them (a data-dependent size)
         add(a.name, r.c, r.rust_ffi, r.rust, r.to_rust, r.kind != "value", "output" if a.name in outs else r.kind)
-    for r, o in zip(decl.schema.returns, decl.outputs()):
-        if o.made_by == "wrapper" and not _made_by_kernel(r, o):
-            add(o.name, "opwrap_tensor*", "*mut RawTensor", "TensorMut<'_, {T}>", "TensorMut::<{T}>::from_raw({}, ctx)",
-                True, "output")
-    for _, r, o in _kernel_made(decl):
+    for _, o in wrapper_outputs(decl):
+        add(o.name, "opwrap_tensor*", "*mut RawTensor", "TensorMut<'_, {T}>", "TensorMut::<{T}>::from_raw({}, ctx)",
+            True, "output")
+    for _, r, o in kernel_outputs(decl):
         rr = RETURNS.get(str(r.type))
         if rr is not None:
             add(o.name, rr.c, rr.rust_ffi, rr.rust, "", False, "return")

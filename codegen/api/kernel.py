@@ -22,6 +22,7 @@ from ..dtype_rules import DTypeVar, render_cpp as render_rule
 from ..shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape, is_list_output, render_cpp,
                       variables)
 from . import abi, types
+from .outputs import kernel_outputs, wrapper_outputs
 from .names import Scope, cpp_ident, cpp_string
 
 DEVICE_TYPES = {"CPU": "c10::DeviceType::CPU", "CUDA": "c10::DeviceType::CUDA"}
@@ -80,19 +81,8 @@ def template_header(decl) -> str:
     return "template <" + ", ".join(f"typename {v.name}" for v in decl.variables) + ">"
 
 
-def _made_by_kernel(r, o) -> bool:
-    """The kernel makes this return.  A view (`Tensor(a)` aliasing an argument that is not
-    written) is made by the kernel too."""
-    return o.made_by == "kernel" or (o.made_by == "alias" and not r.is_write)
-
-
-def _kernel_outputs(decl):
-    """(index, return, OutputSpec) of the returns the kernel makes."""
-    return [(i, r, o) for i, (r, o) in enumerate(zip(decl.schema.returns, decl.outputs())) if _made_by_kernel(r, o)]
-
-
 def kernel_return_type(decl) -> str:
-    return types.tuple_of([types.kernel_returned_type(r) for _, r, _ in _kernel_outputs(decl)])
+    return types.tuple_of([types.kernel_returned_type(r) for _, r, _ in kernel_outputs(decl)])
 
 
 def kernel_parameters(decl) -> list[tuple[str, str, str]]:
@@ -100,9 +90,8 @@ def kernel_parameters(decl) -> list[tuple[str, str, str]]:
     return it is), the arguments first, then the outputs the wrapper allocates."""
     scope = Scope()
     params = [(types.kernel_type(a), scope.name(a.name), a.name) for a in decl.schema.arguments]
-    for r, o in zip(decl.schema.returns, decl.outputs()):
-        if o.made_by == "wrapper" and not _made_by_kernel(r, o):
-            params.append(("at::Tensor&", scope.fresh(o.name), o.name))
+    for _, o in wrapper_outputs(decl):
+        params.append(("at::Tensor&", scope.fresh(o.name), o.name))
     return params
 
 
@@ -283,7 +272,7 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
         checks.extend(cpp_input_checks(decl.shape_plan, "kOp", s, names))
 
     # Outputs: allocated from the one shape rule and the dtype rule, or made by the kernel.
-    made = _kernel_outputs(decl)
+    made = kernel_outputs(decl)
     made_at = {i for i, _, _ in made}
     options_base = f"{first}.options()" if first else f"at::TensorOptions().device({device_type})"
     outputs: list[str] = []

@@ -13,6 +13,7 @@ user-facing message keep the schema's own name.
 from __future__ import annotations
 
 import keyword
+import re
 from typing import Iterable
 
 # C++20 keywords and alternative tokens, plus the names a generated scope must not
@@ -101,3 +102,8 @@ class Scope:
         out = cpp_ident(base, self.taken)
         self.taken.add(out)
         return out
+
+
+def camel_case(ident: str) -> str:
+    """`layer_norm_backward` -> `LayerNormBackward` (generated C++ type names)."""
+    return "".join(p[:1].upper() + p[1:] for p in re.split(r"_+", ident) if p)

@@ -25,15 +25,14 @@ For each such op:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..api import cpp
 from .base import Output, Plugin
 from ..api.kernel import device_checks, device_guard
-from ..api.names import CPP_KEYWORDS, cpp_string
+from ..api.names import CPP_KEYWORDS, camel_case, cpp_string
+from ..targets import CPU_CAPABILITIES
 
-CAPABILITIES = ("AVX2", "AVX512")  # built besides DEFAULT, in their own translation units
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ def plan(decl, namespace: str) -> PointwisePlan:
     scalars = dict(e.scalars)
     scalar_args = [a for a in s.arguments if a.name in scalars]
     scalar_params = ", ".join(f"{cpp.argument_type(a)} {a.name}" for a in scalar_args)
-    ident = _camel(decl.ident)
+    ident = camel_case(decl.ident)
     fp = f"void (*)(at::TensorIteratorBase&{''.join(', ' + cpp.argument_type(a) for a in scalar_args)})"
     # An out= overload runs its functional op's loops (the same expression): its own units
     # hold only the wrapper.
@@ -86,7 +85,7 @@ def plan(decl, namespace: str) -> PointwisePlan:
         dtype_names=", ".join(dt.name for dt in decl.dtypes),
         loop=f"{loops}_loop", kernel=f"{loops}_kernel", launch=f"{loops}_launch",
         cpu_kernels=f"{loops}_cpu_kernels", cpu_wrapper=f"{decl.ident}_cpu", cuda_wrapper=f"{decl.ident}_cuda",
-        registered=tuple((cap, f"{decl.ident}_{cap}_registered") for cap in CAPABILITIES),
+        registered=tuple((cap, f"{decl.ident}_{cap}_registered") for cap in CPU_CAPABILITIES),
         outputs=len(e.results), out=decl.out_arguments[0].name if decl.out_arguments else "")
 
 
@@ -108,10 +107,6 @@ def wrapper(decl, p: PointwisePlan, device: str) -> dict:
     allocating = ("outputs " if len(outputs) > 1 else "output ") + ", ".join(f"'{n}'" for n in outputs)
     return dict(device=device, checks=checks, named=named, call=call, returns=returns, allocating=cpp_string(allocating),
                 function=p.cpu_wrapper if device == "CPU" else p.cuda_wrapper)
-
-
-def _camel(ident: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in re.split(r"_+", ident) if p)
 
 
 class PointwiseKernels(Plugin):
@@ -178,7 +173,7 @@ class PointwiseKernels(Plugin):
                 (f"pointwise/{d.ident}.h", "pointwise/op.h.j2", {}, None),
                 (f"cpu/{d.ident}.cpp", "pointwise/cpu.cpp.j2", {}, "pointwise"),
                 *((f"cpu/{d.ident}.{cap}.cpp", "pointwise/cpu_capability.cpp.j2", {"capability": cap, "registered": dict(p.registered)[cap]},
-                   f"pointwise.{cap}") for cap in CAPABILITIES),
+                   f"pointwise.{cap}") for cap in CPU_CAPABILITIES),
                 (f"cuda/{d.ident}.cu", "pointwise/cuda.cu.j2", {}, "cuda"),
             ):
                 yield Output(path, ctx.render(template, **common, **extra), (d.path, ctx.template_source(template)), unit)

@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..api.kernel import kernel_parameters
-from ..api.names import CPP_KEYWORDS
+from ..api.names import CPP_KEYWORDS, camel_case
+from ..targets import CPU_CAPABILITIES
 from .base import Output, Plugin
-from .pointwise import CAPABILITIES, _camel
 
 
 @dataclass(frozen=True)
@@ -74,12 +74,12 @@ def plan(decl, namespace: str) -> RowwisePlan:
     ident = decl.ident
     first = next(p.name for p in params if p.schema_name == rows.row_tensors[0])
     return RowwisePlan(
-        op=f"{namespace}::{decl.op_name}", program=f"{_camel(ident)}Row",
+        op=f"{namespace}::{decl.op_name}", program=f"{camel_case(ident)}Row",
         params=params, kernel_type="void (*)(" + ", ".join(p.type for p in params) + ")",
         loop=f"{ident}_rows", kernel=f"{ident}_rows_kernel", cpu_kernels=f"{ident}_rows_cpu_kernels",
         cpu_function=decl.kernel("CPU"), cuda_function=decl.kernel("CUDA"), cuda_kernel=f"{ident}_rows_cuda_kernel",
-        cuda_launch=f"{ident}_rows_cuda_launch", cuda_args=f"{_camel(ident)}RowArgs",
-        registered=tuple((cap, f"{ident}_rows_{cap}_registered") for cap in CAPABILITIES),
+        cuda_launch=f"{ident}_rows_cuda_launch", cuda_args=f"{camel_case(ident)}RowArgs",
+        registered=tuple((cap, f"{ident}_rows_{cap}_registered") for cap in CPU_CAPABILITIES),
         dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes), first=first, row_dims=rows.row_dims)
 
 
@@ -178,7 +178,7 @@ class RowwiseKernels(Plugin):
                          sources("rowwise/program.h.j2"))
             yield Output(f"cpu/{d.ident}.rowwise.cpp", ctx.render("rowwise/cpu.cpp.j2", **common),
                          sources("rowwise/cpu.cpp.j2"), "pointwise")
-            for cap in CAPABILITIES:
+            for cap in CPU_CAPABILITIES:
                 t = "pointwise/cpu_capability.cpp.j2"
                 yield Output(f"cpu/{d.ident}.rowwise.{cap}.cpp",
                              ctx.render(t, **common, capability=cap, registered=dict(p.registered)[cap],

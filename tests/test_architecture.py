@@ -1,0 +1,99 @@
+"""The toolchain's structure (issue 35): no import cycles among its modules, counting imports
+inside functions, and no plugin importing another plugin (a plugin is one file of
+codegen/plugins/ that the others do not know; what two plugins share lives below them, in
+codegen/api/, codegen/targets.py, ...)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "opwrap_codegen"
+SOURCE = Path(__file__).resolve().parent.parent / "codegen"
+
+
+def _modules() -> dict[str, Path]:
+    """Module name -> file, for every module of the toolchain package."""
+    out = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        parts = list(path.relative_to(SOURCE).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join([PACKAGE, *parts])] = path
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the toolchain modules it imports (anywhere in the file: a function's import
+    closes a cycle at run time as surely as a module's)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package[:len(package) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                found = {f"{target}.{a.name}" for a in node.names} & set(modules)
+                graph[name] |= found or ({target} & set(modules))
+            elif isinstance(node, ast.Import):
+                graph[name] |= {a.name for a in node.names} & set(modules)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_toolchain_has_no_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    """The check above cannot pass by finding nothing: a graph with a cycle is reported."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert import_graph()[f"{PACKAGE}.reference"] >= {f"{PACKAGE}.plugins", f"{PACKAGE}.loader"}
+
+
+def test_no_plugin_imports_another():
+    plugins = f"{PACKAGE}.plugins"
+    shared = {plugins, f"{plugins}.base"}  # the package (the built-in list) and the Plugin base class
+    graph = import_graph()
+    wrong = {m: sorted(t for t in targets if t.startswith(f"{plugins}.") and t not in shared)
+             for m, targets in graph.items() if m.startswith(f"{plugins}.") and m not in shared}
+    assert {m: t for m, t in wrong.items() if t} == {}
