@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build demo test ci cuda-check pytest test-asan test-fast torch-matrix bench gpu-test gpu-prep clean survey
+.PHONY: venv generate check build demo test docs ci cuda-check pytest test-asan test-fast torch-matrix bench gpu-test gpu-prep clean survey
 
 venv: $(STAMP)
 
@@ -53,9 +53,16 @@ test: venv
 	@$(PHASE) build $(CODEGEN) build --no-generate
 	@$(MAKE) --no-print-directory pytest
 
-# Everything CI runs (.ci/run): `make test`, then the CUDA compile check, the sanitizer run and
-# the core tests on every other claimed torch release.
+# The documentation site (mkdocs.yml, docs/) into build/site, every warning an error.  Its
+# hook (docs/hooks.py) writes the field, type and torch-release tables and the CLI page from
+# the code.  NO_MKDOCS_2_WARNING: Material's notice about MkDocs 2, printed on every build.
+docs: venv
+	@$(PHASE) docs env NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
+
+# Everything CI runs (.ci/run): `make test`, then the docs, the CUDA compile check, the
+# sanitizer run and the core tests on every other claimed torch release.
 ci: test
+	@$(MAKE) --no-print-directory docs
 	@$(MAKE) --no-print-directory cuda-check
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory torch-matrix
