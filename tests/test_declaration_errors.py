@@ -558,17 +558,18 @@ def test_all_errors_of_all_ops_in_one_run(project):
         assert line.startswith(want), (line, want)
 
 
-def test_the_readme_field_table_is_generated_from_the_field_records():
-    """Core and built-in plugin fields are one table of typed records; the README's table is
-    `python -m opwrap_codegen.reference fields`."""
-    from pathlib import Path
+def test_the_docs_field_table_is_generated_from_the_field_records():
+    """Core and built-in plugin fields are one table of typed records; the docs' table
+    (docs/declarations.md) is `python -m opwrap_codegen.reference fields`, written by the docs
+    build's hook where the page has its marker."""
+    from docs_pages import rendered, source
     from opwrap_codegen.reference import builtin_fields
     from opwrap_codegen.fields import reference
     from opwrap_codegen.loader import CORE_FIELDS
     fields = builtin_fields()
     assert set(CORE_FIELDS) < set(fields) and {"autocast", "vmap", "method", "cuda_header"} <= set(fields)
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    assert reference(fields) in readme, "README's field table is stale: paste `python -m opwrap_codegen.reference fields` into it"
+    assert "\n<!-- table: fields -->\n" in source("declarations.md"), "docs/declarations.md lost its field table marker"
+    assert reference(fields) in rendered("declarations.md") + "\n"
 
 
 def test_one_wrong_field_value_gives_one_error(project):

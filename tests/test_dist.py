@@ -283,7 +283,8 @@ def test_one_toolchain_version():
 
 def test_one_claimed_torch_range():
     """The torch releases opwrap claims (torch_compat.RELEASES) are what the toolchain requires,
-    what an sdist of a library asks for, what `codegen init` scaffolds and what the README says."""
+    what an sdist of a library asks for, what `codegen init` scaffolds, what the README says and
+    the docs' table of releases (docs/torch-releases.md)."""
     import tomllib
 
     from opwrap_codegen import backend, torch_compat
@@ -294,6 +295,8 @@ def test_one_claimed_torch_range():
     assert want in deps, deps
     assert backend.TORCH_REQUIREMENT == want
     assert f"asks for {want}:" in _PYPROJECT.format(ns="x", version="0", torch=want).replace("\n# ", " ")
-    readme = (ROOT / "README.md").read_text()
-    assert torch_compat.feature_table() in readme, "README: paste torch_compat.feature_table() under Torch releases"
-    assert "torch 2.11, 2.12, 2.13, 2.14 and 2.15" in readme
+    from docs_pages import rendered, source
+    assert "\n<!-- table: torch -->\n" in source("torch-releases.md"), "docs/torch-releases.md lost its table marker"
+    assert torch_compat.feature_table().rstrip("\n") in rendered("torch-releases.md")
+    assert "torch 2.11, 2.12, 2.13, 2.14 and 2.15" in (ROOT / "README.md").read_text()
+    assert "torch 2.11, 2.12, 2.13, 2.14 and 2.15" in source("torch-releases.md")
