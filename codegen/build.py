@@ -42,7 +42,10 @@ from . import units
 from .config import Config, line_of
 from .cuda_env import import_cpp_extension
 from .diagnostics import CodegenError, Diagnostic, Loc
-from .targets import CPU_CAPABILITIES
+from .targets import CPU_CAPABILITIES, DEVICES
+
+# The sources nvcc compiles (codegen/targets.py): only `codegen build --cuda` builds them.
+NVCC_SUFFIXES = frozenset(d.suffix for d in DEVICES if d.compiler == "nvcc")
 
 # -Wno-psabi: GCC notes that passing at::vec::Vectorized by value changed ABI in GCC 4.6 (noise).
 CXX_FLAGS = ["-fvisibility-inlines-hidden", "-Wno-psabi"]  # torch adds its own -std (c++17 or c++20)
@@ -130,7 +133,7 @@ def sources(config: Config, cuda: bool = False) -> list[Path]:
     # headers are emitted in every object that uses them, compiled for that object's
     # instruction set, and the linker keeps the first copy: the one compiled for every CPU.
     found.sort(key=lambda p: bool({f".{cap}" for cap in CPU_CAPABILITIES} & set(p.suffixes)))
-    return [p for p in found if cuda or p.suffix != ".cu"]
+    return [p for p in found if cuda or p.suffix not in NVCC_SUFFIXES]
 
 
 FAST_MODULE = "_fast"
@@ -143,7 +146,7 @@ def fast_source(config: Config) -> Path | None:
 
 
 def cuda_sources(config: Config) -> list[Path]:
-    return [p for p in sources(config, cuda=True) if p.suffix == ".cu"]
+    return [p for p in sources(config, cuda=True) if p.suffix in NVCC_SUFFIXES]
 
 
 def resolve_cuda(config: Config, cuda: bool | None, log=print, need_gpu: bool = True):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import yaml
 
@@ -26,9 +26,10 @@ from .fields import (INVALID, Any, Bool, Checker, CppExpr, Enum, Field, Identifi
 from .yaml_nodes import loc_of, scalar_text_loc, text_loc
 from .model import Declaration, Library
 from .schema import BaseType, FunctionSchema, is_tensor, unwrap_optional
+from .targets import DEVICES, GENERATED
 from .shapes import analyze, parse_shape
 
-_DISPATCH_KEYS = ("CPU", "CUDA")
+_DISPATCH_KEYS = tuple(d.key for d in DEVICES)
 _DTYPE = Enum(*DTYPES, *GROUPS, what="dtype")
 # `kernels: {CPU: {abi: rust, function: fill_natural}}`: a kernel behind the C ABI (codegen/api/abi.py).
 _IDENT_RE = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -40,6 +41,18 @@ _FOREIGN = MappingOf(Enum("abi", "symbol", "function", what="foreign kernel key"
 ))
 _DIMENSION = OneOf(Int(), String(nonempty=True), noun="a dimension (an integer, a name or an expression)",
                    nouns="dimensions (integers, names or expressions)")
+
+def kernels_field(keys: Sequence[str]) -> Field:
+    """The `kernels:` field over these dispatch keys (the devices of the run's kernel plugins)."""
+    return Field(MappingOf(Enum(*keys, what="dispatch key"),
+                           OneOf(Identifier(noun="a C++ function template name", nouns="C++ function template names"),
+                                 _FOREIGN, noun="a C++ function template name or {abi: c|rust, ...}",
+                                 nouns="C++ function template names or {abi: c|rust, ...} mappings")),
+                 "dispatch key to kernel: a C++ function template, e.g. `{CPU: myadd_cpu, CUDA: myadd_cuda}`, or "
+                 "a kernel behind the C ABI, `{abi: c, symbol: name}` (C, CUDA C or any language exporting "
+                 "`name_<dtype>`) or `{abi: rust, function: path}` (a Rust function of a `[tool.codegen] crates` "
+                 "crate); see *Kernels in Rust or C*.")
+
 
 # The fields of an op declaration that the core model understands, typed as plugins type
 # theirs (codegen/fields.py); one table with the plugins' fields, from which the docs'
@@ -60,14 +73,7 @@ CORE_FIELDS: dict[str, Field] = {
                     + ", ".join(f"`{g}`" for g in GROUPS) + ", shared by every tensor; or per tensor argument and "
                     "return, `{weight: floating, indices: [int32, int64], offsets: indices}` (below). A tensor of any "
                     "other dtype is a `RuntimeError` naming the op and argument."),
-    "kernels": Field(MappingOf(Enum(*_DISPATCH_KEYS, what="dispatch key"),
-                               OneOf(Identifier(noun="a C++ function template name", nouns="C++ function template names"),
-                                     _FOREIGN, noun="a C++ function template name or {abi: c|rust, ...}",
-                                     nouns="C++ function template names or {abi: c|rust, ...} mappings")),
-                     "dispatch key to kernel: a C++ function template, e.g. `{CPU: myadd_cpu, CUDA: myadd_cuda}`, or "
-                     "a kernel behind the C ABI, `{abi: c, symbol: name}` (C, CUDA C or any language exporting "
-                     "`name_<dtype>`) or `{abi: rust, function: path}` (a Rust function of a `[tool.codegen] crates` "
-                     "crate); see *Kernels in Rust or C*."),
+    "kernels": kernels_field(_DISPATCH_KEYS),
     "header": Field(RelativePath((".h", ".hpp", ".cuh"), "a relative path inside the kernels directory"),
                     "the CPU kernel header inside the kernels directory (default `<name>.h`, a trailing `_` "
                     "dropped)."),
@@ -145,10 +151,13 @@ class DeclarationLoader:
     """Loads every declaration file.  `plugin_fields` are the plugins' typed fields; every
     field value, core or plugin, is checked against its type before anything reads it."""
 
-    def __init__(self, config: Config, diag: Diagnostics, plugin_fields: Mapping[str, Field | str] | None = None):
+    def __init__(self, config: Config, diag: Diagnostics, plugin_fields: Mapping[str, Field | str] | None = None,
+                 device_keys: Sequence[str] = _DISPATCH_KEYS):
         self.config, self.diag = config, diag
         self.plugin_fields = {name: as_field(f) or Field(Any(), str(f)) for name, f in (plugin_fields or {}).items()}
         self.fields = {**CORE_FIELDS, **self.plugin_fields}
+        if tuple(device_keys) != _DISPATCH_KEYS:  # a plugin's device besides the built-in ones
+            self.fields["kernels"] = kernels_field(device_keys)
         self.classes: list = []
 
     # ------------------------------------------------------------------ files
@@ -303,7 +312,7 @@ class DeclarationLoader:
                     self.diag.error(locs[name], f"'{name}' does not apply to an op with a pointwise expression",
                                     "its kernels are generated, its inputs broadcast and their dtypes promote as "
                                     "aten's elementwise ops do")
-            kernels = tuple((key, "") for key in _DISPATCH_KEYS)  # generated by the pointwise plugin
+            kernels = tuple((d.key, "") for d in GENERATED)  # generated by the pointwise plugin
         rows = None
         if "rowwise" in nodes:
             by_target = {sh.target: sh for sh in shapes}
@@ -316,7 +325,7 @@ class DeclarationLoader:
                                     "its kernels are generated from the program, over contiguous rows of the "
                                     "dispatched dtype")
             if rows is not None:
-                kernels = (("CPU", f"{schema.ident}_rowwise_cpu"), ("CUDA", f"{schema.ident}_rowwise_cuda"))
+                kernels = tuple((d.key, f"{schema.ident}_rowwise_{d.ident}") for d in GENERATED)
         extra = tuple((name, values[name]) for name in sorted(values) if name in self.plugin_fields)
         return Declaration(
             schema=schema, path=path, loc=entry_loc, func_loc=loc_of(nodes["func"], path), doc=doc.strip(),
@@ -605,7 +614,8 @@ _INHERITED = ("dtypes", "dtype_vars", "dtype_owners", "kernels", "foreign", "hea
               "split_types", "pointwise", "expression", "rows", "index_bounds")
 
 
-_INHERITED_EXTRA = ("cuda_header",)  # plugin fields about the kernel (not autocast, vmap, ...)
+# plugin fields about the kernel (not autocast, vmap, ...)
+_INHERITED_EXTRA = tuple(d.header_field for d in DEVICES if d.header_field != "header")
 
 
 def inherit_out_variants(decls: list[Declaration], diag: Diagnostics) -> list[Declaration]:

@@ -54,7 +54,7 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
     _stop_on_errors(diag)
     fields = plugin_fields(plugins, config, diag)
     _stop_on_errors(diag)
-    lib = timed("load", lambda: DeclarationLoader(config, diag, fields).load())
+    lib = timed("load", lambda: DeclarationLoader(config, diag, fields, device_keys(plugins)).load())
 
     def validate():
         for d in lib.declarations:
@@ -115,6 +115,12 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
     files = timed("emit", emit)
     _stop_on_errors(diag)
     return Result(lib, files, plugins, timings)
+
+
+def device_keys(plugins: list[Plugin]) -> tuple[str, ...]:
+    """The dispatch keys of the run's kernel plugins (the built-in devices', then a third-party
+    plugin's), in plugin order."""
+    return tuple(dict.fromkeys(p.device.key for p in plugins if p.device is not None))
 
 
 def plugin_fields(plugins: list[Plugin], config: Config, diag: Diagnostics) -> dict[str, Field]:

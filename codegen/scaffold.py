@@ -238,14 +238,14 @@ def load_declarations(config: "Config") -> "Library":
     Raises CodegenError for declarations that cannot be loaded at all."""
     from .diagnostics import CodegenError, Diagnostics
     from .loader import DeclarationLoader
-    from .pipeline import plugin_fields
+    from .pipeline import device_keys, plugin_fields
     from .plugins import load_plugins
     diag = Diagnostics()
     plugins = load_plugins(config, diag)
     fields = plugin_fields(plugins, config, diag) if not diag else {}
     if diag:
         raise CodegenError(diag.sorted())
-    lib = DeclarationLoader(config, diag, fields).load()
+    lib = DeclarationLoader(config, diag, fields, device_keys(plugins)).load()
     if diag:
         raise CodegenError(diag.sorted())
     return lib

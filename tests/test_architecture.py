@@ -9,7 +9,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = "opwrap_codegen"
-SOURCE = Path(__file__).resolve().parent.parent / "codegen"
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "codegen"
 
 
 def _modules() -> dict[str, Path]:
@@ -97,3 +98,49 @@ def test_no_plugin_imports_another():
     wrong = {m: sorted(t for t in targets if t.startswith(f"{plugins}.") and t not in shared)
              for m, targets in graph.items() if m.startswith(f"{plugins}.") and m not in shared}
     assert {m: t for m, t in wrong.items() if t} == {}
+
+
+def test_a_third_party_plugin_adds_a_device_as_one_row(project):
+    """tests/plugins/device_plugin.py adds XPU: a `kernels: {XPU: ...}` op gets its wrapper
+    from the same plugin and template as CPU and CUDA, with the row's guard, device checks,
+    header and dispatch key; the wrapper compiles against torch's headers."""
+    import shutil
+    import subprocess
+    import sysconfig
+
+    import torch.utils.cpp_extension as cpp_extension
+    from conftest import run_codegen
+
+    shutil.copy(Path(__file__).parent / "plugins" / "device_plugin.py", project / "device_plugin.py")
+    py = project / "pyproject.toml"
+    (project / "declarations" / "ops.yaml").write_text(
+        "- func: scale(Tensor self, Tensor other, float alpha) -> Tensor\n  dtypes: [float32]\n"
+        "  kernels: {CPU: scale_cpu, XPU: scale_xpu}\n  shape: {result: self.shape}\n")
+    (project / "kernels" / "scale.h").write_text("#pragma once\n")
+    r = run_codegen("generate", cwd=project)  # without the plugin, XPU is no dispatch key
+    assert r.returncode == 2 and "'XPU'" in r.stderr and "dispatch key" in r.stderr, r.stderr
+    py.write_text(py.read_text() + 'plugins = ["device_plugin:XPU_KERNELS"]\n')
+    r = run_codegen("generate", cwd=project)  # its header is missing: the row's field names another
+    assert r.returncode == 2 and "XPU kernel header 'kernels/scale.xpu.h' not found" in r.stderr, r.stderr
+    assert "xpu_header:" in r.stderr, r.stderr
+    (project / "kernels" / "scale.xpu.h").write_text(
+        "#pragma once\n#include <ATen/core/Tensor.h>\nnamespace testlib::kernels {\n"
+        "template <typename scalar_t> void scale_xpu(const at::Tensor& self, const at::Tensor& other, double alpha, "
+        "at::Tensor& result) {}\n}\n")
+    r = run_codegen("generate", cwd=project)
+    assert r.returncode == 0, r.stderr
+    gen = project / "generated"
+    xpu = (gen / "xpu" / "scale.cpp").read_text()
+    cpu = (gen / "cpu" / "scale.cpp").read_text()
+    assert "TORCH_LIBRARY_IMPL(testlib, XPU, m)" in xpu and "TORCH_LIBRARY_IMPL(testlib, CPU, m)" in cpu
+    assert "#include <c10/core/DeviceGuard.h>" in xpu and "const c10::DeviceGuard device_guard(self.device());" in xpu
+    assert "c10::DeviceType::XPU" in xpu and "check_same_device(kOp, \"other\", other, self, \"self\")" in xpu
+    assert '#include "scale.xpu.h"' in xpu and "::testlib::kernels::scale_xpu<float>" in xpu
+    assert "DeviceGuard" not in cpu and "check_same_device" not in cpu
+    # The wrapper is C++ that compiles: parsed against the installed torch's headers.
+    from opwrap_codegen.build import _cpp_extension_std
+    flags = [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
+    r = subprocess.run(["c++", _cpp_extension_std(cpp_extension) or "-std=c++17", "-fsyntax-only", *flags, f"-I{gen}", f"-I{project / 'kernels'}",
+                        f"-I{ROOT / 'runtime' / 'include'}", str(gen / "xpu" / "scale.cpp")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]

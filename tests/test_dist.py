@@ -88,7 +88,7 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     (toolchain,) = links.glob("opwrap_codegen-*.whl")
     assert toolchain.name.endswith("-py3-none-any.whl"), toolchain.name
     names = zipfile.ZipFile(toolchain).namelist()
-    assert "opwrap_codegen/backend.py" in names and "opwrap_codegen/templates/cpu/op.cpp.j2" in names
+    assert "opwrap_codegen/backend.py" in names and "opwrap_codegen/templates/kernels/op.j2" in names
     assert "opwrap_codegen/include/opwrap/runtime/checks.h" in names
     assert not any(n.endswith(".so") for n in names) and not any(n.startswith("codegen/") for n in names)
 

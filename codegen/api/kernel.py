@@ -24,8 +24,8 @@ from ..shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape
 from . import abi, types
 from .outputs import kernel_outputs, wrapper_outputs
 from .names import Scope, cpp_ident, cpp_string
+from ..targets import Device
 
-DEVICE_TYPES = {"CPU": "c10::DeviceType::CPU", "CUDA": "c10::DeviceType::CUDA"}
 
 # Locals the wrapper templates declare themselves (templates/common/kernel_body.j2), and `m`
 # of TORCH_LIBRARY_IMPL.
@@ -47,10 +47,10 @@ def tensor_arguments(schema: FunctionSchema) -> list[Argument]:
     return [a for a in schema.arguments if is_single_tensor(a) or is_tensor_list(a)]
 
 
-def dispatch_key(decl, device: str) -> str:
+def dispatch_key(decl, device: Device) -> str:
     """Ops with no tensor argument cannot be dispatched on a device; they are registered for
     every backend (CompositeExplicitAutograd), as aten registers factory functions."""
-    return device if tensor_arguments(decl.schema) else "CompositeExplicitAutograd"
+    return device.key if tensor_arguments(decl.schema) else "CompositeExplicitAutograd"
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,9 @@ def combo_key(combo) -> str:
     return "_".join(d.name for d in combo)
 
 
-def symbols(decl, namespace: str, device: str) -> Symbols:
-    suffix = device.lower()
-    return Symbols(f"{decl.ident}_{suffix}", f"::{namespace}::kernels::{decl.kernel(device)}",
+def symbols(decl, namespace: str, device: Device) -> Symbols:
+    suffix = device.ident
+    return Symbols(f"{decl.ident}_{suffix}", f"::{namespace}::kernels::{decl.kernel(device.key)}",
                    tuple((combo_key(c), f"{decl.ident}_{suffix}_{combo_key(c)}") for c in decl.dtype_combinations()))
 
 
@@ -167,10 +167,10 @@ class KernelCall:
         return f"return {call}" if self.kernel_returns != "void" else call
 
 
-def plan_call(decl, namespace: str, device: str) -> KernelCall:
+def plan_call(decl, namespace: str, device: Device) -> KernelCall:
     """Decide, in Python, every statement of the wrapper around a kernel for `device`."""
     s = decl.schema
-    device_type = DEVICE_TYPES[device]
+    device_type = device.device_type
     scope = Scope(TEMPLATE_LOCALS)
     ident = {a.name: scope.name(a.name) for a in s.arguments}
     checks: list[str] = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};"]
@@ -238,7 +238,7 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
             var_source[var.name] = f"{a.name}[0]"
             checks.append(f"const at::ScalarType {known} = opwrap::rt::list_dtype({name}, "
                           f"at::ScalarType::{var.dtypes[0].scalar_type});")
-        checks.append(f"opwrap::rt::check_list(kOp, {cpp_string(a.name)}, {name}, {DEVICE_TYPES[device]}, "
+        checks.append(f"opwrap::rt::check_list(kOp, {cpp_string(a.name)}, {name}, {device.device_type}, "
                       f"{first or 'at::Tensor()'}, {cpp_string(first_name)}, {_dtype_list(var)}, "
                       f"{cpp_string(_dtype_names(var))}, {known}, {cpp_string(var_source[var.name])});")
     for a in singles:
@@ -384,14 +384,14 @@ def plan_call(decl, namespace: str, device: str) -> KernelCall:
                                     f"{_output_dtype(o, ident, dtype)});")
             results[i] = types.from_kernel(r, f"std::move({value})")
 
-    foreign = decl.foreign_kernel(device)
+    foreign = decl.foreign_kernel(device.key)
     abi_context, abi_setup, abi_args, abi_after = "", [], [], []
     if foreign is not None:  # the same wrapper; the kernel is a C symbol per dtype combination
         abi_context = scope.fresh("abi")
         device_index = f"{first}.device().index()" if first else "-1"
-        stream = ", c10::cuda::getCurrentCUDAStream().stream()" if device != "CPU" else ""
-        if device != "CPU":
-            includes.add("c10/cuda/CUDAStream.h")
+        stream = f", {device.stream}" if device.stream else ""
+        if device.stream_include:
+            includes.add(device.stream_include)
         abi_setup.append(f"opwrap::rt::abi::Call {abi_context}(kOp, {device_type}, {device_index}{stream});")
         # The symbol's parameters (codegen/api/abi.py) are the kernel's arguments, its outputs,
         # then a pointer per value it returns.
@@ -442,11 +442,11 @@ def _dtype_names(var) -> str:
     return ", ".join(d.name for d in var.dtypes)
 
 
-def _index_checks(decl, names: dict[str, str], device: str) -> list[str]:
-    """`index:`: the values of each integer tensor lie in [low, high).  Checked on the CPU
-    only: on CUDA it would synchronize the stream, and kernels check with
-    CUDA_KERNEL_ASSERT, as aten's do."""
-    if device != "CPU":
+def _index_checks(decl, names: dict[str, str], device: Device) -> list[str]:
+    """`index:`: the values of each integer tensor lie in [low, high).  Checked where the
+    device's row says so (the CPU): on CUDA it would synchronize the stream, and kernels check
+    with CUDA_KERNEL_ASSERT, as aten's do."""
+    if not device.host_checks:
         return []
     out = []
     for b in decl.index_bounds:
@@ -463,20 +463,21 @@ def _index_checks(decl, names: dict[str, str], device: str) -> list[str]:
     return out
 
 
-def device_checks(name: str, value: str, first: str, first_name: str, device: str) -> list[str]:
-    """The tensor argument `name` (the C++ expression `value`) is defined and on `device`; off
-    the CPU, on the same device as `first` (named `first_name` in messages): cuda:0 and cuda:1
-    do not mix.  Shared by every generated wrapper."""
-    out = [f"opwrap::rt::check_tensor(kOp, {cpp_string(name)}, {value}, {DEVICE_TYPES[device]});"]
-    if device != "CPU" and first and value != first:
+def device_checks(name: str, value: str, first: str, first_name: str, device: Device) -> list[str]:
+    """The tensor argument `name` (the C++ expression `value`) is defined and on `device`; where
+    the row says so, on the same device as `first` (named `first_name` in messages): cuda:0 and
+    cuda:1 do not mix.  Shared by every generated wrapper."""
+    out = [f"opwrap::rt::check_tensor(kOp, {cpp_string(name)}, {value}, {device.device_type});"]
+    if device.same_device and first and value != first:
         out.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(name)}, {value}, {first}, "
                    f"{cpp_string(first_name)});")
     return out
 
 
-def device_guard(first: str, device: str) -> list[str]:
-    """Off the CPU, outputs are allocated (and inputs copied) on the first tensor's device."""
-    return [f"const c10::cuda::CUDAGuard device_guard({first}.device());"] if device != "CPU" else []
+def device_guard(first: str, device: Device) -> list[str]:
+    """Where the device has a guard, outputs are allocated (and inputs copied) on the first
+    tensor's device."""
+    return [f"const {device.guard} device_guard({first}.device());"] if device.guard else []
 
 
 def overlap_checks(decl, ident: dict[str, str] | None = None) -> list[str]:
@@ -508,12 +509,23 @@ def overlap_checks(decl, ident: dict[str, str] | None = None) -> list[str]:
     return out
 
 
-def kernel_header(decl, device: str) -> str:
-    """What a wrapper includes for its kernel: the kernel header (relative to the kernels
-    directory), or for a kernel behind the C ABI its symbols' generated prototypes."""
-    if decl.rows is not None:  # generated from its row-wise program (codegen/plugins/rowwise.py)
-        return f"rowwise/{decl.rows.owner}.{'cuh' if device == 'CUDA' else 'h'}"
-    return f"abi/{decl.ident}.h" if decl.foreign_kernel(device) is not None else decl.header
+def kernel_header(decl, device: Device) -> str:
+    """What a wrapper includes for its kernel: the hand-written kernel header (relative to the
+    kernels directory), or for a kernel behind the C ABI its symbols' generated prototypes, or
+    the kernel generated from a row-wise program (codegen/plugins/rowwise.py)."""
+    if decl.rows is not None:
+        return f"rowwise/{decl.rows.owner}{device.header_suffix}"
+    if decl.foreign_kernel(device.key) is not None:
+        return f"abi/{decl.ident}.h"
+    return written_header(decl, device)
+
+
+def written_header(decl, device: Device) -> str:
+    """The hand-written kernel header of `decl` for `device`: the one its declaration names
+    (`header:`, or the device's own field such as `cuda_header:`), else `<op><suffix>`."""
+    if device.header_field == "header":
+        return decl.header
+    return decl.extra_field(device.header_field) or decl.header.rsplit(".", 1)[0] + device.header_suffix
 
 
 def check_foreign(decl, device: str, diag, config) -> None:
@@ -585,5 +597,5 @@ def check_supported(decl, lib, diag, plugin: str) -> bool:
 
 __all__ = ["KernelCall", "Symbols", "plan_call", "kernel_signature", "kernel_header", "check_foreign",
            "kernel_return_type", "check_supported", "device_checks", "device_guard", "overlap_checks", "dispatch_key",
-           "symbols", "tensor_arguments",
-           "DEVICE_TYPES", "cpp_ident"]
+           "symbols", "tensor_arguments", "written_header",
+           "cpp_ident"]

@@ -13,13 +13,13 @@ from importlib.metadata import entry_points
 
 from ..config import Config
 from ..diagnostics import Diagnostics, Loc
+from ..targets import DEVICES
 from .base import Output, Plugin
 from .abi import AbiBindings
 from .autocast import Autocast
 from .autograd import Autograd
 from .classes import Classes
-from .cpu import CpuKernels
-from .cuda import CudaKernels
+from .kernels import DeviceKernels
 from .fake import FakeKernels
 from .pointwise import PointwiseKernels
 from .rowwise import RowwiseKernels
@@ -34,7 +34,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 def builtin_plugins() -> list[Plugin]:
     """The built-in emitters, in pipeline order."""
-    return [CpuKernels(), CudaKernels(), AbiBindings(), PointwiseKernels(), RowwiseKernels(), Autograd(), Autocast(), Classes(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
+    return [*(DeviceKernels(device) for device in DEVICES), AbiBindings(), PointwiseKernels(), RowwiseKernels(), Autograd(), Autocast(), Classes(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

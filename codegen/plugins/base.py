@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..fields import Field
     from ..model import Declaration, Library
     from ..render import EmitContext
+    from ..targets import Device
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class Output:
 class Plugin:
     name: ClassVar[str] = ""
     fields: ClassVar[Mapping[str, "Field | str"]] = {}
+    # The device (codegen/targets.py) whose kernel wrappers this plugin emits, if any: its key
+    # is then accepted in a declaration's `kernels:`.
+    device: ClassVar["Device | None"] = None
 
     def validate(self, decl: "Declaration", lib: "Library", diag: "Diagnostics") -> None:
         return None

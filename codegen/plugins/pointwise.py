@@ -31,7 +31,7 @@ from ..api import cpp
 from .base import Output, Plugin
 from ..api.kernel import device_checks, device_guard
 from ..api.names import CPP_KEYWORDS, camel_case, cpp_string
-from ..targets import CPU_CAPABILITIES
+from ..targets import CPU, CPU_CAPABILITIES, CUDA, Device
 
 
 
@@ -89,7 +89,7 @@ def plan(decl, namespace: str) -> PointwisePlan:
         outputs=len(e.results), out=decl.out_arguments[0].name if decl.out_arguments else "")
 
 
-def wrapper(decl, p: PointwisePlan, device: str) -> dict:
+def wrapper(decl, p: PointwisePlan, device: Device) -> dict:
     """The statements of one device's kernel that Python decides: argument checks and the loop call."""
     first = p.tensors[0]
     checks = [f"constexpr const char* kOp = {cpp_string(p.op)};"]
@@ -100,13 +100,14 @@ def wrapper(decl, p: PointwisePlan, device: str) -> dict:
     # promoted dtype get (opwrap::rt::build_pointwise checks broadcasting only when the build failed).
     named = "{" + ", ".join(f'{{"{t}", {t}}}' for t in p.tensors) + "}"
     args = "iter" + (", " + p.scalar_args if p.scalar_args else "")
-    call = f"{p.cpu_kernels}.get()({args})" if device == "CPU" else f"{p.kernel}({args})"
+    # The CPU loop is chosen among its capability builds at run time; the CUDA one is one kernel.
+    call = f"{p.cpu_kernels}.get()({args})" if device is CPU else f"{p.kernel}({args})"
     returns = "at::Tensor&" if p.out else "at::Tensor" if p.outputs == 1 else \
         "std::tuple<" + ", ".join(["at::Tensor"] * p.outputs) + ">"
     outputs = (p.out,) if p.out else decl.return_names
     allocating = ("outputs " if len(outputs) > 1 else "output ") + ", ".join(f"'{n}'" for n in outputs)
-    return dict(device=device, checks=checks, named=named, call=call, returns=returns, allocating=cpp_string(allocating),
-                function=p.cpu_wrapper if device == "CPU" else p.cuda_wrapper)
+    return dict(device=device.key, checks=checks, named=named, call=call, returns=returns, allocating=cpp_string(allocating),
+                function=p.cpu_wrapper if device is CPU else p.cuda_wrapper)
 
 
 class PointwiseKernels(Plugin):
@@ -159,7 +160,7 @@ class PointwiseKernels(Plugin):
                           plain_args=", ".join(t), halves=[", ".join(f"{n}{i}" for n in t) for i in (0, 1)],
                           indexed=", ".join(f"x[{i}]" for i in range(len(t))),
                           result_type="Tv" if p.outputs == 1 else f"opwrap::pw::Values<Tv, {p.outputs}>",
-                          cpu=wrapper(d, p, "CPU"), cuda=wrapper(d, p, "CUDA"))
+                          cpu=wrapper(d, p, CPU), cuda=wrapper(d, p, CUDA))
             if p.out:  # an out= overload: a wrapper around its functional op's loops
                 for path, template, unit in ((f"cpu/{d.ident}.cpp", "pointwise/out.cpp.j2", "cpu"),
                                              (f"cuda/{d.ident}.cu", "pointwise/out.cu.j2", "cuda")):
