@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from .config import Config
     from .model import Declaration, Library
 
-_PYPROJECT = '''# `pip wheel .` or `python -m build` makes a wheel (see "Ship your op library" in opwrap's
-# README): the build backend checks generated/, compiles it and packages the library.
+_PYPROJECT = '''# `pip wheel .` or `python -m build` makes a wheel (see opwrap's docs, shipping.md): the
+# build backend checks generated/, compiles it and packages the library.
 [build-system]
 requires = ["opwrap-codegen=={version}"]
 build-backend = "opwrap_codegen.backend"
@@ -37,7 +37,7 @@ kernels = "kernels"
 build = "build"
 '''
 
-_DECLARATION = '''# One entry per op; see the opwrap README for every field.
+_DECLARATION = '''# One entry per op; opwrap's docs (declarations.md) describe every field.
 - func: scale(Tensor self, float factor) -> Tensor
   doc: Elementwise self * factor.
   dtypes: [float32, float64]

@@ -4,7 +4,7 @@ Every C++ difference (generated sources and runtime headers) lives in
 `runtime/include/opwrap/runtime/torch_compat.h`, keyed on torch's own version macros; every
 Python difference of the toolchain lives here.  A generated library's run-time module
 (`pyruntime.py`, copied into each library) asks `torch_before` for the one run-time
-difference it has.  The README's "Torch releases" table is `feature_table()`, and the tests
+difference it has.  The docs' table of torch releases is `feature_table()`, and the tests
 expect, on each release, exactly what `FEATURES` says (tests/conftest.py, `torch_feature`).
 """
 
@@ -92,7 +92,7 @@ def supports(name: str, release: tuple[int, int] | None = None) -> bool:
 
 
 def feature_table() -> str:
-    """The README's table: each feature against each claimed release."""
+    """The docs' table (torch-releases.md): each feature against each claimed release."""
     head = "| feature | " + " | ".join(release_name(r) for r in RELEASES) + " |"
     rule = "|---|" + "---|" * len(RELEASES)
     rows = [f"| {f.what} | " + " | ".join("yes" if r >= f.since else "no" for r in RELEASES) + " |"

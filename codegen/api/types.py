@@ -63,7 +63,7 @@ def _rows(*rows: TypeRow) -> dict[str, TypeRow]:
 
 _OPT = "std::optional<{}>"
 
-# Every schema type the generated C++ handles.  Order is the README's type table order.
+# Every schema type the generated C++ handles.  Order is the docs' type table order.
 TABLE: dict[str, TypeRow] = _rows(
     TypeRow("Tensor", "const at::Tensor&", returned="at::Tensor",
             doc="contiguous when the declaration's `contiguous` is true (the default)"),
@@ -113,7 +113,7 @@ TABLE: dict[str, TypeRow] = _rows(
     TypeRow("MemoryFormat?", "std::optional<at::MemoryFormat>", returned="std::optional<at::MemoryFormat>"),
     TypeRow("Generator", "at::Generator", returned="at::Generator"),
     TypeRow("Generator?", "std::optional<at::Generator>",
-            doc="std::nullopt: the default generator (see the README on random ops)"),
+            doc="std::nullopt: the default generator (see random ops in the docs, kernels.md)"),
     TypeRow("Storage", "at::Storage", returned="at::Storage"),
     TypeRow("Stream", "c10::Stream", returned="c10::Stream"),
     TypeRow("QScheme", "at::QScheme", returned="at::QScheme"),
@@ -258,9 +258,9 @@ def tuple_of(types: list[str]) -> str:
 
 
 def markdown_table() -> str:
-    """The README's type table, from the rows: what the kernel receives and returns for each
-    schema type, and the Python wrapper's annotation (tests/test_kernel_types.py keeps the
-    README equal to it)."""
+    """The type table of the docs (kernels.md, written at docs build time through
+    opwrap_codegen.reference), from the rows: what the kernel receives and returns for each
+    schema type, and the Python wrapper's annotation."""
     def code(text: str | None) -> str:
         return f"`{text}`" if text else "-"
 
