@@ -187,7 +187,7 @@ def list_ops(project):
     config = _config(project)
     result = _generate(config)
     for d in result.library.declarations:
-        devices = ",".join(k for k, _ in d.kernels) or "-"
+        devices = ",".join(d.devices) or "-"
         dtypes = ",".join(t.name for t in d.dtypes) or "-"
         click.echo(f"{config.namespace}::{d.op_name}\t{dtypes}\t{devices}")
 

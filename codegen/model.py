@@ -16,6 +16,7 @@ from .schema import BaseType, FunctionSchema, is_tensor, unwrap_optional
 from .pointwise import Expression
 from .rowwise import RowProgram
 from .shapes import Expr, Shape, ShapePlan
+from .targets import GENERATED
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,16 @@ class Declaration:
         return dict(self.field_locs).get(name, self.loc)
 
     def kernel(self, key: str) -> str | None:
+        """The kernel the declaration names for dispatch key `key` (`kernels:`), if any."""
         return dict(self.kernels).get(key)
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The dispatch keys the op has kernels for: those of `kernels:`, or, for a pointwise
+        expression or a row-wise program, every device generated kernels exist for."""
+        if self.expression is not None or self.rows is not None:
+            return tuple(d.key for d in GENERATED)
+        return tuple(k for k, _ in self.kernels)
 
     def foreign_kernel(self, key: str) -> ForeignKernel | None:
         """The kernel of dispatch key `key` when it is behind the C ABI (`{abi: c|rust, ...}`)."""

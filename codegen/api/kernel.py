@@ -72,7 +72,7 @@ def combo_key(combo) -> str:
 
 def symbols(decl, namespace: str, device: Device) -> Symbols:
     suffix = device.ident
-    return Symbols(f"{decl.ident}_{suffix}", f"::{namespace}::kernels::{decl.kernel(device.key)}",
+    return Symbols(f"{decl.ident}_{suffix}", f"::{namespace}::kernels::{kernel_function(decl, device)}",
                    tuple((combo_key(c), f"{decl.ident}_{suffix}_{combo_key(c)}") for c in decl.dtype_combinations()))
 
 
@@ -520,6 +520,15 @@ def kernel_header(decl, device: Device) -> str:
     return written_header(decl, device)
 
 
+def kernel_function(decl, device: Device) -> str | None:
+    """The kernel template a wrapper for `device` calls: the declared one (`kernels:`), or the
+    one generated from a row-wise program (codegen/plugins/rowwise.py); None where the op has
+    none there (a pointwise expression's plugin writes whole wrappers of its own)."""
+    if decl.rows is not None:
+        return f"{decl.ident}_rowwise_{device.ident}"
+    return decl.kernel(device.key)
+
+
 def written_header(decl, device: Device) -> str:
     """The hand-written kernel header of `decl` for `device`: the one its declaration names
     (`header:`, or the device's own field such as `cuda_header:`), else `<op><suffix>`."""
@@ -597,5 +606,5 @@ def check_supported(decl, lib, diag, plugin: str) -> bool:
 
 __all__ = ["KernelCall", "Symbols", "plan_call", "kernel_signature", "kernel_header", "check_foreign",
            "kernel_return_type", "check_supported", "device_checks", "device_guard", "overlap_checks", "dispatch_key",
-           "symbols", "tensor_arguments", "written_header",
+           "symbols", "tensor_arguments", "written_header", "kernel_function",
            "cpp_ident"]

@@ -367,7 +367,7 @@ def doc_lines(decl, ns: str) -> list[str]:
     lines = textwrap.wrap(decl.doc, 88) if decl.doc else []
     lines += ["", f"Schema: {ns}::{decl.schema}",
               "Dtypes: " + ", ".join(dt.name for dt in decl.dtypes),
-              "Devices: " + ", ".join(k for k, _ in decl.kernels),
+              "Devices: " + ", ".join(decl.devices),
               f"Differentiable: {diff}"]
     autocast = decl.extra_field("autocast")
     if autocast:

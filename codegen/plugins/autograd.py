@@ -437,7 +437,7 @@ def library_ops(lib) -> dict:
         return _LIBRARY_OPS[1]
     out: dict = {}
     for d in lib.declarations:
-        if d.kernels and not d.overload:
+        if d.devices and not d.overload:
             out.setdefault(d.name, d)
     _LIBRARY_OPS = (lib, out)
     return out
@@ -610,7 +610,7 @@ class Autograd(Plugin):
         ops = library_ops(lib)
         template = "autograd/op.cpp.j2"
         for decl in lib.declarations:
-            if not decl.kernels or not tensor_arguments(decl.schema):
+            if not decl.devices or not tensor_arguments(decl.schema):
                 continue
             p = None if decl.derivatives is None else plan(decl, ns, ops)
             fallback = None if p else "out" if out_arguments(decl) else "function" if needs_function(decl) else "plain"

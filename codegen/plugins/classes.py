@@ -43,7 +43,7 @@ class Classes(Plugin):
             diag.error(loc, f"class '{a.type.class_name}' is not declared (a '- class:' entry)")
         elif method not in {m.name for m in c.methods}:
             diag.error(loc, f"class {c.name} has no method '{method}'")
-        if decl.kernels:
+        if decl.devices:
             diag.error(loc, "an op that calls a class method has no 'kernels'")
 
     def library_includes(self, lib):

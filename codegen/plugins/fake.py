@@ -110,11 +110,11 @@ class FakeKernels(Plugin):
         keyword arguments as `from=...` in its generated code."""
         return replace(lib, declarations=tuple(
             replace(d, tags=d.tags + ("pt2_compliant_tag",))
-            if d.kernels and "pt2_compliant_tag" not in d.tags and fakeable(d, scalars=False) and python_names(d) else d
+            if d.devices and "pt2_compliant_tag" not in d.tags and fakeable(d, scalars=False) and python_names(d) else d
             for d in lib.declarations))
 
     def library_block(self, lib):
-        if any(d.kernels or d.extra_field("method") for d in lib.declarations):
+        if any(d.devices or d.extra_field("method") for d in lib.declarations):
             yield f"m.set_python_module({cpp_string(fake_module(lib))});"
 
     def emit(self, lib, ctx):
@@ -137,7 +137,7 @@ def fake_function(d, ns: str) -> dict | None:
         others = ", ".join(names[a.name] for a in s.arguments if a.name != arg)
         body.append(f"return {names[arg]}.{method}({others})")
         return done
-    if not d.kernels:
+    if not d.devices:
         return None
     lit = py_string(op)
     allowed = _tuple([dt.python for dt in d.dtypes])

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..api.kernel import kernel_parameters
+from ..api.kernel import kernel_function, kernel_parameters
 from ..api.names import CPP_KEYWORDS, camel_case
 from ..targets import CPU, CPU_CAPABILITIES, CUDA
 from .base import Output, Plugin
@@ -77,7 +77,7 @@ def plan(decl, namespace: str) -> RowwisePlan:
         op=f"{namespace}::{decl.op_name}", program=f"{camel_case(ident)}Row",
         params=params, kernel_type="void (*)(" + ", ".join(p.type for p in params) + ")",
         loop=f"{ident}_rows", kernel=f"{ident}_rows_kernel", cpu_kernels=f"{ident}_rows_cpu_kernels",
-        cpu_function=decl.kernel(CPU.key), cuda_function=decl.kernel(CUDA.key), cuda_kernel=f"{ident}_rows_cuda_kernel",
+        cpu_function=kernel_function(decl, CPU), cuda_function=kernel_function(decl, CUDA), cuda_kernel=f"{ident}_rows_cuda_kernel",
         cuda_launch=f"{ident}_rows_cuda_launch", cuda_args=f"{camel_case(ident)}RowArgs",
         registered=tuple((cap, f"{ident}_rows_{cap}_registered") for cap in CPU_CAPABILITIES),
         dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes), first=first, row_dims=rows.row_dims)

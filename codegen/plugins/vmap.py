@@ -66,7 +66,7 @@ class Vmap(Plugin):
         ns = lib.namespace
         rules = []
         for d in lib.declarations:
-            if not _tensor_arguments(d) or not d.kernels:
+            if not _tensor_arguments(d) or not d.devices:
                 continue
             s = d.schema
             rule = d.extra_field("vmap")
