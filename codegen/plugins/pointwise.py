@@ -110,6 +110,20 @@ def wrapper(decl, p: PointwisePlan, device: Device) -> dict:
                 function=p.cpu_wrapper if device is CPU else p.cuda_wrapper)
 
 
+def out_overload(decl, p: PointwisePlan, device: Device, wrapped: dict) -> dict:
+    """What the out= overload's unit for `device` declares of its functional op's loop: the CPU
+    builds' table (chosen at run time), or the CUDA kernel's entry point."""
+    if device is CPU:
+        return dict(runs="loops", includes=(), runtime_includes=("opwrap/runtime/cpu_dispatch.h",), key=device.key,
+                    kernel_comment=f"The builds of the functional op's loop (cpu/{decl.name}.cpp and its capability units).",
+                    kernel_declaration=f"extern opwrap::rt::CpuKernels<{p.kernel_type}> {p.cpu_kernels}",
+                    wrapper=wrapped)
+    scalars = f", {p.scalar_params}" if p.scalar_params else ""
+    return dict(runs="CUDA kernel", includes=("ATen/TensorIterator.h", *device.includes), runtime_includes=(),
+                key=device.key, kernel_comment=f"Defined in cuda/{decl.name}.cu.",
+                kernel_declaration=f"void {p.kernel}(at::TensorIteratorBase& iter{scalars})", wrapper=wrapped)
+
+
 class PointwiseKernels(Plugin):
     name = "pointwise"
 
@@ -161,11 +175,12 @@ class PointwiseKernels(Plugin):
                           indexed=", ".join(f"x[{i}]" for i in range(len(t))),
                           result_type="Tv" if p.outputs == 1 else f"opwrap::pw::Values<Tv, {p.outputs}>",
                           cpu=wrapper(d, p, CPU), cuda=wrapper(d, p, CUDA))
-            if p.out:  # an out= overload: a wrapper around its functional op's loops
-                for path, template, unit in ((f"cpu/{d.ident}.cpp", "pointwise/out.cpp.j2", "cpu"),
-                                             (f"cuda/{d.ident}.cu", "pointwise/out.cu.j2", "cuda")):
-                    yield Output(path, ctx.render(template, **common), (d.path, ctx.template_source(template)), unit,
-                                 precompiled=unit == "cpu")
+            if p.out:  # an out= overload: a wrapper around its functional op's loops, on each device
+                template = "pointwise/out.j2"
+                for device, wrapped in ((CPU, common["cpu"]), (CUDA, common["cuda"])):
+                    yield Output(f"{device.unit}/{d.ident}{device.suffix}",
+                                 ctx.render(template, **common, out=out_overload(d, p, device, wrapped)),
+                                 (d.path, ctx.template_source(template)), device.unit, precompiled=device.precompiled)
                 continue
             # Unity groups: the DEFAULT wrappers and loops, each capability's loops, and the
             # CUDA kernels (with the other CUDA ops).  A capability's unit starts with its
