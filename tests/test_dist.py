@@ -90,6 +90,7 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     names = zipfile.ZipFile(toolchain).namelist()
     assert "opwrap_codegen/backend.py" in names and "opwrap_codegen/templates/kernels/op.j2" in names
     assert "opwrap_codegen/include/opwrap/runtime/checks.h" in names
+    assert "opwrap_codegen/include/opwrap/kernel_abi.rs" in names  # what `generate` copies to generated/rust/
     assert not any(n.endswith(".so") for n in names) and not any(n.startswith("codegen/") for n in names)
 
     # A library made by `codegen init`: the example op (derivatives) and a pointwise op.

@@ -100,7 +100,7 @@ RETURNS: dict[str, ReturnRow] = {
     "SymBool": ReturnRow("bool*", "*mut bool", "bool"),
 }
 
-# The Rust element type of each dtype (runtime: templates/abi/kernels.rs.j2).
+# The Rust element type of each dtype (its Element impls: runtime/include/opwrap/kernel_abi.rs).
 RUST_ELEMENTS = {"float32": "f32", "float64": "f64", "float16": "Half", "bfloat16": "BFloat16", "uint8": "u8",
                  "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "bool": "bool"}
 ANY_ELEMENT = "AnyDType"  # a tensor whose dtype no dtype variable or fixed rule gives

@@ -3,22 +3,41 @@
 - ``abi/<op>.h``: the C prototypes of an op's symbols, one per dtype combination, which the
   generated wrapper calls and a C, CUDA C or C++ kernel file includes, so that a definition
   that does not match is a compile error;
-- ``rust/kernels.rs``: for the ops whose kernels are Rust functions, the ABI's
-  ``#[repr(C)]`` types, safe views, and the exported ``extern "C"`` symbols, each calling
-  ``crate::<function>`` with the views, so that a Rust function with the wrong signature
-  does not compile, and catching panics at the boundary.
+- ``rust/kernels.rs``: for the ops whose kernels are Rust functions, the exported
+  ``extern "C"`` symbols, each calling ``crate::<function>`` with safe views, so that a Rust
+  function with the wrong signature does not compile, and catching panics at the boundary;
+- ``rust/kernel_abi.rs`` beside it: the ABI's ``#[repr(C)]`` types, the safe views and the
+  call, which depend on no declaration: a copy of the runtime's Rust source,
+  runtime/include/opwrap/kernel_abi.rs (compiled on its own by tests/test_rust_runtime.py),
+  that kernels.rs brings in as a module (``#[path = "kernel_abi.rs"] mod kernel_abi;``), so
+  a crate finds it through the generated directory, as it finds kernels.rs.
 
-Both are rendered from codegen/api/abi.py, the table the wrapper's call is planned from.
+The prototypes and the symbols are rendered from codegen/api/abi.py, the table the
+wrapper's call is planned from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..api import abi
 from .base import Output, Plugin
 
 RUST_BINDINGS = "rust/kernels.rs"
+RUST_RUNTIME = "rust/kernel_abi.rs"
+# The runtime's Rust source, as named in the copy's banner (the toolchain ships it in
+# opwrap_codegen/include/, with the support headers).
+RUST_RUNTIME_SOURCE = "runtime/include/opwrap/kernel_abi.rs"
+
+
+def rust_runtime_path() -> Path:
+    """runtime/include/opwrap/kernel_abi.rs of a source checkout, or the installed toolchain's."""
+    here = Path(__file__).resolve().parents[2] / RUST_RUNTIME_SOURCE
+    if here.is_file():
+        return here
+    from importlib.resources import files
+    return Path(str(files("opwrap_codegen") / "include" / "opwrap" / "kernel_abi.rs"))
 
 
 @dataclass(frozen=True)
@@ -90,3 +109,4 @@ class AbiBindings(Plugin):
             template = "abi/kernels.rs.j2"
             yield Output(RUST_BINDINGS, ctx.render(template, namespace=ns, ops=rust_ops),
                          tuple(sorted({op.decl.path for op in rust_ops})) + (ctx.template_source(template),))
+            yield Output(RUST_RUNTIME, rust_runtime_path().read_text(encoding="utf-8"), (RUST_RUNTIME_SOURCE,))
