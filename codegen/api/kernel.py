@@ -22,6 +22,7 @@ from ..dtype_rules import DTypeVar, render_cpp as render_rule
 from ..shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape, is_list_output, render_cpp,
                       variables)
 from . import abi, types
+from .cpp import returns_type
 from .outputs import kernel_outputs, wrapper_outputs
 from .names import Scope, cpp_ident, cpp_string
 from ..targets import Device
@@ -168,180 +169,332 @@ class KernelCall:
 
 
 def plan_call(decl, namespace: str, device: Device) -> KernelCall:
-    """Decide, in Python, every statement of the wrapper around a kernel for `device`."""
+    """Decide, in Python, every statement of the wrapper around a kernel for `device`: one
+    phase per part of the wrapper, in the order of its statements (the dispatch tensor, the
+    arguments' checks, the shape rule's names, the outputs, the kernel's inputs, what the
+    kernel returns, the call behind the C ABI).  Every identifier comes from one Scope, taken
+    in that order."""
     s = decl.schema
-    device_type = device.device_type
     scope = Scope(TEMPLATE_LOCALS)
     ident = {a.name: scope.name(a.name) for a in s.arguments}
-    checks: list[str] = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};"]
-    singles = [a for a in s.arguments if is_single_tensor(a)]
-    lists = [a for a in s.arguments if is_tensor_list(a)]
-    required = [a for a in singles if not a.is_optional]
-    primary = decl.variables[0]
-    dtype = scope.fresh("dtype")
-    includes: set[str] = set()
-    # Each dtype variable's value at run time: a C++ local, and the name its errors give.
-    var_value: dict[str, str] = {primary.name: dtype}
-    var_source: dict[str, str] = {}
+    dtypes = _DtypeLocals(decl, scope, dispatched=scope.fresh("dtype"))
+    first = _dispatch_tensor(decl, ident, scope, dtypes, device)
+    argument_checks = _argument_checks(decl, ident, first, dtypes, device)
+    shape = _shape_names(decl, ident, scope)
+    outputs = _outputs(decl, ident, shape.names, first, dtypes, device)
+    index_checks = _index_checks(decl, shape.names, device)
+    inputs = _kernel_inputs(decl, ident, scope, outputs.allocated)
+    made = _kernel_result(decl, ident, shape.names, dtypes.dispatched, scope, device)
+    foreign = _abi_call(decl, device, first.value, inputs.args, made.local, scope)
 
-    # The tensor the op dispatches on: the first required one, else the first one given.
-    if required:
-        first, first_name = ident[required[0].name], required[0].name
-    elif tensor_arguments(s):
-        only = tensor_arguments(s)
-        first = scope.fresh("first")
-        first_name = f"{only[0].name}[0]" if len(only) == 1 and not only[0].is_optional and \
-            isinstance(only[0].type, ListType) and only[0].type.elem == BaseType("Tensor") else "the first tensor given"
-        given = ", ".join(ident[a.name] for a in tensor_arguments(s))
-        checks.append(f"const at::Tensor {first} = opwrap::rt::first_given(kOp, {given});")
-        checks.extend(device_checks(first_name, first, "", "", device))
-        checks.append(f"opwrap::rt::check_dtype_in(kOp, {cpp_string(first_name)}, {first}, {_dtype_list(primary)}, "
-                      f"{cpp_string(_dtype_names(primary))});")
-        checks.append(f"const at::ScalarType {dtype} = {first}.scalar_type();")
-        var_source[primary.name] = first_name
-    else:
-        first, first_name = "", ""
+    checks = (f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};", *first.checks,
+              *argument_checks, *shape.checks, *outputs.checks, *overlap_checks(decl, ident), *index_checks,
+              *inputs.checks, *made.checks)
+    results = list(outputs.results)
+    for i, value in made.results:
+        results[i] = value
+    includes = {*outputs.includes, *foreign.includes}
+    if index_checks:
+        includes.add("opwrap/runtime/index.h")
+    if any(o.dtype_rule is not None and o.dtype_rule.kind == "promote" for o in decl.outputs()):
+        includes.add("opwrap/runtime/dtype_rules.h")
+    # With no tensor to read it from, the primary dtype's errors name the first return.
+    unread = None if first.value else (decl.return_names[0] if decl.return_names else decl.name)
+    return KernelCall(
+        symbols=symbols(decl, namespace, device),
+        params=", ".join(f"{types.dispatcher_type(a)} {ident[a.name]}" for a in s.arguments),
+        returns=returns_type(s), checks=checks,
+        kernel_params=", ".join(inputs.params), kernel_returns=kernel_return_type(decl),
+        kernel_args=", ".join(inputs.args), kernel_args_plain=", ".join(inputs.plain),
+        kernel_result=made.local, epilogue=(*inputs.epilogue, *made.epilogue), result=_return_statement(results),
+        dispatch=dtypes.dispatch(unread), needs_empty=bool(outputs.allocated), includes=tuple(sorted(includes)),
+        abi_context=foreign.context, abi_setup=foreign.setup, abi_args=", ".join(foreign.args),
+        abi_after=foreign.after)
 
-    def check_dtype(a: Argument, value: str) -> list[str]:
+
+class _DtypeLocals:
+    """Which C++ local holds each dtype variable's value at run time, and which argument or
+    return its errors name (the tensor it was read from).  The phases fill it in as they write
+    the statements that read the variables: the one piece of plan_call's state that is not a
+    frozen record."""
+
+    def __init__(self, decl, scope: Scope, dispatched: str):
+        self.decl, self.scope = decl, scope
+        self.dispatched = dispatched  # the primary variable's local: the dtype the op dispatches on
+        self.primary = decl.variables[0]
+        self.value: dict[str, str] = {self.primary.name: dispatched}
+        self.source: dict[str, str] = {}
+
+    def declare(self, var: str, local: str, source: str) -> None:
+        self.value[var], self.source[var] = local, source
+
+    def read(self, var: str) -> str | None:
+        """The local of a variable already read from a tensor; None before."""
+        return self.value.get(var) if var in self.source else None
+
+    def check(self, a: Argument, value: str, first_name: str) -> list[str]:
         """`value` (one tensor of argument `a`) has the dtype of its variable: the first
         tensor of a variable declares it (its value is checked against the variable's
         list), the others are checked against that."""
-        var = decl.dtype_var(a.name)
-        known = var_value.get(var.name)
-        if known is not None and (var.name != primary.name or a.name != first_name):
-            if var.name in var_source:
+        var = self.decl.dtype_var(a.name)
+        known = self.value.get(var.name)
+        if known is not None and (var.name != self.primary.name or a.name != first_name):
+            if var.name in self.source:
                 return [f"opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, {value}, {known}, "
-                        f"{cpp_string(var_source[var.name])});"]
-        local = known or scope.fresh(f"{a.name}_dtype")
-        var_value[var.name], var_source[var.name] = local, a.name
+                        f"{cpp_string(self.source[var.name])});"]
+        local = known or self.scope.fresh(f"{a.name}_dtype")
+        self.declare(var.name, local, a.name)
         return [f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, {value}, {_dtype_list(var)}, "
                 f"{cpp_string(_dtype_names(var))});",
                 f"const at::ScalarType {local} = {value}.scalar_type();"]
 
-    # The dispatch tensor first (it declares the primary dtype), then the others in schema
-    # order: an optional tensor may come before it (`Tensor? ggI, Tensor gO`).  Variables
-    # owned by a required tensor are read from it; one read from an optional tensor or a
-    # list is checked where given.
+    def dispatch(self, unread: str | None) -> tuple[tuple[str, str, DTypeVar], ...]:
+        """`KernelCall.dispatch`; `unread`: the name the primary's errors give when no tensor
+        declared it (None: leave it as the checks left it)."""
+        if unread is not None:
+            self.source.setdefault(self.primary.name, unread)
+        return tuple((self.value[v.name], cpp_string(self.source.get(v.name, v.owner)), v)
+                     for v in self.decl.variables)
+
+
+@dataclass(frozen=True)
+class _DispatchTensor:
+    """The tensor the op dispatches on and allocates like: a C++ expression, and the name its
+    errors give; both "" for an op with no tensor argument."""
+
+    value: str
+    name: str
+    checks: tuple[str, ...] = ()  # reading it, when it is the first tensor given
+
+
+def _dispatch_tensor(decl, ident: dict[str, str], scope: Scope, dtypes: _DtypeLocals,
+                     device: Device) -> _DispatchTensor:
+    """Decides the dispatch tensor: the first required tensor argument; else the first tensor
+    given at run time (checked here, and the primary dtype read from it); else none."""
+    s = decl.schema
+    required = [a for a in s.arguments if is_single_tensor(a) and not a.is_optional]
+    if required:
+        return _DispatchTensor(value=ident[required[0].name], name=required[0].name)
+    tensors = tensor_arguments(s)
+    if not tensors:
+        return _DispatchTensor(value="", name="")
+    primary, dtype = dtypes.primary, dtypes.dispatched
+    first = scope.fresh("first")
+    only = tensors[0]
+    one_list = len(tensors) == 1 and not only.is_optional and isinstance(only.type, ListType) \
+        and only.type.elem == BaseType("Tensor")
+    first_name = f"{only.name}[0]" if one_list else "the first tensor given"
+    given = ", ".join(ident[a.name] for a in tensors)
+    dtypes.declare(primary.name, dtype, first_name)
+    return _DispatchTensor(value=first, name=first_name, checks=(
+        f"const at::Tensor {first} = opwrap::rt::first_given(kOp, {given});",
+        *device_checks(first_name, first, "", "", device),
+        f"opwrap::rt::check_dtype_in(kOp, {cpp_string(first_name)}, {first}, {_dtype_list(primary)}, "
+        f"{cpp_string(_dtype_names(primary))});",
+        f"const at::ScalarType {dtype} = {first}.scalar_type();"))
+
+
+def _argument_checks(decl, ident: dict[str, str], first: _DispatchTensor, dtypes: _DtypeLocals,
+                     device: Device) -> tuple[str, ...]:
+    """Decides the checks of the tensor arguments (defined, on the dispatch tensor's device,
+    of their dtype variable's dtypes), then the device guard.  The dispatch tensor first (it
+    declares the primary dtype), then the others in schema order: an optional tensor may come
+    before it (`Tensor? ggI, Tensor gO`).  Variables owned by a required tensor are read from
+    it; one read from an optional tensor or a list is checked where given."""
+    s = decl.schema
+    singles = [a for a in s.arguments if is_single_tensor(a)]
+    required = [a for a in singles if not a.is_optional]
     outs = {a.name for a in decl.out_arguments}
-    ordered = sorted(required, key=lambda a: a is not required[0])
-    for a in ordered:
+    checks: list[str] = []
+    for a in sorted(required, key=lambda a: a is not required[0]):
         name = ident[a.name]
-        checks.extend(device_checks(a.name, name, first, first_name, device))
-        if a.name not in outs:  # an out= argument's dtype is the output's (below)
-            checks.extend(check_dtype(a, name))
-    for a in lists:
-        name = ident[a.name]
-        var = decl.dtype_var(a.name)
-        known = var_value.get(var.name) if var.name in var_source else None
-        if known is None:  # the list declares its variable: the dtype of its first given tensor
-            known = var_value[var.name] = scope.fresh(f"{a.name}_dtype")
-            var_source[var.name] = f"{a.name}[0]"
-            checks.append(f"const at::ScalarType {known} = opwrap::rt::list_dtype({name}, "
-                          f"at::ScalarType::{var.dtypes[0].scalar_type});")
-        checks.append(f"opwrap::rt::check_list(kOp, {cpp_string(a.name)}, {name}, {device.device_type}, "
-                      f"{first or 'at::Tensor()'}, {cpp_string(first_name)}, {_dtype_list(var)}, "
-                      f"{cpp_string(_dtype_names(var))}, {known}, {cpp_string(var_source[var.name])});")
+        checks.extend(device_checks(a.name, name, first.value, first.name, device))
+        if a.name not in outs:  # an out= argument's dtype is the output's (see _outputs)
+            checks.extend(dtypes.check(a, name, first.name))
+    for a in s.arguments:
+        if is_tensor_list(a):
+            checks.extend(_list_checks(a, ident[a.name], first, dtypes, device))
     for a in singles:
         if not a.is_optional:
             continue
         name = ident[a.name]
         checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
-        checks.extend("  " + c for c in device_checks(a.name, f"*{name}", first, first_name, device))
-        if first:
-            checks.extend("  " + c for c in check_dtype(a, f"*{name}"))
+        checks.extend("  " + c for c in device_checks(a.name, f"*{name}", first.value, first.name, device))
+        if first.value:
+            checks.extend("  " + c for c in dtypes.check(a, f"*{name}", first.name))
         checks.append("}")
-    if first:
-        checks.extend(device_guard(first, device))
+    if first.value:
+        checks.extend(device_guard(first.value, device))
+    return tuple(checks)
 
-    # The shape rule's names as C++ expressions: arguments (SymInts guarded to their values),
-    # optional tensors' bound values, and the dimension variables (fresh locals).
+
+def _list_checks(a: Argument, name: str, first: _DispatchTensor, dtypes: _DtypeLocals, device: Device) -> list[str]:
+    """A Tensor[] argument's tensors are on the device, of its variable's dtype; a list whose
+    variable no tensor declared declares it (the dtype of its first given tensor)."""
+    var = dtypes.decl.dtype_var(a.name)
+    checks = []
+    known = dtypes.read(var.name)
+    if known is None:
+        known = dtypes.scope.fresh(f"{a.name}_dtype")
+        dtypes.declare(var.name, known, f"{a.name}[0]")
+        checks.append(f"const at::ScalarType {known} = opwrap::rt::list_dtype({name}, "
+                      f"at::ScalarType::{var.dtypes[0].scalar_type});")
+    checks.append(f"opwrap::rt::check_list(kOp, {cpp_string(a.name)}, {name}, {device.device_type}, "
+                  f"{first.value or 'at::Tensor()'}, {cpp_string(first.name)}, {_dtype_list(var)}, "
+                  f"{cpp_string(_dtype_names(var))}, {known}, {cpp_string(dtypes.source[var.name])});")
+    return checks
+
+
+@dataclass(frozen=True)
+class _ShapeNames:
+    """The shape rule's names as C++ expressions, and the checks of its input contracts."""
+
+    names: dict[str, str]
+    checks: tuple[str, ...]
+
+
+def _shape_names(decl, ident: dict[str, str], scope: Scope) -> _ShapeNames:
+    """Decides what the shape rule's names are in C++: arguments (SymInts guarded to their
+    values), optional tensors' bound values, and the dimension variables (fresh locals); and
+    the checks that the inputs meet the rule."""
+    s = decl.schema
     names: dict[str, str] = {}
     for a in s.arguments:
         t = unwrap_optional(a.type)
-        if t == BaseType("SymInt") or (isinstance(t, ListType) and t.elem == BaseType("SymInt")):
-            names[a.name] = types.to_kernel(a, ident[a.name])
-        else:
-            names[a.name] = ident[a.name]
-    if decl.shape_plan is not None:
-        for a in singles:
-            if a.is_optional:
-                names[a.name + "?"] = scope.fresh(ident[a.name] + "_")
-        for v in sorted(variables(decl.shape_plan)):
-            if s.argument(v) is None:
-                names[v] = scope.fresh(v)
-        checks.extend(cpp_input_checks(decl.shape_plan, "kOp", s, names))
-
-    # Outputs: allocated from the one shape rule and the dtype rule, or made by the kernel.
-    made = kernel_outputs(decl)
-    made_at = {i for i, _, _ in made}
-    options_base = f"{first}.options()" if first else f"at::TensorOptions().device({device_type})"
-    outputs: list[str] = []
-    results: list[str] = []
-    allocated_dtype = ""
-    all_outputs = decl.outputs()
-    for i, o in enumerate(all_outputs):
-        if i in made_at:
-            results.append("")  # filled below, once the kernel's result has a name
-            continue
-        owned = dict(decl.dtype_owners).get(o.name)
-        out_dtype = _output_dtype(o, ident, dtype)
-        if owned:  # the return declares a dtype variable: its rule's value, checked against its list
-            var = decl.variable(owned)
-            local = var_value[owned] = scope.fresh(f"{o.name}_dtype")
-            var_source[owned] = o.name
-            checks.append(f"const at::ScalarType {local} = {out_dtype};")
-            checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
-                          f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_dtype_list(var)}, "
-                          f"{cpp_string(_dtype_names(var))});")
-            out_dtype = local
-        if o.made_by == "alias":
-            arg = ident[o.aliases]
-            if o.aliases in outs:  # out=: resized to the shape rule, as at::native::resize_output does
-                checks.append(f"opwrap::rt::check_out_dtype(kOp, {cpp_string(o.aliases)}, {arg}, {out_dtype});")
-                if o.shape is not None or decl.like:
-                    shape_var = scope.fresh(f"{o.aliases}_shape")
-                    shape_expr = cpp_output_shape(o.shape, names) if o.shape is not None \
-                        else f"{ident[decl.like]}.sizes().vec()"
-                    checks.append(f"const std::vector<int64_t> {shape_var} = {shape_expr};")
-                    checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.aliases)}, {shape_var}, "
-                                  f"{cpp_string(o.shape.text if o.shape is not None else 'like ' + decl.like)});")
-                    checks.append(f"opwrap::rt::resize_output(kOp, {cpp_string(o.aliases)}, {arg}, {shape_var});")
-                    includes.add("opwrap/runtime/out.h")
-            results.append(arg)
-            continue
-        out = scope.fresh(o.name)
-        shape_var = scope.fresh(f"{o.name}_shape")
-        shape_expr = cpp_output_shape(o.shape, names) if o.shape is not None else f"{ident[decl.like]}.sizes().vec()"
-        rule_text = o.shape.text if o.shape is not None else "like " + decl.like
-        checks.append(f"const std::vector<int64_t> {shape_var} = {shape_expr};")
-        checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.name)}, {shape_var}, {cpp_string(rule_text)});")
-        checks.append(f"at::Tensor {out} = opwrap::rt::empty(kOp, {cpp_string(o.name)}, {shape_var}, "
-                      f"{options_base}.dtype({out_dtype}));")
-        allocated_dtype = allocated_dtype or f"{out}.scalar_type()"
-        outputs.append(out)
-        results.append(out)
-    if not first:
-        if allocated_dtype:
-            checks.append(f"const at::ScalarType {dtype} = {allocated_dtype};")
-        else:  # nothing to take a dtype from: the first declared dtype
-            rule = all_outputs[0].dtype_rule if all_outputs else None
-            dt = rule.fixed if rule is not None and rule.fixed else decl.dtypes[0]
-            checks.append(f"const at::ScalarType {dtype} = at::ScalarType::{dt.scalar_type};")
-    checks.extend(overlap_checks(decl, ident))
-    index_checks = _index_checks(decl, names, device)
-    if index_checks:
-        checks.extend(index_checks)
-        includes.add("opwrap/runtime/index.h")
-    if any(o.dtype_rule is not None and o.dtype_rule.kind == "promote" for o in all_outputs):
-        includes.add("opwrap/runtime/dtype_rules.h")
-
-    # Inputs as the kernel sees them.
-    kernel_args, kernel_params, plain, epilogue = [], [], [], []
+        symint = t == BaseType("SymInt") or (isinstance(t, ListType) and t.elem == BaseType("SymInt"))
+        names[a.name] = types.to_kernel(a, ident[a.name]) if symint else ident[a.name]
+    if decl.shape_plan is None:
+        return _ShapeNames(names=names, checks=())
     for a in s.arguments:
+        if is_single_tensor(a) and a.is_optional:
+            names[a.name + "?"] = scope.fresh(ident[a.name] + "_")
+    for v in sorted(variables(decl.shape_plan)):
+        if s.argument(v) is None:
+            names[v] = scope.fresh(v)
+    return _ShapeNames(names=names, checks=tuple(cpp_input_checks(decl.shape_plan, "kOp", s, names)))
+
+
+@dataclass(frozen=True)
+class _Output:
+    """How the wrapper makes one return."""
+
+    checks: tuple[str, ...]
+    result: str  # what the wrapper returns for it ("": what the kernel returned, see _kernel_result)
+    allocated: str = ""  # the tensor it allocated and passes to the kernel
+    includes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Outputs:
+    """The returns as the wrapper makes them, in schema order."""
+
+    checks: tuple[str, ...]
+    allocated: tuple[str, ...]  # the tensors it allocates, passed to the kernel after the arguments
+    results: tuple[str, ...]  # per return, what the wrapper returns ("": made by the kernel)
+    includes: tuple[str, ...]
+
+
+def _outputs(decl, ident: dict[str, str], names: dict[str, str], first: _DispatchTensor, dtypes: _DtypeLocals,
+             device: Device) -> _Outputs:
+    """Decides how each return is made: allocated from the one shape rule and the dtype rule,
+    an out= argument resized, or left to the kernel; and, for an op with no tensor argument,
+    the dtype it dispatches on (its first allocated output's, else the first declared)."""
+    made_at = {i for i, _, _ in kernel_outputs(decl)}
+    options = f"{first.value}.options()" if first.value else f"at::TensorOptions().device({device.device_type})"
+    made = [_Output(checks=(), result="") if i in made_at else _wrapper_output(decl, o, ident, names, dtypes, options)
+            for i, o in enumerate(decl.outputs())]
+    checks = [c for m in made for c in m.checks]
+    allocated = tuple(m.allocated for m in made if m.allocated)
+    if not first.value:
+        checks.append(_unread_dtype(decl, allocated, dtypes.dispatched))
+    return _Outputs(checks=tuple(checks), allocated=allocated, results=tuple(m.result for m in made),
+                    includes=tuple(h for m in made for h in m.includes))
+
+
+def _unread_dtype(decl, allocated: tuple[str, ...], dtype: str) -> str:
+    """The dispatch dtype of an op with no tensor argument: its first allocated output's, else
+    (nothing to take a dtype from) the first declared dtype."""
+    if allocated:
+        return f"const at::ScalarType {dtype} = {allocated[0]}.scalar_type();"
+    all_outputs = decl.outputs()
+    rule = all_outputs[0].dtype_rule if all_outputs else None
+    dt = rule.fixed if rule is not None and rule.fixed else decl.dtypes[0]
+    return f"const at::ScalarType {dtype} = at::ScalarType::{dt.scalar_type};"
+
+
+def _wrapper_output(decl, o, ident: dict[str, str], names: dict[str, str], dtypes: _DtypeLocals,
+                    options: str) -> _Output:
+    """One return the wrapper makes: its dtype (a return that declares a dtype variable: its
+    rule's value, checked against the variable's list), then an argument it writes, or a new
+    tensor of the shape rule (or of the `like:` argument's shape)."""
+    scope = dtypes.scope
+    checks: list[str] = []
+    owned = dict(decl.dtype_owners).get(o.name)
+    out_dtype = _output_dtype(o, ident, dtypes.dispatched)
+    if owned:
+        var = decl.variable(owned)
+        local = scope.fresh(f"{o.name}_dtype")
+        dtypes.declare(owned, local, o.name)
+        checks.append(f"const at::ScalarType {local} = {out_dtype};")
+        checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
+                      f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_dtype_list(var)}, "
+                      f"{cpp_string(_dtype_names(var))});")
+        out_dtype = local
+    if o.made_by == "alias":
+        return _aliased_output(decl, o, ident, names, scope, out_dtype, checks)
+    out = scope.fresh(o.name)
+    shape_var = scope.fresh(f"{o.name}_shape")
+    shape_expr = cpp_output_shape(o.shape, names) if o.shape is not None else f"{ident[decl.like]}.sizes().vec()"
+    rule_text = o.shape.text if o.shape is not None else "like " + decl.like
+    checks.append(f"const std::vector<int64_t> {shape_var} = {shape_expr};")
+    checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.name)}, {shape_var}, {cpp_string(rule_text)});")
+    checks.append(f"at::Tensor {out} = opwrap::rt::empty(kOp, {cpp_string(o.name)}, {shape_var}, "
+                  f"{options}.dtype({out_dtype}));")
+    return _Output(checks=tuple(checks), result=out, allocated=out)
+
+
+def _aliased_output(decl, o, ident: dict[str, str], names: dict[str, str], scope: Scope, out_dtype: str,
+                    checks: list[str]) -> _Output:
+    """A return that is an argument the op writes, returned as it is; an out= argument is
+    checked for the output's dtype and resized to the shape rule, as at::native::resize_output
+    does."""
+    arg = ident[o.aliases]
+    if o.aliases not in {a.name for a in decl.out_arguments}:
+        return _Output(checks=tuple(checks), result=arg)
+    checks = [*checks, f"opwrap::rt::check_out_dtype(kOp, {cpp_string(o.aliases)}, {arg}, {out_dtype});"]
+    if o.shape is None and not decl.like:
+        return _Output(checks=tuple(checks), result=arg)
+    shape_var = scope.fresh(f"{o.aliases}_shape")
+    shape_expr = cpp_output_shape(o.shape, names) if o.shape is not None else f"{ident[decl.like]}.sizes().vec()"
+    checks.append(f"const std::vector<int64_t> {shape_var} = {shape_expr};")
+    checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.aliases)}, {shape_var}, "
+                  f"{cpp_string(o.shape.text if o.shape is not None else 'like ' + decl.like)});")
+    checks.append(f"opwrap::rt::resize_output(kOp, {cpp_string(o.aliases)}, {arg}, {shape_var});")
+    return _Output(checks=tuple(checks), result=arg, includes=("opwrap/runtime/out.h",))
+
+
+@dataclass(frozen=True)
+class _KernelInputs:
+    """The kernel's arguments, as the wrapper passes them: the schema's, then the outputs it
+    allocated."""
+
+    args: tuple[str, ...]  # the expressions passed (contiguous copies where the declaration asks)
+    params: tuple[str, ...]  # the kernel's parameters, `type name` (for the split-types declarations)
+    plain: tuple[str, ...]  # their names, forwarded unchanged
+    checks: tuple[str, ...]  # the contiguous copies
+    epilogue: tuple[str, ...]  # written arguments computed in a copy, written back
+
+
+def _kernel_inputs(decl, ident: dict[str, str], scope: Scope, allocated: tuple[str, ...]) -> _KernelInputs:
+    """Decides the inputs as the kernel sees them: converted to its types, or, for a
+    `contiguous:` declaration, each tensor as a contiguous copy (a written one is copied back
+    after the kernel when it was not contiguous)."""
+    args, params, plain, checks, epilogue = [], [], [], [], []
+    for a in decl.schema.arguments:
         name = ident[a.name]
         if is_single_tensor(a) and decl.contiguous:
             c = scope.fresh(f"{name}_c")
-            if a.is_write:  # computed in a contiguous copy (when it is not contiguous) and written back
+            if a.is_write:
                 local_type = "std::optional<at::Tensor>" if a.is_optional else "at::Tensor"
                 checks.append(f"{local_type} {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
                 epilogue.append(f"opwrap::rt::write_back({name}, {c});")
@@ -350,82 +503,117 @@ def plan_call(decl, namespace: str, device: Device) -> KernelCall:
                               f"{cpp_string(a.name)}, {name});")
             else:
                 checks.append(f"const at::Tensor {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
-            kernel_args.append(c)
+            args.append(c)
         else:
-            kernel_args.append(types.to_kernel(a, name))
-        kernel_params.append(f"{types.kernel_type(a)} {name}")
+            args.append(types.to_kernel(a, name))
+        params.append(f"{types.kernel_type(a)} {name}")
         plain.append(name)
-    for name in outputs:
-        kernel_args.append(name)
-        kernel_params.append(f"at::Tensor& {name}")
+    for name in allocated:
+        args.append(name)
+        params.append(f"at::Tensor& {name}")
         plain.append(name)
+    return _KernelInputs(args=tuple(args), params=tuple(params), plain=tuple(plain), checks=tuple(checks),
+                         epilogue=tuple(epilogue))
 
-    # What the kernel returned: checked (device; dtype where the declaration has a rule) and
-    # converted to the dispatcher's return type.
-    kernel_returns = kernel_return_type(decl)
-    kernel_result = ""
-    if made:
-        kernel_result = scope.fresh("kernel_result")
-        checks.append(f"std::optional<{kernel_returns}> {kernel_result};")
-        for k, (i, r, o) in enumerate(made):
-            value = f"*{kernel_result}" if len(made) == 1 else f"std::get<{k}>(*{kernel_result})"
-            if unwrap_optional(r.type) == BaseType("Tensor") or r.type == ListType(BaseType("Tensor")):
-                if not isinstance(r.type, OptionalType):
-                    epilogue.append(f"opwrap::rt::check_result(kOp, {cpp_string(o.name)}, {value}, {device_type});")
-                explicit = o.name in dict(decl.dtype_rules) or decl.like
-                if explicit and o.dtype_rule is not None and r.type == BaseType("Tensor"):
-                    epilogue.append(f"opwrap::rt::check_result_dtype(kOp, {cpp_string(o.name)}, {value}, "
-                                    f"{_output_dtype(o, ident, dtype)});")
-                if is_list_output(o.shape) and r.type == ListType(BaseType("Tensor")):
-                    # A Tensor[] return with a shape rule: the fake kernel makes exactly these
-                    # tensors, so the kernel's must have the rule's length, shapes and dtype.
-                    epilogue.extend(cpp_list_output_checks(o.shape, f"({value})", names))
-                    epilogue.append(f"opwrap::rt::check_result_dtype(kOp, {cpp_string(o.name)}, {value}, "
-                                    f"{_output_dtype(o, ident, dtype)});")
-            results[i] = types.from_kernel(r, f"std::move({value})")
 
-    foreign = decl.foreign_kernel(device.key)
-    abi_context, abi_setup, abi_args, abi_after = "", [], [], []
-    if foreign is not None:  # the same wrapper; the kernel is a C symbol per dtype combination
-        abi_context = scope.fresh("abi")
-        device_index = f"{first}.device().index()" if first else "-1"
-        stream = f", {device.stream}" if device.stream else ""
-        if device.stream_include:
-            includes.add(device.stream_include)
-        abi_setup.append(f"opwrap::rt::abi::Call {abi_context}(kOp, {device_type}, {device_index}{stream});")
-        # The symbol's parameters (codegen/api/abi.py) are the kernel's arguments, its outputs,
-        # then a pointer per value it returns.
-        params = abi.params(decl)
-        for value, p in zip(kernel_args, params):
-            local = scope.fresh(f"{p.name}_abi") if p.kind != "value" else ""
-            statements, passed = abi.wrapper_pass(p.kind, value, local)
-            abi_setup.extend(statements)
-            abi_args.append(passed)
-        returned = []
-        for p in params[len(kernel_args):]:
-            local = scope.fresh(f"{p.name}_abi")
-            abi_setup.append(f"{p.c[:-1]} {local}{{}};")  # `int64_t` for `int64_t*`
-            abi_args.append(f"&{local}")
-            returned.append(local)
-        if returned:
-            abi_after.append(f"{kernel_result}.emplace({', '.join(returned)});")
-        includes.add("opwrap/runtime/abi.h")
+@dataclass(frozen=True)
+class _KernelResult:
+    """What the kernel returns, and how the wrapper takes it."""
 
+    local: str  # the std::optional holding it ("": the kernel returns void)
+    checks: tuple[str, ...]  # its declaration
+    epilogue: tuple[str, ...]  # the checks of what it returned
+    results: tuple[tuple[int, str], ...]  # (index of the return, its value as the dispatcher returns it)
+
+
+def _kernel_result(decl, ident: dict[str, str], names: dict[str, str], dtype: str, scope: Scope,
+                   device: Device) -> _KernelResult:
+    """Decides how the returns the kernel makes are taken: held in one local, checked
+    (device; dtype where the declaration has a rule) and converted to the dispatcher's return
+    type."""
+    made = kernel_outputs(decl)
+    if not made:
+        return _KernelResult(local="", checks=(), epilogue=(), results=())
+    local = scope.fresh("kernel_result")
+    epilogue: list[str] = []
+    results = []
+    for k, (i, r, o) in enumerate(made):
+        value = f"*{local}" if len(made) == 1 else f"std::get<{k}>(*{local})"
+        epilogue.extend(_result_checks(decl, r, o, value, ident, names, dtype, device))
+        results.append((i, types.from_kernel(r, f"std::move({value})")))
+    return _KernelResult(local=local, checks=(f"std::optional<{kernel_return_type(decl)}> {local};",),
+                         epilogue=tuple(epilogue), results=tuple(results))
+
+
+def _result_checks(decl, r, o, value: str, ident: dict[str, str], names: dict[str, str], dtype: str,
+                   device: Device) -> list[str]:
+    """A tensor the kernel returned (`value`) is on the device, of the return's dtype where its
+    declaration has a rule; a Tensor[] return with a shape rule has the rule's length, shapes
+    and dtype (the fake kernel makes exactly these tensors)."""
+    if not (unwrap_optional(r.type) == BaseType("Tensor") or r.type == ListType(BaseType("Tensor"))):
+        return []
+    checks = []
+    if not isinstance(r.type, OptionalType):
+        checks.append(f"opwrap::rt::check_result(kOp, {cpp_string(o.name)}, {value}, {device.device_type});")
+    explicit = o.name in dict(decl.dtype_rules) or decl.like
+    if explicit and o.dtype_rule is not None and r.type == BaseType("Tensor"):
+        checks.append(f"opwrap::rt::check_result_dtype(kOp, {cpp_string(o.name)}, {value}, "
+                      f"{_output_dtype(o, ident, dtype)});")
+    if is_list_output(o.shape) and r.type == ListType(BaseType("Tensor")):
+        checks.extend(cpp_list_output_checks(o.shape, f"({value})", names))
+        checks.append(f"opwrap::rt::check_result_dtype(kOp, {cpp_string(o.name)}, {value}, "
+                      f"{_output_dtype(o, ident, dtype)});")
+    return checks
+
+
+@dataclass(frozen=True)
+class _AbiCall:
+    """The call of a kernel behind the C ABI (codegen/api/abi.py); empty for a C++ kernel."""
+
+    context: str = ""  # the local holding the call's context
+    setup: tuple[str, ...] = ()  # the context and the views, before the dispatch
+    args: tuple[str, ...] = ()  # the arguments of each symbol
+    after: tuple[str, ...] = ()  # what follows the dispatch
+    includes: tuple[str, ...] = ()
+
+
+def _abi_call(decl, device: Device, first: str, kernel_args: tuple[str, ...], kernel_result: str,
+              scope: Scope) -> _AbiCall:
+    """Decides how a kernel behind the C ABI is called (the same wrapper; the kernel is a C
+    symbol per dtype combination): the symbol's parameters (codegen/api/abi.py) are the
+    kernel's arguments, its outputs, then a pointer per value it returns."""
+    if decl.foreign_kernel(device.key) is None:
+        return _AbiCall()
+    context = scope.fresh("abi")
+    device_index = f"{first}.device().index()" if first else "-1"
+    stream = f", {device.stream}" if device.stream else ""
+    includes = [device.stream_include] if device.stream_include else []
+    setup = [f"opwrap::rt::abi::Call {context}(kOp, {device.device_type}, {device_index}{stream});"]
+    args = []
+    params = abi.params(decl)
+    for value, p in zip(kernel_args, params):
+        local = scope.fresh(f"{p.name}_abi") if p.kind != "value" else ""
+        statements, passed = abi.wrapper_pass(p.kind, value, local)
+        setup.extend(statements)
+        args.append(passed)
+    returned = []
+    for p in params[len(kernel_args):]:
+        local = scope.fresh(f"{p.name}_abi")
+        setup.append(f"{p.c[:-1]} {local}{{}};")  # `int64_t` for `int64_t*`
+        args.append(f"&{local}")
+        returned.append(local)
+    after = (f"{kernel_result}.emplace({', '.join(returned)});",) if returned else ()
+    return _AbiCall(context=context, setup=tuple(setup), args=tuple(args), after=after,
+                    includes=(*includes, "opwrap/runtime/abi.h"))
+
+
+def _return_statement(results: list[str]) -> str:
+    """The wrapper's return statement ("": it returns nothing)."""
     if not results:
-        result = ""
-    elif len(results) == 1:
-        result = f"return {results[0]};"
-    else:
-        result = "return {" + ", ".join(results) + "};"
-    params = ", ".join(f"{types.dispatcher_type(a)} {ident[a.name]}" for a in s.arguments)
-    from .cpp import returns_type
-    if not first:
-        var_source.setdefault(primary.name, decl.return_names[0] if decl.return_names else decl.name)
-    dispatch = tuple((var_value[v.name], cpp_string(var_source.get(v.name, v.owner)), v) for v in decl.variables)
-    return KernelCall(symbols(decl, namespace, device), params, returns_type(s), tuple(checks),
-                      ", ".join(kernel_params), kernel_returns, ", ".join(kernel_args), ", ".join(plain),
-                      kernel_result, tuple(epilogue), result, dispatch, bool(outputs), tuple(sorted(includes)),
-                      abi_context, tuple(abi_setup), ", ".join(abi_args), tuple(abi_after))
+        return ""
+    if len(results) == 1:
+        return f"return {results[0]};"
+    return "return {" + ", ".join(results) + "};"
 
 
 def _output_dtype(o, ident: dict[str, str], dispatched: str) -> str:
