@@ -15,7 +15,7 @@ from opwrap_codegen import build, cuda_env, testing
 from conftest import ROOT
 from references import PREPARE
 
-DECLS = [d for d in testing.declared_ops(ROOT) if d.kernel("CUDA") is not None]  # hand-written or generated
+DECLS = [d for d in testing.declared_ops(ROOT) if "CUDA" in d.devices]  # hand-written or generated
 RANDOM = {d.op_name for d in DECLS if any("Generator" in str(a.type) for a in d.schema.arguments)}
 ENV, WHY_NOT = cuda_env.detect()
 BUILT_WITH_CUDA = build.manifest(opwrap.library_path).get("cuda", False)
@@ -30,8 +30,8 @@ def op_of(decl):
 
 def test_every_op_but_factories_declares_cuda():
     for d in testing.declared_ops(ROOT):
-        if d.kernels:  # class-method ops run the class's C++ method on any device
-            assert (d.kernel("CUDA") is not None) == bool(tensor_arguments(d.schema)), d.op_name
+        if d.devices:  # class-method ops run the class's C++ method on any device
+            assert ("CUDA" in d.devices) == bool(tensor_arguments(d.schema)), d.op_name
 
 
 @needs_cuda_build

@@ -11,7 +11,7 @@ from opwrap_codegen import testing
 from conftest import ROOT
 from references import PREPARE, REFERENCES
 
-DECLS = [d for d in testing.declared_ops(ROOT) if d.kernels]  # ops with kernels (not class-method ops)
+DECLS = [d for d in testing.declared_ops(ROOT) if d.devices]  # ops with kernels (not class-method ops)
 
 
 def op_of(decl):

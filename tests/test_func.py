@@ -14,7 +14,7 @@ from opwrap_codegen import testing
 from conftest import ROOT
 from references import PREPARE
 
-DECLS = [d for d in testing.declared_ops(ROOT) if d.kernels and testing.differentiable_inputs(d)]
+DECLS = [d for d in testing.declared_ops(ROOT) if d.devices and testing.differentiable_inputs(d)]
 RANDOM = {d.op_name for d in DECLS if any("Generator" in str(a.type) for a in d.schema.arguments)}
 
 
