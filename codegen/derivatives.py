@@ -46,12 +46,9 @@ import yaml
 
 from .diagnostics import Diagnostics, Loc, did_you_mean
 from .dtypes import DTYPES
-from .schema import FunctionSchema, ListType, OptionalType, is_tensor, unwrap_optional
+from .schema import FunctionSchema, is_tensor, is_tensor_list, unwrap_optional
 
 
-def is_tensor_list(t) -> bool:
-    """`Tensor[]`, `Tensor(a!)[]` or `Tensor?[]`."""
-    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
 from .yaml_nodes import construct as _construct, loc_of, scalar_text_loc
 
 NON_DIFFERENTIABLE = "non_differentiable"

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .dtypes import DTYPES, DType
-from .schema import BaseType, FunctionSchema, ListType, OptionalType, is_tensor, unwrap_optional
+from .schema import BaseType, FunctionSchema, OptionalType, is_tensor, unwrap_optional
 
 
 @dataclass(frozen=True)
@@ -192,11 +192,6 @@ def render_python(rule: DTypeRule, names: Mapping[str, str] | None = None) -> st
 
 def template_parameter(owner: str, first: bool) -> str:
     return "scalar_t" if first else f"{owner}_t"
-
-
-def is_list_of_tensors(a) -> bool:
-    t = unwrap_optional(a.type)
-    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
 
 
 __all__ = ["DTypeVar", "DTypeRule", "RuleError", "parse_rule", "render_cpp", "render_python", "template_parameter"]

@@ -17,7 +17,7 @@ from . import derivatives
 from .classes import load_class
 from .config import Config
 from .diagnostics import Diagnostics, Loc, did_you_mean
-from .dtype_rules import DTypeVar, RuleError, is_list_of_tensors, parse_rule, template_parameter
+from .dtype_rules import DTypeVar, RuleError, parse_rule, template_parameter
 from .dtypes import DTYPES, GROUPS
 from . import pointwise as pointwise_expr
 from . import rowwise
@@ -25,7 +25,7 @@ from .fields import (INVALID, Any, Bool, Checker, CppExpr, Enum, Field, Identifi
                      Pattern, RelativePath, Schema, String, TorchTag, as_field, children, scalar_value)
 from .yaml_nodes import loc_of, scalar_text_loc, text_loc
 from .model import Declaration, Library
-from .schema import BaseType, FunctionSchema, is_tensor, unwrap_optional
+from .schema import BaseType, FunctionSchema, is_list_of_tensors, is_tensor, unwrap_optional
 from .targets import DEVICES
 from .shapes import analyze, parse_shape
 

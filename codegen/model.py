@@ -10,9 +10,9 @@ from .classes import ClassDecl
 from .config import Config
 from .derivatives import Derivatives
 from .diagnostics import Loc
-from .dtype_rules import DTypeRule, DTypeVar, is_list_of_tensors
+from .dtype_rules import DTypeRule, DTypeVar
 from .dtypes import DTYPES, DType
-from .schema import BaseType, FunctionSchema, is_tensor, unwrap_optional
+from .schema import BaseType, FunctionSchema, is_list_of_tensors, is_tensor, unwrap_optional
 from .pointwise import Expression
 from .rowwise import RowProgram
 from .shapes import Expr, Shape, ShapePlan

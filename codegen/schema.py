@@ -160,6 +160,16 @@ def is_tensor(t: Type) -> bool:
     return isinstance(t, BaseType) and t.name == "Tensor"
 
 
+def is_tensor_list(t: Type) -> bool:
+    """`Tensor[]`, `Tensor(a!)[]` or `Tensor?[]` (an optional list is not: unwrap it first)."""
+    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
+
+
+def is_list_of_tensors(a: "Argument") -> bool:
+    """The argument is a list of tensors, optional or not."""
+    return is_tensor_list(unwrap_optional(a.type))
+
+
 # --------------------------------------------------------------------------------------------
 # Default values
 # --------------------------------------------------------------------------------------------

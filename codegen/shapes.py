@@ -44,7 +44,7 @@ from typing import Iterator, Mapping
 from . import pysyntax
 from .diagnostics import Diagnostics, Loc
 from .api.names import cpp_string
-from .schema import BaseType, FunctionSchema, ListType, is_tensor, unwrap_optional
+from .schema import BaseType, FunctionSchema, ListType, is_tensor, is_tensor_list, unwrap_optional
 
 
 # ---------------------------------------------------------------------------- expression IR
@@ -190,10 +190,6 @@ def _is_int_list(t) -> bool:
     return isinstance(t, ListType) and t.elem in _INT
 
 
-def _is_tensor_list(t) -> bool:
-    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
-
-
 class _ExprParser:
     def __init__(self, schema: FunctionSchema, diag: Diagnostics, loc: Loc, text: str,
                  dynamic_cols: frozenset[int] = frozenset()):
@@ -211,7 +207,7 @@ class _ExprParser:
         if self.locals.get(node.id) == "tensor":
             return node.id
         a = self.schema.argument(node.id)
-        if a is not None and _is_tensor_list(unwrap_optional(a.type)):
+        if a is not None and is_tensor_list(unwrap_optional(a.type)):
             self.fail(node, f"'{node.id}' is a list of tensors; use len({node.id}) or "
                       f"sum(t.size(0) for t in {node.id})")
         if a is None or not is_tensor(unwrap_optional(a.type)):
@@ -221,7 +217,7 @@ class _ExprParser:
     def int_list_arg(self, node: ast.AST, tensors: bool = False) -> str:
         if isinstance(node, ast.Name):
             a = self.schema.argument(node.id)
-            if a is not None and (_is_int_list(a.type) or (tensors and _is_tensor_list(unwrap_optional(a.type)))):
+            if a is not None and (_is_int_list(a.type) or (tensors and is_tensor_list(unwrap_optional(a.type)))):
                 return node.id
         self.fail(node, f"'{ast.unparse(node)}' is not an int[] argument" + (" or a tensor list" if tensors else ""))
 
@@ -288,7 +284,7 @@ class _ExprParser:
             a = self.schema.argument(it.id)
             if a is not None and _is_int_list(a.type):
                 return var, "int", it.id, ListLen(it.id)
-            if a is not None and _is_tensor_list(unwrap_optional(a.type)):
+            if a is not None and is_tensor_list(unwrap_optional(a.type)):
                 return var, "tensor", it.id, ListLen(it.id)
         self.fail(it, f"'{ast.unparse(it)}' is not range(n), an int[] argument or a tensor list")
 
@@ -322,7 +318,7 @@ class _ShapeError(Exception):
 
 def _list_return(schema: FunctionSchema, target: str) -> bool:
     names = schema.return_names()
-    return target in names and _is_tensor_list(schema.returns[names.index(target)].type)
+    return target in names and is_tensor_list(schema.returns[names.index(target)].type)
 
 
 def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, item_locs: list[Loc],
@@ -330,7 +326,7 @@ def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, it
     """Parse one `shape:` entry.  ``value`` is a list of str/int items or one str."""
     try:
         a = schema.argument(target)
-        in_list = a is not None and _is_tensor_list(unwrap_optional(a.type))
+        in_list = a is not None and is_tensor_list(unwrap_optional(a.type))
         if is_output and _list_return(schema, target):
             if not isinstance(value, str):
                 raise _ShapeError(loc, f"'{target}' is a Tensor[] return: its shape is a list comprehension with "
@@ -465,7 +461,7 @@ def _order(schema: FunctionSchema, shapes: Mapping[str, Shape]) -> list[tuple[ob
         s = shapes.get(a.name)
         if s is None:
             continue
-        kind = "list" if _is_tensor_list(unwrap_optional(a.type)) else "optional" if a.is_optional else "required"
+        kind = "list" if is_tensor_list(unwrap_optional(a.type)) else "optional" if a.is_optional else "required"
         groups[kind].append((a, s, kind))
     return groups["required"] + groups["list"] + groups["optional"]
 

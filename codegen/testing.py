@@ -26,7 +26,7 @@ from .config import load_config
 from .derivatives import has_forward
 from .dtypes import DTYPES
 from .model import Declaration
-from .schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
+from .schema import BaseType, ListType, is_tensor, is_tensor_list, unwrap_optional
 from .shapes import (BinOp, Dynamic, Free, ListItem, ListLen, ListSum, Neg, Num, TensorNumel, TensorRank, TensorSize,
                      Var)
 
@@ -185,7 +185,7 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
     outs = {a.name for a in decl.out_arguments}
     for a in s.arguments:  # non-tensor arguments first: shapes may name them
         t = unwrap_optional(a.type)
-        if is_tensor(t) or _is_tensor_list(t):
+        if is_tensor(t) or is_tensor_list(t):
             continue
         if a.name in env:
             values[a.name] = env[a.name]
@@ -203,12 +203,12 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
             env[a.name] = v
     for a in s.arguments:
         t = unwrap_optional(a.type)
-        if not (is_tensor(t) or _is_tensor_list(t)) or a.name in outs:
+        if not (is_tensor(t) or is_tensor_list(t)) or a.name in outs:
             continue
         if a.is_optional and not all_given:
             continue
         a_dtype = _dtype_for(decl, a.name, dtype, dtypes)
-        if _is_tensor_list(t):  # one to three elements, each satisfying the list's contract (the first binds)
+        if is_tensor_list(t):  # one to three elements, each satisfying the list's contract (the first binds)
             xs = []
             for _ in range(rng.randint(1, 3)):
                 shape = _input_shape(decl, a.name, env, shapes, rng) if xs == [] or decl.shape_of(a.name) else shapes[a.name]
@@ -246,10 +246,6 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
 
 
 _INDEX_RANGES = "__index_ranges"  # env key: {argument: (low, high)} of the index bounds, as evaluated
-
-
-def _is_tensor_list(t) -> bool:
-    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
 
 
 def _scalar_type_value(decl: Declaration, a, dtype, dtypes):

@@ -17,14 +17,13 @@ Plugins read this module; no plugin imports another.
 
 from __future__ import annotations
 
-from ..dtype_rules import is_list_of_tensors
 
 import keyword
 import textwrap
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..schema import Argument, BaseType, ClassType, FunctionSchema, ListType, OptionalType, Type, is_tensor, unwrap_optional
+from ..schema import Argument, BaseType, ClassType, FunctionSchema, ListType, OptionalType, Type, is_list_of_tensors, is_tensor, unwrap_optional
 from . import types
 from .names import py_ident
 

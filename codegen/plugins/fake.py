@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from ..api import python as py
 from ..api.names import cpp_string, py_string
-from ..dtype_rules import is_list_of_tensors, render_python as render_rule
+from ..dtype_rules import render_python as render_rule
+from ..schema import is_list_of_tensors
 from ..shapes import dynamic_sizes, is_list_output, python_input_checks, python_list_loop, python_output_shape
 from .base import Output, Plugin
 

@@ -31,8 +31,7 @@ from __future__ import annotations
 
 from ..api import python as py
 from ..api.names import py_string
-from ..dtype_rules import is_list_of_tensors
-from ..schema import BaseType, is_tensor, unwrap_optional
+from ..schema import BaseType, is_list_of_tensors, is_tensor, unwrap_optional
 from ..fields import Field, PyTarget
 from .base import Output, Plugin
 
