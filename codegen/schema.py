@@ -79,6 +79,18 @@ class AliasInfo:
     contained: tuple["AliasInfo", ...] = ()
 
     def __str__(self) -> str:
+        return self.text()
+
+    @property
+    def is_fresh(self) -> bool:
+        """torch's shorthand `Tensor!`: a fresh write set (`$0`, `$1`, ...) with no after-set."""
+        return self.is_write and not self.after and len(self.before) == 1 and self.before[0].startswith("$")
+
+    def text(self, parseable: bool = False) -> str:
+        """As torch prints it (`Tensor!` prints `($0! -> )`); `parseable`: a fresh write set as
+        `!`, which torch's parser reads back to the same set (it cannot read `$0`)."""
+        if parseable and self.is_fresh:
+            return "!"
         text = "|".join(self.before) + ("!" if self.is_write else "")
         if set(self.before) != set(self.after):
             text += " -> " + "|".join(self.after)
@@ -263,6 +275,9 @@ class Argument:
     def __str__(self) -> str:
         return _format_argument(self.type, self.alias, self.name, self.default)
 
+    def text(self, parseable: bool = False) -> str:
+        return _format_argument(self.type, self.alias, self.name, self.default, parseable)
+
     @property
     def is_write(self) -> bool:
         return self.alias is not None and self.alias.is_write
@@ -281,24 +296,28 @@ class Return:
     def __str__(self) -> str:
         return _format_argument(self.type, self.alias, self.name or "", None)
 
+    def text(self, parseable: bool = False) -> str:
+        return _format_argument(self.type, self.alias, self.name or "", None, parseable)
+
     @property
     def is_write(self) -> bool:
         return self.alias is not None and self.alias.is_write
 
 
-def _format_argument(t: Type, alias: AliasInfo | None, name: str, default: Default | None) -> str:
+def _format_argument(t: Type, alias: AliasInfo | None, name: str, default: Default | None,
+                     parseable: bool = False) -> str:
     # Mirrors c10::operator<<(ostream&, const Argument&): the alias goes after the element
     # type of a list, the '?' always last ("Tensor(a!)?"), sized lists print their size.
     inner = unwrap_optional(t)
     if isinstance(inner, ListType):
         text = str(inner.elem)
         if alias is not None and alias.contained:
-            text += str(alias.contained[0])
+            text += alias.contained[0].text(parseable)
         text += f"[{inner.size if inner.size is not None else ''}]"
     else:
         text = str(inner)
     if alias is not None and alias.before:
-        text += str(alias)
+        text += alias.text(parseable)
     if isinstance(t, OptionalType):
         text += "?"
     if name:
@@ -331,17 +350,23 @@ class FunctionSchema:
         return _Parser(text).parse_schema()
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, parseable: bool = False) -> str:
+        """As torch prints the schema; `parseable`: as torch's parser reads it back to the same
+        schema (what a library registers: torch prints `Tensor!` as `Tensor($0! -> )`, which
+        it cannot parse)."""
         out = self.name + (f".{self.overload_name}" if self.overload_name else "") + "("
         parts, seen_kwarg_only = [], False
         for a in self.arguments:
             if a.kwarg_only and not seen_kwarg_only:
                 parts.append("*")
                 seen_kwarg_only = True
-            parts.append(str(a))
+            parts.append(a.text(parseable))
         if self.is_vararg:
             parts.append("...")
         out += ", ".join(parts) + ") -> "
-        rets = [str(r) for r in self.returns] + (["..."] if self.is_varret else [])
+        rets = [r.text(parseable) for r in self.returns] + (["..."] if self.is_varret else [])
         single = (len(self.returns) == 1 and not self.is_varret) or (not self.returns and self.is_varret)
         # A lone return that starts with '(' (a tuple type) needs parentheses to parse back.
         if single and not rets[0].startswith("("):

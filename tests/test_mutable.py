@@ -28,7 +28,7 @@ DECLARATIONS = """\
   doc: scale, written into out (the kernel of scale).
 
 # vLLM's csrc/torch_bindings.cpp
-- func: silu_and_mul(Tensor(a!) result, Tensor input) -> ()
+- func: silu_and_mul(Tensor! result, Tensor input) -> ()  # spelled as vLLM spells it
   dtypes: floating
   kernels: {CPU: silu_and_mul_cpu}
   shape: {result: ['*B', D], input: ['*B', 2 * D]}
@@ -309,6 +309,11 @@ def test_library_imports_with_tags_torch_needs(mutlib, ops):
     assert all("pt2_compliant_tag" in t for t in tags.values())
     for op in ("mutlib::scale.out", "mutlib::rowmax.out", "mutlib::silu_and_mul"):
         assert torch._C._dispatch_has_kernel_for_dispatch_key(op, "FuncTorchBatched"), op
+    # `Tensor!` (a fresh write set) is registered as torch's parser reads it, not as torch
+    # prints it (`Tensor($0! -> )`, which the parser refuses: the import used to abort)
+    declared = torch._C.parse_schema("mutlib::silu_and_mul(Tensor! result, Tensor input) -> ()")
+    assert str(overload(ops, "silu_and_mul")._schema) == str(declared) == \
+        "mutlib::silu_and_mul(Tensor($0! -> ) result, Tensor input) -> ()"
 
 
 def test_python_names_of_overloads(mutlib):

@@ -596,3 +596,36 @@ def test_schemas_torch_misreads_are_refused(text, at, message):
     assert message in e.value.message
     assert any(m in e.value.message for m in DELIBERATE)
     assert e.value.offset == _offset(text, at), str(e.value)
+
+
+# Schemas as third-party libraries register them, in their authors' spelling (vLLM's
+# csrc/torch_bindings.cpp writes mutable arguments `Tensor!`).
+THIRD_PARTY = [
+    "silu_and_mul(Tensor! result, Tensor input) -> ()",
+    "rms_norm(Tensor! result, Tensor input, Tensor weight, float epsilon) -> ()",
+    "fused_add_rms_norm(Tensor! input, Tensor! residual, Tensor weight, float epsilon) -> ()",
+    "reshape_and_cache(Tensor key, Tensor value, Tensor! key_cache, Tensor! value_cache, Tensor slot_mapping, "
+    "str kv_cache_dtype, Tensor k_scale, Tensor v_scale) -> ()",
+    "copy_blocks(Tensor(a!)[] key_caches, Tensor[](b!) value_caches, Tensor block_mapping) -> ()",
+    "all_reduce(int fa, Tensor inp, Tensor! out, int reg_buffer, int reg_buffer_sz_bytes) -> ()",
+    "optional_out(Tensor x, Tensor!? maybe) -> ()",
+    "lists(Tensor![] xs, Tensor(a -> *) y) -> Tensor",
+]
+
+
+def test_what_a_library_registers_parses_to_the_schema_declared():
+    """What the generated registration writes (FunctionSchema.text(parseable=True)) is read by
+    torch's parser to the schema torch reads from the declared text, for every registered
+    schema and the third-party spellings above: torch prints `Tensor!` as `Tensor($0! -> )`,
+    which its parser refuses, so that text cannot be the registration."""
+    bad = []
+    for text in CORPUS + THIRD_PARTY:
+        ref = _torch(text)
+        if ref in (None, "UNKNOWN-CLASS"):
+            continue
+        registered = FunctionSchema.parse(text).text(parseable=True)
+        if _norm(_torch(registered) or "refused") != _norm(ref):
+            bad.append((text, registered))
+    assert not bad, bad[:5]
+    assert FunctionSchema.parse(THIRD_PARTY[0]).text(parseable=True) == THIRD_PARTY[0]
+    assert str(FunctionSchema.parse(THIRD_PARTY[0])) == "silu_and_mul(Tensor($0! -> ) result, Tensor input) -> ()"

@@ -95,7 +95,8 @@ class SchemaRegistration(Plugin):
             # Tags newer than the oldest supported torch go through a macro (last: it may be empty).
             names = sorted(d.tags, key=lambda t: t in VERSIONED_TAGS)
             tags = "{" + ", ".join(VERSIONED_TAGS[t] if t in VERSIONED_TAGS else f"at::Tag::{t}" for t in names) + "}"
-            defs.append(f"m.def({cpp_string(str(d.schema))}, {tags});" if d.tags else f"m.def({cpp_string(str(d.schema))});")
+            text = cpp_string(d.schema.text(parseable=True))
+            defs.append(f"m.def({text}, {tags});" if d.tags else f"m.def({text});")
         extra = [line for p in self.plugins for line in p.library_block(lib)]  # emitted before the defs
         template = "registration.cpp.j2"
         includes = sorted({inc for p in self.plugins for inc in p.library_includes(lib)})
