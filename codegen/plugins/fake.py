@@ -125,6 +125,24 @@ class FakeKernels(Plugin):
                      lib.sources + (ctx.template_source(template),))
 
 
+def _pointwise_body(d, names: dict[str, str], lit: str, allowed: str, allowed_names: str) -> list[str]:
+    """The fake kernel of a pointwise expression: aten's elementwise rule (broadcast shapes,
+    promoted dtype)."""
+    s = d.schema
+    tensors = d.expression.tensors
+    float_op = all(dt.is_floating for dt in d.dtypes)
+    result = (f"_runtime.pointwise_output({lit}, {_tuple([py_string(n) for n in tensors])}, "
+              f"{_tuple([names[n] for n in tensors])}, {allowed}, {allowed_names}, float_op={float_op})")
+    if d.out_arguments:  # an out= overload: written to the out= argument as TensorIterator does
+        out = d.out_arguments[0].name
+        return [f"return _runtime.pointwise_out({lit}, {py_string(out)}, {names[out]}, {result})"]
+    if len(s.returns) == 1:
+        return [f"return {result}"]
+    # Several outputs of one TensorIterator: the same shape, dtype and strides.
+    return ["_result = " + result,
+            "return " + ", ".join(["_result"] + ["torch.empty_like(_result)"] * (len(s.returns) - 1))]
+
+
 def fake_function(d, ns: str) -> dict | None:
     """The template values of one op's fake kernel, or None when it has none."""
     op = f"{ns}::{d.op_name}"
@@ -144,18 +162,7 @@ def fake_function(d, ns: str) -> dict | None:
     allowed = _tuple([dt.python for dt in d.dtypes])
     allowed_names = py_string(", ".join(dt.name for dt in d.dtypes))
     if d.expression is not None:  # aten's elementwise rule: broadcast shapes, promoted dtype
-        tensors = d.expression.tensors
-        float_op = all(dt.is_floating for dt in d.dtypes)
-        result = (f"_runtime.pointwise_output({lit}, {_tuple([py_string(n) for n in tensors])}, "
-                  f"{_tuple([names[n] for n in tensors])}, {allowed}, {allowed_names}, float_op={float_op})")
-        if d.out_arguments:  # an out= overload: written to the out= argument as TensorIterator does
-            out = d.out_arguments[0].name
-            body.append(f"return _runtime.pointwise_out({lit}, {py_string(out)}, {names[out]}, {result})")
-        elif len(s.returns) == 1:
-            body.append(f"return {result}")
-        else:  # several outputs of one TensorIterator: the same shape, dtype and strides
-            body.append(f"_result = {result}")
-            body.append("return " + ", ".join(["_result"] + ["torch.empty_like(_result)"] * (len(s.returns) - 1)))
+        body.extend(_pointwise_body(d, names, lit, allowed, allowed_names))
         return done
     for o, r in zip(d.outputs(), s.returns):
         if o.made_by == "kernel" and py.fake_return(r.type) is None and not is_list_output(o.shape):
