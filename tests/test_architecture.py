@@ -144,3 +144,46 @@ def test_a_third_party_plugin_adds_a_device_as_one_row(project):
                         f"-I{ROOT / 'runtime' / 'include'}", str(gen / "xpu" / "scale.cpp")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+# ------------------------------------------------------------------ function length
+# The layers a new engineer extends (codegen/api: what the generated code says; codegen/plugins:
+# which files say it) are read one function at a time: a phase of a plan is a function of its
+# own, returning a small record, not a section of a long one.
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(paths, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """`file:line name (N lines)` for every function or method (nested ones too) longer than
+    `limit` lines, decorators and docstring included."""
+    out = []
+    for path in paths:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                lines = node.end_lineno - start + 1
+                if lines > limit:
+                    out.append(f"{Path(path).relative_to(ROOT) if Path(path).is_relative_to(ROOT) else path}:"
+                               f"{node.lineno} {node.name} ({lines} lines)")
+    return sorted(out)
+
+
+def test_no_long_function_in_api_and_plugins():
+    paths = sorted([*(SOURCE / "api").glob("*.py"), *(SOURCE / "plugins").glob("*.py")])
+    assert len(paths) > 10
+    assert long_functions(paths) == []
+
+
+def test_the_length_check_finds_a_long_function(tmp_path):
+    """The check above cannot pass by finding nothing: a long function, a long method and a
+    long nested function are reported, a function of exactly the limit is not."""
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    source = tmp_path / "long.py"
+    source.write_text(f"def long():\n{body}\n\ndef short():\n{body[:body.rindex('    x')]}\n\n"
+                      f"class C:\n    @staticmethod\n    def method():\n{body.replace('    ', '        ')}\n\n"
+                      f"def outer():\n    def inner():\n{body.replace('    ', '        ')}    return inner\n",
+                      encoding="utf-8")
+    found = {f.split(" ", 1)[1] for f in long_functions([source])}
+    assert found == {f"long ({MAX_FUNCTION_LINES + 1} lines)", f"method ({MAX_FUNCTION_LINES + 2} lines)",
+                     f"outer ({MAX_FUNCTION_LINES + 3} lines)", f"inner ({MAX_FUNCTION_LINES + 1} lines)"}
