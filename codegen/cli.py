@@ -36,9 +36,12 @@ def _config(project: str | None) -> Config:
 def _generate(config: Config, selection=None, notes=None):
     from .pipeline import generate
     try:
-        return generate(config, selection, notes)
+        result = generate(config, selection, notes)
     except CodegenError as e:
         raise _bad_declarations(e) from None
+    for w in result.warnings:
+        click.echo(str(w), err=True)
+    return result
 
 
 def _bad_declarations(e: CodegenError) -> BadInput:

@@ -1,4 +1,4 @@
-"""Positioned errors, collected rather than raised one at a time."""
+"""Positioned errors and warnings, collected rather than raised one at a time."""
 
 from __future__ import annotations
 
@@ -26,20 +26,27 @@ class Diagnostic:
     loc: Loc
     message: str
     hint: str = ""
+    severity: str = "error"  # or "warning": printed, and the run goes on
 
     def __str__(self) -> str:
-        text = f"{self.loc}: error: {self.message}"
+        text = f"{self.loc}: {self.severity}: {self.message}"
         return text + (f"\n{self.loc}: note: {self.hint}" if self.hint else "")
 
 
 @dataclass
 class Diagnostics:
-    """Collects every error of a run; passed to each pass, never global."""
+    """Collects every error and warning of a run; passed to each pass, never global.  Only
+    errors stop a run (its truth value)."""
 
     errors: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
 
     def error(self, loc: Loc, message: str, hint: str = "") -> None:
         self.errors.append(Diagnostic(loc, message, hint))
+
+    def warning(self, loc: Loc, message: str, hint: str = "") -> None:
+        """Something torch accepts but that is likely a mistake (a convention of torchgen's)."""
+        self.warnings.append(Diagnostic(loc, message, hint, "warning"))
 
     def __bool__(self) -> bool:
         return bool(self.errors)

@@ -30,6 +30,7 @@ class Result:
     files: dict[str, str]  # path relative to the generated directory -> text
     plugins: list[Plugin]
     timings: list[tuple[str, float]] = field(default_factory=list)
+    warnings: list = field(default_factory=list)  # Diagnostics, sorted: the CLI prints them
 
 
 def _stop_on_errors(diag: Diagnostics) -> None:
@@ -114,7 +115,7 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
         return files
     files = timed("emit", emit)
     _stop_on_errors(diag)
-    return Result(lib, files, plugins, timings)
+    return Result(lib, files, plugins, timings, sorted(set(diag.warnings)))
 
 
 def device_keys(plugins: list[Plugin]) -> tuple[str, ...]:

@@ -652,3 +652,17 @@ KH = "  kernels: {CPU: k}\n  header: f.h\n"
 ])
 def test_dtype_errors(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
+
+
+def test_a_trailing_underscore_without_writing_self_is_a_warning_not_an_error(project):
+    """torch.library registers `relu_(Tensor self) -> Tensor`; torchgen's convention (a name
+    ending in `_` writes `self` in place) is a warning at the schema, and the op generates."""
+    (project / "declarations" / "ops.yaml").write_text(
+        "- func: relu_(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: relu_cpu}\n  like: self\n")
+    (project / "kernels" / "relu.h").write_text("#pragma once\n")
+    r = run_codegen("generate", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert ("declarations/ops.yaml:1:9: warning: 'relu_' ends in '_', torchgen's mark of an op that writes "
+            "'self' in place, but it does not write 'self'") in r.stderr, r.stderr
+    assert "note: torch.library accepts the name; if the op writes 'self', declare 'Tensor(a!) self'" in r.stderr
+    assert (project / "generated" / "cpu" / "relu_.cpp").is_file()

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..schema import Argument, BaseType, FunctionSchema, ListType, OptionalType, is_tensor, unwrap_optional
+from ..schema import (Argument, BaseType, FunctionSchema, ListType, OptionalType, is_list_of_tensors, is_tensor,
+                      unwrap_optional)
 from ..dtype_rules import DTypeVar, render_cpp as render_rule
 from ..shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape, is_list_output, render_cpp,
                       variables)
@@ -38,14 +39,9 @@ def is_single_tensor(a: Argument) -> bool:
     return is_tensor(unwrap_optional(a.type))
 
 
-def is_tensor_list(a: Argument) -> bool:
-    t = unwrap_optional(a.type)
-    return isinstance(t, ListType) and is_tensor(unwrap_optional(t.elem))
-
-
 def tensor_arguments(schema: FunctionSchema) -> list[Argument]:
     """The arguments the dispatcher reads dispatch keys from: tensors, optional tensors, lists."""
-    return [a for a in schema.arguments if is_single_tensor(a) or is_tensor_list(a)]
+    return [a for a in schema.arguments if is_single_tensor(a) or is_list_of_tensors(a)]
 
 
 def dispatch_key(decl, device: Device) -> str:
@@ -73,8 +69,9 @@ def combo_key(combo) -> str:
 
 def symbols(decl, namespace: str, device: Device) -> Symbols:
     suffix = device.ident
-    return Symbols(f"{decl.ident}_{suffix}", f"::{namespace}::kernels::{kernel_function(decl, device)}",
-                   tuple((combo_key(c), f"{decl.ident}_{suffix}_{combo_key(c)}") for c in decl.dtype_combinations()))
+    return Symbols(wrapper=f"{decl.ident}_{suffix}", kernel=f"::{namespace}::kernels::{kernel_function(decl, device)}",
+                   split=tuple((combo_key(c), f"{decl.ident}_{suffix}_{combo_key(c)}")
+                               for c in decl.dtype_combinations()))
 
 
 def template_header(decl) -> str:
@@ -312,7 +309,7 @@ def _argument_checks(decl, ident: dict[str, str], first: _DispatchTensor, dtypes
         if a.name not in outs:  # an out= argument's dtype is the output's (see _outputs)
             checks.extend(dtypes.check(a, name, first.name))
     for a in s.arguments:
-        if is_tensor_list(a):
+        if is_list_of_tensors(a):
             checks.extend(_list_checks(a, ident[a.name], first, dtypes, device))
     for a in singles:
         if not a.is_optional:
@@ -786,9 +783,10 @@ def check_supported(decl, lib, diag, plugin: str) -> bool:
                 diag.error(decl.field_loc("dtype"), f"output dtype '{fixed.name}' is not among the declared dtypes")
     name = s.base_name
     dunder = name.startswith("__") and name.endswith("__")
-    if name.endswith("_") and not dunder and not s.is_inplace:
-        diag.error(decl.func_loc, f"'{name}' ends in '_' (in place) but does not mutate 'self': "
-                   "declare 'Tensor(a!) self'")
+    if name.endswith("_") and not dunder and not s.is_inplace:  # torchgen's convention; torch.library has none
+        diag.warning(decl.func_loc, f"'{name}' ends in '_', torchgen's mark of an op that writes 'self' in place, "
+                     "but it does not write 'self'",
+                     "torch.library accepts the name; if the op writes 'self', declare 'Tensor(a!) self'")
     return ok
 
 
