@@ -666,3 +666,21 @@ def test_a_trailing_underscore_without_writing_self_is_a_warning_not_an_error(pr
             "'self' in place, but it does not write 'self'") in r.stderr, r.stderr
     assert "note: torch.library accepts the name; if the op writes 'self', declare 'Tensor(a!) self'" in r.stderr
     assert (project / "generated" / "cpu" / "relu_.cpp").is_file()
+
+
+def test_a_return_with_dtypes_of_its_own_and_no_shape_rule_generates(project):
+    """aten's `sum.dim_IntList` pattern without a shape rule: the kernel makes the result, whose
+    dtype variable comes from its rule (`dtype or self`); the wrapper instantiates the kernel
+    for it and checks the kernel's result against it (this raised KeyError: 'result_t')."""
+    (project / "declarations" / "ops.yaml").write_text(
+        "- func: mysum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor\n"
+        "  dtypes: {self: [float32, float64, int64], result: [float32, float64, int64]}\n"
+        "  dtype: {result: dtype or self}\n"
+        "  kernels: {CPU: mysum_cpu}\n")
+    (project / "kernels" / "mysum.h").write_text("#pragma once\n")
+    r = run_codegen("generate", cwd=project)
+    assert r.returncode == 0, r.stderr
+    wrapper = (project / "generated" / "cpu" / "mysum.cpp").read_text()
+    assert "const at::ScalarType result_dtype = dtype.value_or(self.scalar_type());" in wrapper
+    assert "switch (result_dtype)" in wrapper
+    assert 'check_result_dtype(kOp, "result", *kernel_result, dtype.value_or(self.scalar_type()));' in wrapper

@@ -398,8 +398,8 @@ def _outputs(decl, ident: dict[str, str], names: dict[str, str], first: _Dispatc
     the dtype it dispatches on (its first allocated output's, else the first declared)."""
     made_at = {i for i, _, _ in kernel_outputs(decl)}
     options = f"{first.value}.options()" if first.value else f"at::TensorOptions().device({device.device_type})"
-    made = [_Output(checks=(), result="") if i in made_at else _wrapper_output(decl, o, ident, names, dtypes, options)
-            for i, o in enumerate(decl.outputs())]
+    made = [_Output(checks=_owned_dtype(decl, o, ident, dtypes)[0], result="") if i in made_at
+            else _wrapper_output(decl, o, ident, names, dtypes, options) for i, o in enumerate(decl.outputs())]
     checks = [c for m in made for c in m.checks]
     allocated = tuple(m.allocated for m in made if m.allocated)
     if not first.value:
@@ -419,24 +419,32 @@ def _unread_dtype(decl, allocated: tuple[str, ...], dtype: str) -> str:
     return f"const at::ScalarType {dtype} = at::ScalarType::{dt.scalar_type};"
 
 
+def _owned_dtype(decl, o, ident: dict[str, str], dtypes: _DtypeLocals) -> tuple[tuple[str, ...], str]:
+    """The dtype of return `o` (its rule's value, else the dispatch dtype) and, where the return
+    declares a dtype variable, the statements that hold it in a local checked against the
+    variable's list: the kernel is instantiated for it, whether the wrapper or the kernel
+    makes the return."""
+    out_dtype = _output_dtype(o, ident, dtypes.dispatched)
+    owned = dict(decl.dtype_owners).get(o.name)
+    if not owned:
+        return (), out_dtype
+    var = decl.variable(owned)
+    local = dtypes.scope.fresh(f"{o.name}_dtype")
+    dtypes.declare(owned, local, o.name)
+    return (f"const at::ScalarType {local} = {out_dtype};",
+            f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
+            f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_dtype_list(var)}, "
+            f"{cpp_string(_dtype_names(var))});"), local
+
+
 def _wrapper_output(decl, o, ident: dict[str, str], names: dict[str, str], dtypes: _DtypeLocals,
                     options: str) -> _Output:
     """One return the wrapper makes: its dtype (a return that declares a dtype variable: its
     rule's value, checked against the variable's list), then an argument it writes, or a new
     tensor of the shape rule (or of the `like:` argument's shape)."""
     scope = dtypes.scope
-    checks: list[str] = []
-    owned = dict(decl.dtype_owners).get(o.name)
-    out_dtype = _output_dtype(o, ident, dtypes.dispatched)
-    if owned:
-        var = decl.variable(owned)
-        local = scope.fresh(f"{o.name}_dtype")
-        dtypes.declare(owned, local, o.name)
-        checks.append(f"const at::ScalarType {local} = {out_dtype};")
-        checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
-                      f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_dtype_list(var)}, "
-                      f"{cpp_string(_dtype_names(var))});")
-        out_dtype = local
+    owned_checks, out_dtype = _owned_dtype(decl, o, ident, dtypes)
+    checks = list(owned_checks)
     if o.made_by == "alias":
         return _aliased_output(decl, o, ident, names, scope, out_dtype, checks)
     out = scope.fresh(o.name)
