@@ -250,9 +250,9 @@ def test_embedding_bag_errors_are_the_samples():
     w = torch.randn(V, D, dtype=f64)
     idx, off = torch.stack([_indices(), _indices()]), torch.stack([_offsets(), _offsets()])
     idx[1, 2] = V  # out of range in the second sample only: in range once shifted to the folded call's rows
-    with pytest.raises(RuntimeError, match=rf"argument 'indices' holds {V}, but its values must lie in \[0, {V}\)"):
+    with pytest.raises(RuntimeError, match=rf"argument 'indices' holds {V}, out of range: its values must lie in \[0, {V}\)"):
         torch.vmap(ops.embedding_bag_sum, in_dims=(0, 0, 0))(torch.stack([w, w]), idx, off)
-    with pytest.raises(RuntimeError, match=rf"argument 'indices' holds {V}, but its values must lie in \[0, {V}\)"):
+    with pytest.raises(RuntimeError, match=rf"argument 'indices' holds {V}, out of range: its values must lie in \[0, {V}\)"):
         torch.vmap(lambda g, i, o: ops.embedding_bag_sum_backward(g, i, o, V), in_dims=(None, 0, None))(
             torch.randn(BAGS, D, dtype=f64), idx, off[0])
     idx[1, 2] = 0

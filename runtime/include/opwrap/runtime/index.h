@@ -19,7 +19,7 @@ inline void check_index(const char* op, const char* arg, const at::Tensor& t, in
   const auto [lo, hi] = at::aminmax(t);
   const int64_t min = lo.item<int64_t>(), max = hi.item<int64_t>();
   TORCH_CHECK(min >= low && max < high, op, ": argument '", arg, "' holds ", (min < low ? min : max),
-              ", but its values must lie in [", low, ", ", high, ") (index: ", rule, ")");
+              ", out of range: its values must lie in [", low, ", ", high, ") (index: ", rule, ")");
 }
 
 }  // namespace opwrap::rt
