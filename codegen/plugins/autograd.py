@@ -302,6 +302,8 @@ def _node_names(ids: dict[str, str], scope: Scope, inputs: _Inputs, saved: _Save
 
 @dataclass(frozen=True)
 class _NodeMembers:
+    """The node's members, and how release_variables() frees them."""
+
     members: tuple[str, ...]  # their declarations
     release: tuple[str, ...]  # release_variables()'s statements
 
