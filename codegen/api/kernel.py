@@ -718,7 +718,7 @@ def kernel_function(decl, device: Device) -> str | None:
     one generated from a row-wise program (codegen/plugins/rowwise.py); None where the op has
     none there (a pointwise expression's plugin writes whole wrappers of its own)."""
     if decl.rows is not None:
-        return f"{decl.ident}_rowwise_{device.ident}"
+        return f"{decl.rows.owner}_rowwise_{device.ident}"  # an out= overload: its functional op's kernel
     return decl.kernel(device.key)
 
 
