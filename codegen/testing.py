@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from . import torch_compat
+from .api import types
 from .config import load_config
 from .derivatives import has_forward
 from .dtypes import DTYPES
@@ -192,12 +193,13 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
             continue
         if a.default is not None and not all_given:
             continue
-        if t == BaseType("ScalarType"):
+        sample = _sample(t)
+        if sample == "dtype":
             v = _scalar_type_value(decl, a, dtype, dtypes) if all_given or not a.is_optional else None
-        elif t == BaseType("Generator"):
+        elif sample == "generator":
             v = torch.Generator().manual_seed(rng.randrange(2**31)) if all_given or not a.is_optional else None
         else:
-            v = _scalar_value(a, t, rng, all_given)
+            v = _scalar_value(a, t, sample, rng, all_given)
         if v is not _SKIP:
             values[a.name] = v
             env[a.name] = v
@@ -304,18 +306,30 @@ def _to_sample(decl: Declaration, values: dict[str, Any], name: str) -> SampleIn
 _SKIP = object()
 
 
-def _scalar_value(a, t, rng: random.Random, changed: bool):
-    if isinstance(t, ListType) and t.elem in (BaseType("int"), BaseType("SymInt")):
-        return [rng.randint(1, 4) for _ in range(t.size or rng.randint(1, 3))]
-    if isinstance(t, BaseType):
-        if t.name in ("int", "SymInt"):
-            return rng.randint(1, 4)
-        if t.name in ("float", "Scalar"):
-            return 0.5 if changed else 1.5
-        if t.name == "bool":
-            return changed
-        if t.name == "str" and a.default is None:
-            return ""  # no value fits every op: `prepare` gives one
+def _sample(t) -> str | None:
+    """The type table's `sample` column for type `t` (codegen/api/types.py), None for a type
+    it has no row for."""
+    try:
+        return types.row(t).sample
+    except types.UnsupportedType:
+        return None
+
+
+# The sample values of the type table's `sample` column (types.SAMPLES), but for the ones
+# made from the declaration: (t, rng, changed) -> value.
+_SAMPLE_VALUES: dict[str, Callable[[Any, random.Random, bool], Any]] = {
+    "int": lambda t, rng, changed: rng.randint(1, 4),
+    "ints": lambda t, rng, changed: [rng.randint(1, 4) for _ in range(t.size or rng.randint(1, 3))],
+    "float": lambda t, rng, changed: 0.5 if changed else 1.5,
+    "bool": lambda t, rng, changed: changed,
+}
+
+
+def _scalar_value(a, t, sample: str | None, rng: random.Random, changed: bool):
+    if sample in _SAMPLE_VALUES:
+        return _SAMPLE_VALUES[sample](t, rng, changed)
+    if sample == "str" and a.default is None:
+        return ""  # no value fits every op: `prepare` gives one
     if a.default is not None:
         return _SKIP
     raise NotImplementedError(f"no sample value for argument '{a.name}' of type {a.type}")
@@ -1009,9 +1023,10 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
         t = unwrap_optional(a.type)
         if a.name in in_contracts:
             continue  # an input's size: no such input can be made
-        if isinstance(t, ListType) and t.elem in (BaseType("int"), BaseType("SymInt")):
+        sample = _sample(t)
+        if sample == "ints":
             add(f"{a.name} = [2**62, 2**62]", values({a.name: [HUGE, HUGE]}), (a.name, *outputs))
-        elif t in (BaseType("int"), BaseType("SymInt")):
+        elif sample == "int":
             add(f"{a.name} = 2**62", values({a.name: HUGE}), (a.name, *outputs))
     if tensors:
         v = values()

@@ -41,6 +41,39 @@ def test_every_listed_type_has_a_row():
     assert "Scalar[]" in e.value.reason
 
 
+def test_a_type_row_names_the_columns_it_is_missing():
+    """Every column a schema type needs is a field of its one row: a new type that leaves
+    some out is refused with their names, and every row of the table has them all (None is
+    a value: the type has none, NONE_MEANS says what that means)."""
+    assert all(types.missing_columns(r) == [] for r in types.TABLE.values())
+    assert set(types.NONE_MEANS) == set(types.REQUIRED_COLUMNS)
+    quux = types.TypeRow("Quux", "quux_t", returned="quux_t", python="Quux", fast=None, saveable="quux_t")
+    assert types.missing_columns(quux) == ["fake", "abi", "abi_return", "sample"]
+    assert types.missing_columns(types.TypeRow("Quux", "quux_t", python="Quux", fast=None, fake=None, abi=None,
+                                               abi_return=None, saveable=None, sample="quux")) == [
+        "sample (not one of tensor, tensors, int, ints, float, bool, str, dtype, generator: 'quux')"]
+    with pytest.raises(TypeError, match="Quux: fake, abi, abi_return, sample"):
+        types._rows(quux)
+
+
+def test_cpp_types_are_values():
+    """A C++ type is transformed, not cut or glued as text; every spelling of the table reads
+    back as itself."""
+    CType = types.CType
+    for r in types.TABLE.values():
+        for text in (r.dispatcher, r.kernel_type, r.returned, r.kernel_return_type, r.saveable):
+            if text:
+                assert str(CType.parse(text)) == text, text
+    assert str(CType.parse("int64_t*").pointee()) == "int64_t"
+    assert str(CType("int64_t").pointer()) == "int64_t*"
+    assert str(types.TENSOR.const_ref()) == "const at::Tensor&" and str(types.TENSOR.ref()) == "at::Tensor&"
+    assert str(CType.parse("const at::Tensor&").optional()) == "std::optional<at::Tensor>"
+    assert str(types.TENSOR.optional().const()) == "const std::optional<at::Tensor>"
+    assert str(CType.parse("const opwrap_tensor*")) == "const opwrap_tensor*"
+    b = types.Binding("self_", CType.parse("const at::Tensor&"), "self")
+    assert b.decl() == "const at::Tensor& self_"
+
+
 def test_docs_type_table_is_the_code():
     """docs/kernels.md's type table is opwrap_codegen.api.types.markdown_table(), written by the
     docs build's hook where the page has its marker."""

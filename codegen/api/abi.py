@@ -20,85 +20,27 @@ from ..schema import Argument
 from . import types
 from .names import cpp_ident
 from .outputs import kernel_outputs, wrapper_outputs
+from .types import AbiRow, ReturnRow
+
+# Views of the type table's `abi` and `abi_return` columns, by the table's key
+# (types.type_key): every schema type a foreign kernel can take, and every non-Tensor type it
+# can return (a pointer it writes, after the outputs).
+ROWS: dict[str, AbiRow] = {k: r.abi for k, r in types.TABLE.items() if r.abi is not None}
+RETURNS: dict[str, ReturnRow] = {k: r.abi_return for k, r in types.TABLE.items() if r.abi_return is not None}
 
 
-@dataclass(frozen=True)
-class AbiRow:
-    """One schema type at the C ABI.  `kind` says how the wrapper passes it:
-
-    - ``tensor``: `const opwrap_tensor*` to a view of the (contiguous) input;
-    - ``written``: `opwrap_tensor*` to a view of a tensor written in place (not resizable);
-    - ``optional``: `const opwrap_tensor*`, NULL when absent;
-    - ``list``: `opwrap_tensor_list` of views;
-    - ``value``: `opwrap::rt::abi::arg(value)`, by value (runtime/include/opwrap/runtime/abi.h).
-    """
-
-    c: str  # the C parameter type
-    rust_ffi: str  # its Rust FFI type (the generated bindings' `#[repr(C)]` types)
-    rust: str  # the safe Rust parameter type ({T}: the element type)
-    to_rust: str  # the Rust expression turning the FFI value {} into the safe one (`ctx` in scope)
-    kind: str = "value"
+def _type_row(t, mutable: bool = False):
+    try:
+        return types.row(t, mutable)
+    except types.UnsupportedType:
+        return None
 
 
-_TENSOR = AbiRow("const opwrap_tensor*", "*const RawTensor", "TensorRef<'_, {T}>", "TensorRef::<{T}>::from_raw({})",
-                 "tensor")
-_WRITTEN = AbiRow("opwrap_tensor*", "*mut RawTensor", "TensorMut<'_, {T}>", "TensorMut::<{T}>::from_raw({}, ctx)",
-                  "written")
-_OPTIONAL = AbiRow("const opwrap_tensor*", "*const RawTensor", "Option<TensorRef<'_, {T}>>",
-                   "TensorRef::<{T}>::from_optional({})", "optional")
-_INT = AbiRow("int64_t", "i64", "i64", "{}")
-_OPT_INT = AbiRow("opwrap_optional_int", "OptionalInt", "Option<i64>", "{}.get()")
-_INTS = AbiRow("opwrap_int_array", "IntArray", "&[i64]", "{}.as_slice()")
-_OPT_INTS = AbiRow("opwrap_optional_int_array", "OptionalIntArray", "Option<&[i64]>", "{}.get()")
-_BOOL = AbiRow("bool", "bool", "bool", "{}")
+def return_row(r) -> ReturnRow | None:
+    """The ABI row of a return the kernel computes, None when a foreign kernel cannot return its type."""
+    tr = _type_row(r.type)
+    return tr.abi_return if tr is not None else None
 
-# Every schema type a foreign kernel can take, by the type table's key (types.type_key).
-ROWS: dict[str, AbiRow] = {
-    "Tensor": _TENSOR,
-    "Tensor(a!)": _WRITTEN,
-    "Tensor?": _OPTIONAL,
-    "Tensor(a!)?": AbiRow("opwrap_tensor*", "*mut RawTensor", "Option<TensorMut<'_, {T}>>",
-                          "TensorMut::<{T}>::from_optional({}, ctx)", "optional"),
-    "Tensor[]": AbiRow("opwrap_tensor_list", "RawTensorList", "TensorList<'_, {T}>",
-                       "TensorList::<{T}>::from_raw({})", "list"),
-    "int": _INT,
-    "SymInt": _INT,
-    "int?": _OPT_INT,
-    "SymInt?": _OPT_INT,
-    "int[]": _INTS,
-    "SymInt[]": _INTS,
-    "int[]?": _OPT_INTS,
-    "SymInt[]?": _OPT_INTS,
-    "float": AbiRow("double", "f64", "f64", "{}"),
-    "float?": AbiRow("opwrap_optional_float", "OptionalFloat", "Option<f64>", "{}.get()"),
-    "float[]": AbiRow("opwrap_float_array", "FloatArray", "&[f64]", "{}.as_slice()"),
-    "bool": _BOOL,
-    "SymBool": _BOOL,
-    "bool?": AbiRow("opwrap_optional_bool", "OptionalBool", "Option<bool>", "{}.get()"),
-    "str": AbiRow("opwrap_string", "Str", "&str", "{}.as_str()"),
-    "str?": AbiRow("opwrap_optional_string", "OptionalStr", "Option<&str>", "{}.get()"),
-    "Scalar": AbiRow("opwrap_scalar", "Scalar", "Scalar", "{}"),
-    "ScalarType": AbiRow("int32_t", "i32", "DType", "DType({})"),
-    "ScalarType?": AbiRow("opwrap_optional_dtype", "OptionalDType", "Option<DType>", "{}.get()"),
-}
-
-
-@dataclass(frozen=True)
-class ReturnRow:
-    """A non-Tensor return the kernel computes: a pointer it writes, after the outputs."""
-
-    c: str
-    rust_ffi: str
-    rust: str
-
-
-RETURNS: dict[str, ReturnRow] = {
-    "int": ReturnRow("int64_t*", "*mut i64", "i64"),
-    "SymInt": ReturnRow("int64_t*", "*mut i64", "i64"),
-    "float": ReturnRow("double*", "*mut f64", "f64"),
-    "bool": ReturnRow("bool*", "*mut bool", "bool"),
-    "SymBool": ReturnRow("bool*", "*mut bool", "bool"),
-}
 
 # The Rust element type of each dtype (its Element impls: runtime/include/opwrap/kernel_abi.rs).
 RUST_ELEMENTS = {"float32": "f32", "float64": "f64", "float16": "Half", "bfloat16": "BFloat16", "uint8": "u8",
@@ -121,7 +63,8 @@ def rust_ident(name: str, taken=()) -> str:
 
 def row(a: Argument) -> AbiRow | None:
     """The ABI row of an argument, None when a foreign kernel cannot take its type."""
-    return ROWS.get(types.type_key(a.type, a.is_write))
+    tr = _type_row(a.type, a.is_write)
+    return tr.abi if tr is not None else None
 
 
 def unsupported(decl) -> list[str]:
@@ -132,7 +75,7 @@ def unsupported(decl) -> list[str]:
             out.append(f"argument '{a.name}' of type {a.type} cannot be passed to a kernel behind the C ABI "
                        f"(types it takes: {', '.join(sorted(set(ROWS) - {'Tensor(a!)', 'Tensor(a!)?'}))})")
     for _, r, o in kernel_outputs(decl):
-        if str(r.type) not in RETURNS:
+        if return_row(r) is None:
             what = "a view of an input" if o.made_by == "alias" else f"a {r.type} the kernel makes"
             out.append(f"return '{o.name}' is {what}; a kernel behind the C ABI returns int, float or bool values, "
                        "and writes Tensor outputs the wrapper allocates from a shape rule (`\"?n\"` for a size "
@@ -200,7 +143,7 @@ def params(decl) -> list[Param]:
         add(o.name, "opwrap_tensor*", "*mut RawTensor", "TensorMut<'_, {T}>", "TensorMut::<{T}>::from_raw({}, ctx)",
             True, "output")
     for _, r, o in kernel_outputs(decl):
-        rr = RETURNS.get(str(r.type))
+        rr = return_row(r)
         if rr is not None:
             add(o.name, rr.c, rr.rust_ffi, rr.rust, "", False, "return")
     return out

@@ -13,14 +13,25 @@ plugin) what a schema type is in C++: one frozen ``TypeRow`` per schema type hol
   kernel returns for it when the kernel makes it (``OutputSpec.made_by == "kernel"``), and
   ``from_kernel``: the expression that turns the kernel's value ``{}`` into ``returned``.
 
-The Python side (annotations, fast-binding parsing, fake handling) adds its own columns to
-the same rows.  ``row(type)`` looks a type up; an absent type is ``UnsupportedType``, which
-validation reports at the schema with the type's name.
+The same row holds every other column a schema type needs, each required
+(``missing_columns`` names those a row leaves out; ``None`` is a value, what it means is
+``NONE_MEANS``): the Python annotation, the fast binding's parser, how a fake kernel makes a
+kernel-made return, the C ABI's argument and return rows (codegen/api/abi.py), the C++ type
+an autograd node saves it as, and the kind of test sample value (codegen/testing.py).
+``row(type)`` looks a type up; an absent type is ``UnsupportedType``, which validation
+reports at the schema with the type's name.
+
+C++ types are values (torchgen's ``BaseCType``, ``ConstRefCType``, ``NamedCType``,
+``Binding``): a ``CType`` is transformed (``const_ref``, ``ref``, ``pointer``, ``pointee``,
+``optional``, ``value``), never cut or glued as text, and ``str()`` spells it; a ``Binding``
+is one parameter (identifier, ``CType``, the schema name it is).  Templates receive their
+spellings.  The rows keep the spellings (``CType.parse`` reads one).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..schema import Argument, BaseType, ClassType, ListType, OptionalType, Return, Type
 
@@ -33,6 +44,119 @@ class UnsupportedType(Exception):
         self.reason = reason
 
 
+# ------------------------------------------------------------- C++ types and bindings
+
+@dataclass(frozen=True)
+class CType:
+    """`const base* &`: `base` qualified by const, a pointer and a reference (each optional)."""
+
+    base: str  # the type name: "int64_t", "at::Tensor", "std::optional<at::Tensor>"
+    is_const: bool = False
+    is_pointer: bool = False
+    is_ref: bool = False
+
+    @staticmethod
+    def parse(text: str) -> CType:
+        """The type a C++ spelling names: `const` in front, then `*` and `&` at its end."""
+        t = text.strip()
+        const = t.startswith("const ")
+        if const:
+            t = t[len("const "):]
+        ref = t.endswith("&")
+        if ref:
+            t = t[:-1].rstrip()
+        pointer = t.endswith("*")
+        if pointer:
+            t = t[:-1].rstrip()
+        return CType(t, const, pointer, ref)
+
+    def __str__(self) -> str:
+        return (("const " if self.is_const else "") + self.base + ("*" if self.is_pointer else "")
+                + ("&" if self.is_ref else ""))
+
+    def value(self) -> CType:
+        """The type held by value: without const and reference (a pointer stays one)."""
+        return CType(self.base, is_pointer=self.is_pointer)
+
+    def const(self) -> CType:
+        return replace(self, is_const=True)
+
+    def ref(self) -> CType:
+        assert not self.is_ref, self
+        return replace(self, is_ref=True)
+
+    def const_ref(self) -> CType:
+        return self.const().ref()
+
+    def pointer(self) -> CType:
+        assert not (self.is_pointer or self.is_ref), self
+        return replace(self, is_pointer=True)
+
+    def pointee(self) -> CType:
+        """What a pointer points to: `int64_t` for `int64_t*`."""
+        assert self.is_pointer and not self.is_ref, self
+        return replace(self, is_pointer=False)
+
+    def optional(self) -> CType:
+        """`std::optional<T>` of this type's value."""
+        return CType(f"std::optional<{self.value()}>")
+
+
+TENSOR = CType("at::Tensor")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One parameter: `ctype name`, which is the argument or return `schema_name`."""
+
+    name: str  # the C++ identifier
+    ctype: CType
+    schema_name: str
+
+    def decl(self) -> str:
+        """`T name`: the parameter as a declaration spells it."""
+        return f"{self.ctype} {self.name}"
+
+
+# ------------------------------------------------------------------------ the table
+
+class _Missing:
+    """The value of a required column a row leaves out (`missing_columns` names it)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class AbiRow:
+    """One schema type at the C ABI (codegen/api/abi.py).  `kind` says how the wrapper passes it:
+
+    - ``tensor``: `const opwrap_tensor*` to a view of the (contiguous) input;
+    - ``written``: `opwrap_tensor*` to a view of a tensor written in place (not resizable);
+    - ``optional``: `const opwrap_tensor*`, NULL when absent;
+    - ``list``: `opwrap_tensor_list` of views;
+    - ``value``: `opwrap::rt::abi::arg(value)`, by value (runtime/include/opwrap/runtime/abi.h).
+    """
+
+    c: str  # the C parameter type
+    rust_ffi: str  # its Rust FFI type (the generated bindings' `#[repr(C)]` types)
+    rust: str  # the safe Rust parameter type ({T}: the element type)
+    to_rust: str  # the Rust expression turning the FFI value {} into the safe one (`ctx` in scope)
+    kind: str = "value"
+
+
+@dataclass(frozen=True)
+class ReturnRow:
+    """A non-Tensor return a kernel behind the C ABI computes: a pointer it writes, after the outputs."""
+
+    c: str
+    rust_ffi: str
+    rust: str
+
+
 @dataclass(frozen=True)
 class TypeRow:
     schema: str  # the schema spelling: "int?", "SymInt[]", "Tensor(a!)", "bool[N]"
@@ -43,10 +167,15 @@ class TypeRow:
     kernel_returned: str | None = None  # what the kernel returns for it ("": `returned`)
     from_kernel: str = "{}"  # kernel's returned value {} -> `returned`
     doc: str = ""
-    # The Python columns (set in _PYTHON below):
-    python: str | None = None  # the annotation of the typed wrapper and `.pyi`
-    fast: tuple[str, str] | None = None  # the fast binding's C++ local and its take_* parser (None: the Python wrapper takes the call)
-    fake: str | None = None  # a kernel-made return in a fake kernel: "unbacked" (a data-dependent symbol) or None: none
+    # The required columns: every row gives each one (`missing_columns`); None is a value,
+    # and what it means is NONE_MEANS[column].
+    python: str | None = MISSING  # the annotation of the typed wrapper and `.pyi`
+    fast: tuple[str, str] | None = MISSING  # the fast binding's C++ local and its take_* parser
+    fake: str | None = MISSING  # a kernel-made return in a fake kernel: "unbacked" (a data-dependent symbol)
+    abi: AbiRow | None = MISSING  # the argument at the C ABI (codegen/api/abi.py)
+    abi_return: ReturnRow | None = MISSING  # a kernel-made return at the C ABI
+    saveable: str | None = MISSING  # the C++ type of the autograd node's member saving it for a formula
+    sample: str | None = MISSING  # the test sample value (codegen/testing.py), one of SAMPLES
 
     @property
     def kernel_type(self) -> str:
@@ -57,125 +186,191 @@ class TypeRow:
         return self.kernel_returned or self.returned
 
 
+# What None means in each required column.
+NONE_MEANS = {
+    "python": "no annotation of its own: it is built from the element's (python.annotation)",
+    "fast": "the fast binding does not parse it: the Python wrapper takes the call",
+    "fake": "a fake kernel cannot make it when the kernel computes it from the data",
+    "abi": "a kernel behind the C ABI cannot take it",
+    "abi_return": "a kernel behind the C ABI cannot return it",
+    "saveable": "a backward formula cannot name it (not saved on the node)",
+    "sample": "no sample value: a test leaves the argument out (its default), or cannot make the op's samples",
+}
+REQUIRED_COLUMNS = tuple(NONE_MEANS)
+# The sample values (codegen/testing.py makes them): of an optional type, its element's.
+SAMPLES = {
+    "tensor": "a tensor of the argument's shape contract",
+    "tensors": "a list of one to three tensors of the argument's shape contract",
+    "int": "an integer in [1, 4]",
+    "ints": "a list of integers in [1, 4] (its size, or one to three of them)",
+    "float": "1.5, or 0.5 in the samples that change every value",
+    "bool": "False, or True in the samples that change every value",
+    "str": "'' (an op's `prepare` gives a real one)",
+    "dtype": "the dtype of the return whose rule reads it, else the sample's dtype",
+    "generator": "a seeded torch.Generator",
+}
+
+
+def missing_columns(r: TypeRow) -> list[str]:
+    """The required columns row `r` leaves out, in the record's order ([]: none)."""
+    missing = [c for c in REQUIRED_COLUMNS if getattr(r, c) is MISSING]
+    if r.sample is not MISSING and r.sample is not None and r.sample not in SAMPLES:
+        missing.append(f"sample (not one of {', '.join(SAMPLES)}: {r.sample!r})")
+    return missing
+
+
 def _rows(*rows: TypeRow) -> dict[str, TypeRow]:
+    incomplete = {r.schema: missing_columns(r) for r in rows if missing_columns(r)}
+    if incomplete:
+        raise TypeError("type rows without required columns: "
+                        + "; ".join(f"{k}: {', '.join(v)}" for k, v in incomplete.items()))
     return {r.schema: r for r in rows}
 
 
-_OPT = "std::optional<{}>"
+# The columns shared by many rows.  Python annotations are torch's meaning, in the public
+# spellings `help()` shows; the fast binding's parsers are runtime/include/opwrap/runtime/python_fast.h;
+# only a SymInt can be a data-dependent symbol in a fake kernel (torch makes an `int` or
+# `float` return a plain number, codegen/pyruntime.py).
+_SYMINT = "Union[int, torch.SymInt]"
+_SCALAR = "Union[int, float, bool, complex]"
+_DEVICE = "Union[torch.device, str, int]"
+_TENSOR_ABI = AbiRow("const opwrap_tensor*", "*const RawTensor", "TensorRef<'_, {T}>",
+                     "TensorRef::<{T}>::from_raw({})", "tensor")
+_INT_ABI = AbiRow("int64_t", "i64", "i64", "{}")
+_OPT_INT_ABI = AbiRow("opwrap_optional_int", "OptionalInt", "Option<i64>", "{}.get()")
+_INTS_ABI = AbiRow("opwrap_int_array", "IntArray", "&[i64]", "{}.as_slice()")
+_OPT_INTS_ABI = AbiRow("opwrap_optional_int_array", "OptionalIntArray", "Option<&[i64]>", "{}.get()")
+_BOOL_ABI = AbiRow("bool", "bool", "bool", "{}")
+_INT_RETURN = ReturnRow("int64_t*", "*mut i64", "i64")
+_BOOL_RETURN = ReturnRow("bool*", "*mut bool", "bool")
+# The required columns of a type nothing but the C++ wrapper handles.
+_NONE = dict(fast=None, fake=None, abi=None, abi_return=None, saveable=None, sample=None)
+
+
+def _none(**columns) -> dict:
+    return {**_NONE, **columns}
+
 
 # Every schema type the generated C++ handles.  Order is the docs' type table order.
 TABLE: dict[str, TypeRow] = _rows(
     TypeRow("Tensor", "const at::Tensor&", returned="at::Tensor",
-            doc="contiguous when the declaration's `contiguous` is true (the default)"),
+            doc="contiguous when the declaration's `contiguous` is true (the default)",
+            **_none(python="Tensor", fast=("const at::Tensor*", "take_tensor"), abi=_TENSOR_ABI, sample="tensor")),
     TypeRow("Tensor(a!)", "at::Tensor&", returned="at::Tensor&",
-            doc="written in place; a non-contiguous one is computed in a contiguous copy and written back"),
+            doc="written in place; a non-contiguous one is computed in a contiguous copy and written back",
+            **_none(python="Tensor", fast=("const at::Tensor*", "take_tensor"), sample="tensor",
+                    abi=AbiRow("opwrap_tensor*", "*mut RawTensor", "TensorMut<'_, {T}>",
+                               "TensorMut::<{T}>::from_raw({}, ctx)", "written"))),
     TypeRow("Tensor?", "const std::optional<at::Tensor>&", returned="std::optional<at::Tensor>",
-            doc="std::nullopt, or a defined tensor (contiguous as above)"),
-    TypeRow("Tensor(a!)?", "const std::optional<at::Tensor>&", doc="passed as given"),
-    TypeRow("Tensor[]", "at::TensorList", returned="std::vector<at::Tensor>", doc="passed as given"),
-    TypeRow("Tensor(a!)[]", "at::TensorList", doc="passed as given"),
-    TypeRow("Tensor?[]", "const c10::List<std::optional<at::Tensor>>&", doc="passed as given"),
-    TypeRow("int", "int64_t", returned="int64_t"),
-    TypeRow("int?", "std::optional<int64_t>", returned="std::optional<int64_t>"),
-    TypeRow("int[]", "at::IntArrayRef", returned="std::vector<int64_t>", doc="also int[N]"),
-    TypeRow("int[]?", "at::OptionalIntArrayRef"),
+            doc="std::nullopt, or a defined tensor (contiguous as above)",
+            **_none(python="Optional[Tensor]", fast=("std::optional<at::Tensor>", "take_optional_tensor"),
+                    sample="tensor", abi=AbiRow("const opwrap_tensor*", "*const RawTensor", "Option<TensorRef<'_, {T}>>",
+                                                "TensorRef::<{T}>::from_optional({})", "optional"))),
+    TypeRow("Tensor(a!)?", "const std::optional<at::Tensor>&", doc="passed as given",
+            **_none(python="Optional[Tensor]", fast=("std::optional<at::Tensor>", "take_optional_tensor"),
+                    sample="tensor", abi=AbiRow("opwrap_tensor*", "*mut RawTensor", "Option<TensorMut<'_, {T}>>",
+                                                "TensorMut::<{T}>::from_optional({}, ctx)", "optional"))),
+    TypeRow("Tensor[]", "at::TensorList", returned="std::vector<at::Tensor>", doc="passed as given",
+            **_none(python="Sequence[Tensor]", fast=("std::vector<at::Tensor>", "take_tensor_list"), sample="tensors",
+                    abi=AbiRow("opwrap_tensor_list", "RawTensorList", "TensorList<'_, {T}>",
+                               "TensorList::<{T}>::from_raw({})", "list"))),
+    TypeRow("Tensor(a!)[]", "at::TensorList", doc="passed as given",
+            **_none(python="Sequence[Tensor]", fast=("std::vector<at::Tensor>", "take_tensor_list"), sample="tensors")),
+    TypeRow("Tensor?[]", "const c10::List<std::optional<at::Tensor>>&", doc="passed as given",
+            **_none(python="Sequence[Optional[Tensor]]", sample="tensors")),
+    TypeRow("int", "int64_t", returned="int64_t",
+            **_none(python="int", fast=("int64_t", "take_int"), abi=_INT_ABI, abi_return=_INT_RETURN,
+                    saveable="int64_t", sample="int")),
+    TypeRow("int?", "std::optional<int64_t>", returned="std::optional<int64_t>",
+            **_none(python="Optional[int]", fast=("std::optional<int64_t>", "take_optional_int"), abi=_OPT_INT_ABI,
+                    saveable="std::optional<int64_t>", sample="int")),
+    TypeRow("int[]", "at::IntArrayRef", returned="std::vector<int64_t>", doc="also int[N]",
+            **_none(python="Sequence[int]", fast=("std::vector<int64_t>", "take_int_list"), abi=_INTS_ABI,
+                    saveable="std::vector<int64_t>", sample="ints")),
+    TypeRow("int[]?", "at::OptionalIntArrayRef",
+            **_none(python="Optional[Sequence[int]]", abi=_OPT_INTS_ABI, sample="ints")),
     TypeRow("SymInt", "c10::SymInt", "int64_t", "{}.guard_int(__FILE__, __LINE__)", returned="c10::SymInt",
             kernel_returned="int64_t", from_kernel="c10::SymInt({})",
-            doc="a symbolic size is guarded to its concrete value"),
-    TypeRow("SymInt?", "std::optional<c10::SymInt>", "std::optional<int64_t>", "opwrap::rt::guard_int({})"),
+            doc="a symbolic size is guarded to its concrete value",
+            **_none(python=_SYMINT, fast=("c10::SymInt", "take_symint"), fake="unbacked", abi=_INT_ABI,
+                    abi_return=_INT_RETURN, saveable="c10::SymInt", sample="int")),
+    TypeRow("SymInt?", "std::optional<c10::SymInt>", "std::optional<int64_t>", "opwrap::rt::guard_int({})",
+            **_none(python=f"Optional[{_SYMINT}]", abi=_OPT_INT_ABI, saveable="std::optional<c10::SymInt>",
+                    sample="int")),
     TypeRow("SymInt[]", "c10::SymIntArrayRef", "at::IntArrayRef", "C10_AS_INTARRAYREF_SLOW({})",
             returned="std::vector<c10::SymInt>", kernel_returned="std::vector<int64_t>",
-            from_kernel="c10::fromIntArrayRefSlow({}).vec()", doc="also SymInt[N]"),
-    TypeRow("SymInt[]?", "at::OptionalSymIntArrayRef", "at::OptionalIntArrayRef", "opwrap::rt::guard_ints({})"),
+            from_kernel="c10::fromIntArrayRefSlow({}).vec()", doc="also SymInt[N]",
+            **_none(python=f"Sequence[{_SYMINT}]", fast=("std::vector<c10::SymInt>", "take_symint_list"),
+                    abi=_INTS_ABI, sample="ints")),
+    TypeRow("SymInt[]?", "at::OptionalSymIntArrayRef", "at::OptionalIntArrayRef", "opwrap::rt::guard_ints({})",
+            **_none(python=f"Optional[Sequence[{_SYMINT}]]", abi=_OPT_INTS_ABI, sample="ints")),
     TypeRow("SymBool", "c10::SymBool", "bool", "{}.guard_bool(__FILE__, __LINE__)", returned="c10::SymBool",
-            kernel_returned="bool", from_kernel="c10::SymBool({})", doc="a symbolic bool is guarded to its value"),
-    TypeRow("float", "double", returned="double"),
-    TypeRow("float?", "std::optional<double>", returned="std::optional<double>"),
-    TypeRow("float[]", "at::ArrayRef<double>", returned="std::vector<double>"),
-    TypeRow("float[]?", "std::optional<at::ArrayRef<double>>"),
-    TypeRow("bool", "bool", returned="bool"),
-    TypeRow("bool?", "std::optional<bool>", returned="std::optional<bool>"),
-    TypeRow("bool[N]", "std::array<bool, {n}>", doc="a sized list, e.g. bool[3]"),
-    TypeRow("bool[]", "const c10::List<bool>&", returned="c10::List<bool>"),
-    TypeRow("Scalar", "const at::Scalar&", returned="at::Scalar"),
-    TypeRow("Scalar?", "const std::optional<at::Scalar>&", returned="std::optional<at::Scalar>"),
-    TypeRow("Scalar[]", "at::ArrayRef<at::Scalar>"),
-    TypeRow("str", "c10::string_view", returned="std::string", doc="returned as std::string"),
-    TypeRow("str?", "std::optional<c10::string_view>", returned="std::optional<std::string>"),
-    TypeRow("str[]", "at::ArrayRef<c10::string_view>", returned="std::vector<std::string>"),
-    TypeRow("ScalarType", "at::ScalarType", returned="at::ScalarType"),
-    TypeRow("ScalarType?", "std::optional<at::ScalarType>", returned="std::optional<at::ScalarType>"),
-    TypeRow("Device", "at::Device", returned="at::Device"),
-    TypeRow("Device?", "std::optional<at::Device>", returned="std::optional<at::Device>"),
-    TypeRow("Layout", "at::Layout", returned="at::Layout"),
-    TypeRow("Layout?", "std::optional<at::Layout>", returned="std::optional<at::Layout>"),
-    TypeRow("MemoryFormat", "at::MemoryFormat", returned="at::MemoryFormat"),
-    TypeRow("MemoryFormat?", "std::optional<at::MemoryFormat>", returned="std::optional<at::MemoryFormat>"),
-    TypeRow("Generator", "at::Generator", returned="at::Generator"),
+            kernel_returned="bool", from_kernel="c10::SymBool({})", doc="a symbolic bool is guarded to its value",
+            **_none(python="Union[bool, torch.SymBool]", abi=_BOOL_ABI, abi_return=_BOOL_RETURN)),
+    TypeRow("float", "double", returned="double",
+            **_none(python="float", fast=("double", "take_double"), abi=AbiRow("double", "f64", "f64", "{}"),
+                    abi_return=ReturnRow("double*", "*mut f64", "f64"), saveable="double", sample="float")),
+    TypeRow("float?", "std::optional<double>", returned="std::optional<double>",
+            **_none(python="Optional[float]", fast=("std::optional<double>", "take_optional_double"),
+                    abi=AbiRow("opwrap_optional_float", "OptionalFloat", "Option<f64>", "{}.get()"),
+                    saveable="std::optional<double>", sample="float")),
+    TypeRow("float[]", "at::ArrayRef<double>", returned="std::vector<double>",
+            **_none(python="Sequence[float]", fast=("std::vector<double>", "take_double_list"),
+                    abi=AbiRow("opwrap_float_array", "FloatArray", "&[f64]", "{}.as_slice()"))),
+    TypeRow("float[]?", "std::optional<at::ArrayRef<double>>", **_none(python="Optional[Sequence[float]]")),
+    TypeRow("bool", "bool", returned="bool",
+            **_none(python="bool", fast=("bool", "take_bool"), abi=_BOOL_ABI, abi_return=_BOOL_RETURN,
+                    saveable="bool", sample="bool")),
+    TypeRow("bool?", "std::optional<bool>", returned="std::optional<bool>",
+            **_none(python="Optional[bool]", fast=("std::optional<bool>", "take_optional_bool"),
+                    abi=AbiRow("opwrap_optional_bool", "OptionalBool", "Option<bool>", "{}.get()"),
+                    saveable="std::optional<bool>", sample="bool")),
+    TypeRow("bool[N]", "std::array<bool, {n}>", doc="a sized list, e.g. bool[3]", **_none(python="Sequence[bool]")),
+    TypeRow("bool[]", "const c10::List<bool>&", returned="c10::List<bool>", **_none(python="Sequence[bool]")),
+    TypeRow("Scalar", "const at::Scalar&", returned="at::Scalar",
+            **_none(python=_SCALAR, fast=("at::Scalar", "take_scalar"), abi=AbiRow("opwrap_scalar", "Scalar", "Scalar", "{}"),
+                    saveable="at::Scalar", sample="float")),
+    TypeRow("Scalar?", "const std::optional<at::Scalar>&", returned="std::optional<at::Scalar>",
+            **_none(python=f"Optional[{_SCALAR}]", fast=("std::optional<at::Scalar>", "take_optional_scalar"),
+                    saveable="std::optional<at::Scalar>", sample="float")),
+    TypeRow("Scalar[]", "at::ArrayRef<at::Scalar>", **_none(python=None)),
+    TypeRow("str", "c10::string_view", returned="std::string", doc="returned as std::string",
+            **_none(python="str", fast=("c10::string_view", "take_string"),
+                    abi=AbiRow("opwrap_string", "Str", "&str", "{}.as_str()"), sample="str")),
+    TypeRow("str?", "std::optional<c10::string_view>", returned="std::optional<std::string>",
+            **_none(python="Optional[str]", fast=("std::optional<c10::string_view>", "take_optional_string"),
+                    abi=AbiRow("opwrap_optional_string", "OptionalStr", "Option<&str>", "{}.get()"), sample="str")),
+    TypeRow("str[]", "at::ArrayRef<c10::string_view>", returned="std::vector<std::string>",
+            **_none(python="Sequence[str]")),
+    TypeRow("ScalarType", "at::ScalarType", returned="at::ScalarType",
+            **_none(python="torch.dtype", fast=("at::ScalarType", "take_dtype"),
+                    abi=AbiRow("int32_t", "i32", "DType", "DType({})"), saveable="at::ScalarType", sample="dtype")),
+    TypeRow("ScalarType?", "std::optional<at::ScalarType>", returned="std::optional<at::ScalarType>",
+            **_none(python="Optional[torch.dtype]", fast=("std::optional<at::ScalarType>", "take_optional_dtype"),
+                    abi=AbiRow("opwrap_optional_dtype", "OptionalDType", "Option<DType>", "{}.get()"),
+                    saveable="std::optional<at::ScalarType>", sample="dtype")),
+    TypeRow("Device", "at::Device", returned="at::Device", **_none(python=_DEVICE)),
+    TypeRow("Device?", "std::optional<at::Device>", returned="std::optional<at::Device>",
+            **_none(python=f"Optional[{_DEVICE}]", fast=("std::optional<at::Device>", "take_optional_device"))),
+    TypeRow("Layout", "at::Layout", returned="at::Layout",
+            **_none(python="torch.layout", fast=("at::Layout", "take_layout"))),
+    TypeRow("Layout?", "std::optional<at::Layout>", returned="std::optional<at::Layout>",
+            **_none(python="Optional[torch.layout]", fast=("std::optional<at::Layout>", "take_optional_layout"))),
+    TypeRow("MemoryFormat", "at::MemoryFormat", returned="at::MemoryFormat",
+            **_none(python="torch.memory_format", fast=("at::MemoryFormat", "take_memory_format"))),
+    TypeRow("MemoryFormat?", "std::optional<at::MemoryFormat>", returned="std::optional<at::MemoryFormat>",
+            **_none(python="Optional[torch.memory_format]",
+                    fast=("std::optional<at::MemoryFormat>", "take_optional_memory_format"))),
+    TypeRow("Generator", "at::Generator", returned="at::Generator",
+            **_none(python="torch.Generator", sample="generator")),
     TypeRow("Generator?", "std::optional<at::Generator>",
-            doc="std::nullopt: the default generator (see random ops in the docs, kernels.md)"),
-    TypeRow("Storage", "at::Storage", returned="at::Storage"),
-    TypeRow("Stream", "c10::Stream", returned="c10::Stream"),
-    TypeRow("QScheme", "at::QScheme", returned="at::QScheme"),
+            doc="std::nullopt: the default generator (see random ops in the docs, kernels.md)",
+            **_none(python="Optional[torch.Generator]", fast=("std::optional<at::Generator>", "take_optional_generator"),
+                    sample="generator")),
+    TypeRow("Storage", "at::Storage", returned="at::Storage", **_none(python="torch.UntypedStorage")),
+    TypeRow("Stream", "c10::Stream", returned="c10::Stream", **_none(python="torch.Stream")),
+    TypeRow("QScheme", "at::QScheme", returned="at::QScheme", **_none(python="torch.qscheme")),
 )
-
-# The Python columns of the rows: the annotation (torch's meaning, in the public spellings
-# `help()` shows), the fast binding's parser (runtime/include/opwrap/runtime/python_fast.h),
-# and how a fake kernel makes a return that the kernel computes (codegen/pyruntime.py): only a
-# SymInt can be a data-dependent symbol (torch makes an `int` or `float` return a plain number).
-_SYMINT = "Union[int, torch.SymInt]"
-_SCALAR = "Union[int, float, bool, complex]"
-_DEVICE = "Union[torch.device, str, int]"
-_PYTHON: dict[str, dict[str, object]] = {
-    "Tensor": dict(python="Tensor", fast=("const at::Tensor*", "take_tensor")),
-    "Tensor(a!)": dict(python="Tensor", fast=("const at::Tensor*", "take_tensor")),
-    "Tensor?": dict(python="Optional[Tensor]", fast=("std::optional<at::Tensor>", "take_optional_tensor")),
-    "Tensor(a!)?": dict(python="Optional[Tensor]", fast=("std::optional<at::Tensor>", "take_optional_tensor")),
-    "Tensor[]": dict(python="Sequence[Tensor]", fast=("std::vector<at::Tensor>", "take_tensor_list")),
-    "Tensor(a!)[]": dict(python="Sequence[Tensor]", fast=("std::vector<at::Tensor>", "take_tensor_list")),
-    "Tensor?[]": dict(python="Sequence[Optional[Tensor]]"),
-    "int": dict(python="int", fast=("int64_t", "take_int")),
-    "int?": dict(python="Optional[int]", fast=("std::optional<int64_t>", "take_optional_int")),
-    "int[]": dict(python="Sequence[int]", fast=("std::vector<int64_t>", "take_int_list")),
-    "int[]?": dict(python="Optional[Sequence[int]]"),
-    "SymInt": dict(python=_SYMINT, fast=("c10::SymInt", "take_symint"), fake="unbacked"),
-    "SymBool": dict(python="Union[bool, torch.SymBool]"),
-    "SymInt?": dict(python=f"Optional[{_SYMINT}]"),
-    "SymInt[]": dict(python=f"Sequence[{_SYMINT}]", fast=("std::vector<c10::SymInt>", "take_symint_list")),
-    "SymInt[]?": dict(python=f"Optional[Sequence[{_SYMINT}]]"),
-    "float": dict(python="float", fast=("double", "take_double")),
-    "float?": dict(python="Optional[float]", fast=("std::optional<double>", "take_optional_double")),
-    "float[]": dict(python="Sequence[float]", fast=("std::vector<double>", "take_double_list")),
-    "float[]?": dict(python="Optional[Sequence[float]]"),
-    "bool": dict(python="bool", fast=("bool", "take_bool")),
-    "bool?": dict(python="Optional[bool]", fast=("std::optional<bool>", "take_optional_bool")),
-    "bool[N]": dict(python="Sequence[bool]"),
-    "bool[]": dict(python="Sequence[bool]"),
-    "Scalar": dict(python=_SCALAR, fast=("at::Scalar", "take_scalar")),
-    "Scalar?": dict(python=f"Optional[{_SCALAR}]", fast=("std::optional<at::Scalar>", "take_optional_scalar")),
-    "str": dict(python="str", fast=("c10::string_view", "take_string")),
-    "str?": dict(python="Optional[str]", fast=("std::optional<c10::string_view>", "take_optional_string")),
-    "str[]": dict(python="Sequence[str]"),
-    "ScalarType": dict(python="torch.dtype", fast=("at::ScalarType", "take_dtype")),
-    "ScalarType?": dict(python="Optional[torch.dtype]", fast=("std::optional<at::ScalarType>", "take_optional_dtype")),
-    "Device": dict(python=_DEVICE),
-    "Device?": dict(python=f"Optional[{_DEVICE}]", fast=("std::optional<at::Device>", "take_optional_device")),
-    "Layout": dict(python="torch.layout", fast=("at::Layout", "take_layout")),
-    "Layout?": dict(python="Optional[torch.layout]", fast=("std::optional<at::Layout>", "take_optional_layout")),
-    "MemoryFormat": dict(python="torch.memory_format", fast=("at::MemoryFormat", "take_memory_format")),
-    "MemoryFormat?": dict(python="Optional[torch.memory_format]",
-                          fast=("std::optional<at::MemoryFormat>", "take_optional_memory_format")),
-    "Generator": dict(python="torch.Generator"),
-    "Generator?": dict(python="Optional[torch.Generator]", fast=("std::optional<at::Generator>", "take_optional_generator")),
-    "Storage": dict(python="torch.UntypedStorage"),
-    "Stream": dict(python="torch.Stream"),
-    "QScheme": dict(python="torch.qscheme"),
-    "Dimname": dict(python="str"),
-    "Dimname?": dict(python="Optional[str]"),
-    "Dimname[]": dict(python="Sequence[str]"),
-    "Dimname[]?": dict(python="Optional[Sequence[str]]"),
-}
-TABLE = {k: replace(r, **_PYTHON.get(k, {})) for k, r in TABLE.items()}  # type: ignore[arg-type]
 
 # Types torch's unboxed-kernel registration refuses (c10's make_boxed_from_unboxed_functor.h).
 _REFUSED = {
@@ -201,14 +396,15 @@ def row(t: Type, mutable: bool = False) -> TypeRow:
     """The row of a schema type; ``mutable``: the value is written (``Tensor(a!)``)."""
     if isinstance(t, ClassType):
         cpp = f"const c10::intrusive_ptr<{t.class_name}>&"
-        return TypeRow(str(t), cpp, returned=f"c10::intrusive_ptr<{t.class_name}>", doc="a custom class")
+        return TypeRow(str(t), cpp, returned=f"c10::intrusive_ptr<{t.class_name}>", doc="a custom class",
+                       **_none(python=None))
     key = type_key(t, mutable)
     r = TABLE.get(key)
     if r is None:
         raise UnsupportedType(str(t), _REFUSED.get(key, ""))
     if key == "bool[N]":
         n = t.elem.size if isinstance(t, OptionalType) else t.size  # type: ignore[union-attr]
-        return TypeRow(f"bool[{n}]", r.dispatcher.format(n=n), doc=r.doc)
+        return replace(r, schema=f"bool[{n}]", dispatcher=r.dispatcher.format(n=n))
     return r
 
 
@@ -277,5 +473,5 @@ def markdown_table() -> str:
             returned_text = f"`{returned}` (as `{r.returned}`)"
         else:
             returned_text = code(returned)
-        lines.append(f"| `{r.schema}` | {received} | {returned_text} | {code(getattr(r, 'python', None))} |")
+        lines.append(f"| `{r.schema}` | {received} | {returned_text} | {code(r.python)} |")
     return "\n".join(lines)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..api import cpp
+from ..api import cpp, types
 from ..api.aten_ops import header_of
 from ..api.kernel import tensor_arguments
 from ..api.names import Scope, cpp_ident, cpp_string
@@ -58,9 +58,6 @@ from .base import Output, Plugin
 AUTOGRAD_UNIT_SIZE = 4
 _AT_CALL = re.compile(r"\bat::([a-z_][a-z0-9_]*)\s*\(")
 _FREE_CALL = re.compile(r"(?<![\w.:>])([A-Za-z_]\w*)\s*\(")
-# Values a formula may name: members of the node, of these types.
-_SAVEABLE = {"int": "int64_t", "SymInt": "c10::SymInt", "float": "double", "bool": "bool", "Scalar": "at::Scalar",
-             "ScalarType": "at::ScalarType"}
 
 
 @dataclass(frozen=True)
@@ -86,13 +83,12 @@ class AutogradPlan:
 
 
 def _saveable_type(t) -> str | None:
-    inner = t.elem if isinstance(t, OptionalType) else t
-    if isinstance(inner, BaseType) and inner.name in _SAVEABLE:
-        v = _SAVEABLE[inner.name]
-        return f"std::optional<{v}>" if isinstance(t, OptionalType) else v
-    if isinstance(t, ListType) and t.elem == BaseType("int"):
-        return "std::vector<int64_t>"
-    return None
+    """The C++ type of the node member saving a value of type `t` that a formula names (the
+    type table's `saveable` column), None when it cannot be saved."""
+    try:
+        return types.row(t).saveable
+    except types.UnsupportedType:
+        return None
 
 
 # Locals the node's apply and the Autograd kernel declare (templates/autograd/function.j2 and
