@@ -24,6 +24,7 @@ from ..shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape
                       variables)
 from . import abi, types
 from .cpp import returns_type
+from .types import TENSOR, Binding, CType
 from .outputs import kernel_outputs, wrapper_outputs
 from .names import Scope, cpp_ident, cpp_string
 from ..targets import Device
@@ -83,18 +84,22 @@ def kernel_return_type(decl) -> str:
     return types.tuple_of([types.kernel_returned_type(r) for _, r, _ in kernel_outputs(decl)])
 
 
-def kernel_parameters(decl) -> list[tuple[str, str, str]]:
-    """The kernel's parameters: (C++ type, identifier, the schema name of the argument or
-    return it is), the arguments first, then the outputs the wrapper allocates."""
+def kernel_binding(a: Argument, name: str) -> Binding:
+    """Argument `a` as the kernel's parameter `name` (the type table's kernel type)."""
+    return Binding(name, CType.parse(types.kernel_type(a)), a.name)
+
+
+def kernel_parameters(decl) -> list[Binding]:
+    """The kernel's parameters, the arguments first, then the outputs the wrapper allocates."""
     scope = Scope()
-    params = [(types.kernel_type(a), scope.name(a.name), a.name) for a in decl.schema.arguments]
+    params = [kernel_binding(a, scope.name(a.name)) for a in decl.schema.arguments]
     for _, o in wrapper_outputs(decl):
-        params.append(("at::Tensor&", scope.fresh(o.name), o.name))
+        params.append(Binding(scope.fresh(o.name), TENSOR.ref(), o.name))
     return params
 
 
 def _kernel_parameters(decl) -> list[str]:
-    return [f"{t} {n}" for t, n, _ in kernel_parameters(decl)]
+    return [b.decl() for b in kernel_parameters(decl)]
 
 
 def kernel_signature(decl, device: str = "CPU") -> str:
@@ -199,7 +204,8 @@ def plan_call(decl, namespace: str, device: Device) -> KernelCall:
     unread = None if first.value else (decl.return_names[0] if decl.return_names else decl.name)
     return KernelCall(
         symbols=symbols(decl, namespace, device),
-        params=", ".join(f"{types.dispatcher_type(a)} {ident[a.name]}" for a in s.arguments),
+        params=", ".join(Binding(ident[a.name], CType.parse(types.dispatcher_type(a)), a.name).decl()
+                         for a in s.arguments),
         returns=returns_type(s), checks=checks,
         kernel_params=", ".join(inputs.params), kernel_returns=kernel_return_type(decl),
         kernel_args=", ".join(inputs.args), kernel_args_plain=", ".join(inputs.plain),
@@ -499,23 +505,20 @@ def _kernel_inputs(decl, ident: dict[str, str], scope: Scope, allocated: tuple[s
         name = ident[a.name]
         if is_single_tensor(a) and decl.contiguous:
             c = scope.fresh(f"{name}_c")
+            local_type = TENSOR.optional() if a.is_optional else TENSOR
             if a.is_write:
-                local_type = "std::optional<at::Tensor>" if a.is_optional else "at::Tensor"
                 checks.append(f"{local_type} {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
                 epilogue.append(f"opwrap::rt::write_back({name}, {c});")
-            elif a.is_optional:
-                checks.append(f"const std::optional<at::Tensor> {c} = opwrap::rt::contiguous(kOp, "
-                              f"{cpp_string(a.name)}, {name});")
             else:
-                checks.append(f"const at::Tensor {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
+                checks.append(f"{local_type.const()} {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
             args.append(c)
         else:
             args.append(types.to_kernel(a, name))
-        params.append(f"{types.kernel_type(a)} {name}")
+        params.append(kernel_binding(a, name).decl())
         plain.append(name)
     for name in allocated:
         args.append(name)
-        params.append(f"at::Tensor& {name}")
+        params.append(Binding(name, TENSOR.ref(), name).decl())
         plain.append(name)
     return _KernelInputs(args=tuple(args), params=tuple(params), plain=tuple(plain), checks=tuple(checks),
                          epilogue=tuple(epilogue))
@@ -546,7 +549,8 @@ def _kernel_result(decl, ident: dict[str, str], names: dict[str, str], dtype: st
         value = f"*{local}" if len(made) == 1 else f"std::get<{k}>(*{local})"
         epilogue.extend(_result_checks(decl, r, o, value, ident, names, dtype, device))
         results.append((i, types.from_kernel(r, f"std::move({value})")))
-    return _KernelResult(local=local, checks=(f"std::optional<{kernel_return_type(decl)}> {local};",),
+    held = CType.parse(kernel_return_type(decl)).optional()
+    return _KernelResult(local=local, checks=(f"{held} {local};",),
                          epilogue=tuple(epilogue), results=tuple(results))
 
 
@@ -604,7 +608,7 @@ def _abi_call(decl, device: Device, first: str, kernel_args: tuple[str, ...], ke
     returned = []
     for p in params[len(kernel_args):]:
         local = scope.fresh(f"{p.name}_abi")
-        setup.append(f"{p.c[:-1]} {local}{{}};")  # `int64_t` for `int64_t*`
+        setup.append(f"{CType.parse(p.c).pointee()} {local}{{}};")  # `int64_t` for `int64_t*`
         args.append(f"&{local}")
         returned.append(local)
     after = (f"{kernel_result}.emplace({', '.join(returned)});",) if returned else ()

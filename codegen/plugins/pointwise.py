@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..api import cpp
+from ..api import cpp, types
 from .base import Output, Plugin
 from ..api.kernel import device_checks, device_guard
 from ..api.names import CPP_KEYWORDS, camel_case, cpp_string
@@ -102,8 +102,7 @@ def wrapper(decl, p: PointwisePlan, device: Device) -> dict:
     args = "iter" + (", " + p.scalar_args if p.scalar_args else "")
     # The CPU loop is chosen among its capability builds at run time; the CUDA one is one kernel.
     call = f"{p.cpu_kernels}.get()({args})" if device is CPU else f"{p.kernel}({args})"
-    returns = "at::Tensor&" if p.out else "at::Tensor" if p.outputs == 1 else \
-        "std::tuple<" + ", ".join(["at::Tensor"] * p.outputs) + ">"
+    returns = str(types.TENSOR.ref()) if p.out else types.tuple_of([str(types.TENSOR)] * p.outputs)  # outputs >= 1
     outputs = (p.out,) if p.out else decl.return_names
     allocating = ("outputs " if len(outputs) > 1 else "output ") + ", ".join(f"'{n}'" for n in outputs)
     return dict(device=device.key, checks=checks, named=named, call=call, returns=returns, allocating=cpp_string(allocating),

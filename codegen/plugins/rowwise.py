@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..api.types import Binding
 from ..api.kernel import kernel_function, kernel_parameters
 from ..api.names import CPP_KEYWORDS, camel_case
 from ..targets import CPU, CPU_CAPABILITIES, CUDA
@@ -31,17 +32,10 @@ from .base import Output, Plugin
 
 
 @dataclass(frozen=True)
-class Param:
-    type: str
-    name: str  # the C++ parameter
-    schema_name: str  # the argument or return
-
-
-@dataclass(frozen=True)
 class RowwisePlan:
     op: str  # namespace::name
     program: str  # the struct template
-    params: tuple[Param, ...]  # the kernel's parameters
+    params: tuple[Binding, ...]  # the kernel's parameters
     kernel_type: str  # function pointer type of one build of the CPU loop
     loop: str  # the CPU loop template over scalar_t
     kernel: str  # the dtype switch over the loop (one per capability build)
@@ -61,7 +55,7 @@ class RowwisePlan:
 
     @property
     def param_list(self) -> str:
-        return ", ".join(f"{p.type} {p.name}" for p in self.params)
+        return ", ".join(p.decl() for p in self.params)
 
     @property
     def arg_list(self) -> str:
@@ -70,12 +64,12 @@ class RowwisePlan:
 
 def plan(decl, namespace: str) -> RowwisePlan:
     rows = decl.rows
-    params = tuple(Param(*p) for p in kernel_parameters(decl))
+    params = tuple(kernel_parameters(decl))
     ident = decl.ident
     first = next(p.name for p in params if p.schema_name == rows.row_tensors[0])
     return RowwisePlan(
         op=f"{namespace}::{decl.op_name}", program=f"{camel_case(ident)}Row",
-        params=params, kernel_type="void (*)(" + ", ".join(p.type for p in params) + ")",
+        params=params, kernel_type="void (*)(" + ", ".join(str(p.ctype) for p in params) + ")",
         loop=f"{ident}_rows", kernel=f"{ident}_rows_kernel", cpu_kernels=f"{ident}_rows_cpu_kernels",
         cpu_function=kernel_function(decl, CPU), cuda_function=kernel_function(decl, CUDA), cuda_kernel=f"{ident}_rows_cuda_kernel",
         cuda_launch=f"{ident}_rows_cuda_launch", cuda_args=f"{camel_case(ident)}RowArgs",
