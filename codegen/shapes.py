@@ -969,8 +969,9 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
         count = len(s.dims or ())
 
         def size_check(index: int, expected: str, text: str) -> str:
+            value = "" if text.strip().isdigit() else f" = {{{expected}}}"  # "expected 5", not "expected 5 = 5"
             return (f"torch._check({t}.size({index}) == {expected}, lambda: f\"{op}: argument '{label}' has size "
-                    f"{{{t}.size({index})}} at dimension {index}, but expected {_py_escape(text)} = {{{expected}}}\")")
+                    f"{{{t}.size({index})}} at dimension {index}, but expected {_py_escape(text)}{value}\")")
 
         def linear(st: _Step) -> list[str]:
             size, a, b, var = f"{t}.size({st.index})", render_python(st.a, names), render_python(st.b, names), n(st.var)

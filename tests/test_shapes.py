@@ -593,3 +593,16 @@ def test_other_uses_are_held_to_an_outputs_rules():
         "dimension 'G' is bound only by optional argument 'b', so it is unknown when that is None"]
     assert plan.required_after("ts") == ("K",)
     assert 'opwrap::rt::require_bound(kOp, "ts", K, "K", "[K]");' in S.cpp_input_checks(plan, "kOp", s)
+
+
+def test_a_literal_size_is_named_once():
+    """A rule's literal dimension is the expected size itself: `expected 3`, not `expected 3 = 3`
+    (the fake kernel's check here; the C++ wrapper's check_size prints it the same way)."""
+    f = checks_function("f(Tensor x) -> Tensor", {"x": ["N", "3"], "result": ["N"]})
+    with pytest.raises(RuntimeError) as e:
+        f(torch.empty(2, 4))
+    assert str(e.value).endswith("ns::op: argument 'x' has size 4 at dimension 1, but expected 3"), str(e.value)
+    g = checks_function("f(Tensor x, Tensor y) -> Tensor", {"x": ["N"], "y": ["N"], "result": ["N"]})
+    with pytest.raises(RuntimeError) as e:
+        g(torch.empty(2), torch.empty(3))
+    assert str(e.value).endswith("argument 'y' has size 3 at dimension 0, but expected N = 2"), str(e.value)

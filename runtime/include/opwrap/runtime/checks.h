@@ -119,12 +119,18 @@ inline void check_rank(const char* op, const char* arg, const at::Tensor& t, int
   }
 }
 
+// "what = value", or the value alone where the rule's text is that number ("expected 5", not
+// "expected 5 = 5").
+inline std::string rule_value(const char* what, const std::string& value) {
+  return value == what ? value : std::string(what) + " = " + value;
+}
+
 inline void check_size(const char* op, const char* arg, const at::Tensor& t, int64_t dim,
                        int64_t expected, const char* what) {
   const int64_t actual = t.size(dim);
   TORCH_CHECK(actual == expected, op, ": argument '", arg, "' has size ", actual,
-              " at dimension ", dim < 0 ? dim + t.dim() : dim, ", but expected ", what, " = ",
-              expected, " (shape ", shape_str(t.sizes()), ")");
+              " at dimension ", dim < 0 ? dim + t.dim() : dim, ", but expected ",
+              rule_value(what, std::to_string(expected)), " (shape ", shape_str(t.sizes()), ")");
 }
 
 // The run of dimensions [start, dim - after) of `t` is `expected` (a run bound by an earlier
@@ -142,7 +148,7 @@ inline void check_run(const char* op, const char* arg, const at::Tensor& t, int6
 inline void check_shape(const char* op, const char* arg, const at::Tensor& t,
                         c10::IntArrayRef expected, const char* what) {
   TORCH_CHECK(t.sizes() == expected, op, ": argument '", arg, "' has shape ", shape_str(t.sizes()),
-              ", but expected ", what, " = ", shape_str(expected));
+              ", but expected ", rule_value(what, shape_str(expected)));
 }
 
 inline void check_output_shape(const char* op, const char* out, c10::IntArrayRef shape,
