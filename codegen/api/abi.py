@@ -20,7 +20,7 @@ from ..schema import Argument
 from . import types
 from .names import cpp_ident
 from .outputs import kernel_outputs, wrapper_outputs
-from .types import AbiRow, ReturnRow
+from .types import AbiRow, Binding, CType, ReturnRow
 
 # Views of the type table's `abi` and `abi_return` columns, by the table's key
 # (types.type_key): every schema type a foreign kernel can take, and every non-Tensor type it
@@ -111,7 +111,7 @@ class Param:
     name: str  # as the schema names it
     c_name: str
     rust_name: str
-    c: str  # C type
+    c: CType  # C type
     rust_ffi: str
     rust: str  # safe Rust type ({T} filled in per combination by `rust_type`)
     to_rust: str
@@ -130,7 +130,7 @@ def params(decl) -> list[Param]:
         r_name = rust_ident(name, taken_r)
         taken_c.add(c_name)
         taken_r.add(r_name)
-        out.append(Param(name, c_name, r_name, c, ffi, rust, to_rust, tensor, kind))
+        out.append(Param(name, c_name, r_name, CType.parse(c), ffi, rust, to_rust, tensor, kind))
 
     outs = {a.name for a in decl.out_arguments}
     for a in decl.schema.arguments:
@@ -155,7 +155,7 @@ def rust_type(decl, p: Param, combo) -> str:
 
 def c_prototype(decl, symbol: str) -> str:
     """`int32_t symbol(opwrap_context* ctx, ...)`."""
-    ps = ", ".join(["opwrap_context* ctx"] + [f"{p.c} {p.c_name}" for p in params(decl)])
+    ps = ", ".join(["opwrap_context* ctx"] + [Binding(p.c_name, p.c, p.name).decl() for p in params(decl)])
     return f"int32_t {symbol}({ps})"
 
 

@@ -608,7 +608,7 @@ def _abi_call(decl, device: Device, first: str, kernel_args: tuple[str, ...], ke
     returned = []
     for p in params[len(kernel_args):]:
         local = scope.fresh(f"{p.name}_abi")
-        setup.append(f"{CType.parse(p.c).pointee()} {local}{{}};")  # `int64_t` for `int64_t*`
+        setup.append(f"{p.c.pointee()} {local}{{}};")  # `int64_t` for `int64_t*`
         args.append(f"&{local}")
         returned.append(local)
     after = (f"{kernel_result}.emplace({', '.join(returned)});",) if returned else ()
