@@ -178,6 +178,18 @@ def locked(directory: Path):
         yield
 
 
+def made_once(tmp_path_factory, name: str, make) -> tuple[Path, dict]:
+    """Library `name`, made once per run by `make(<its directory>)` (whichever worker asks
+    first; the others wait on the lock): the run's shared directory holding it, and what `make`
+    recorded (exit statuses and outputs, for the tests to check)."""
+    root = shared_dir(tmp_path_factory, f"shared-{name}")
+    record = root / "record.json"
+    with locked(root):
+        if not record.exists():
+            record.write_text(json.dumps(make(root / name)))
+    return root, json.loads(record.read_text())
+
+
 class SharedLibrary:
     """A library built once per run for several tests (see `mylib`): its project directory,
     what making it printed (`record`), and `locked()` for a test that changes the project."""
@@ -287,12 +299,7 @@ def pynames(tmp_path_factory):
     """The `pynames` library (see _make_pynames), made and built once per run for the tests
     of test_python_api.py and test_stubs.py that call its ops (xdist_group "pynames"): one
     library's compile instead of two."""
-    root = shared_dir(tmp_path_factory, "shared-pynames")
-    record = root / "record.json"
-    with locked(root):
-        if not record.exists():
-            record.write_text(json.dumps(_make_pynames(root / "pynames")))
-    return SharedLibrary(root, json.loads(record.read_text()), "pynames")
+    return SharedLibrary(*made_once(tmp_path_factory, "pynames", _make_pynames), "pynames")
 
 
 # `sharedlib`: one library made with `codegen init` holding the ops of several test files,
@@ -332,12 +339,7 @@ def _make_sharedlib(lib: Path) -> dict:
 @pytest.fixture(scope="session")
 def sharedlib(tmp_path_factory):
     """The `sharedlib` library (see _make_sharedlib), made and built once per run."""
-    root = shared_dir(tmp_path_factory, "shared-sharedlib")
-    record = root / "record.json"
-    with locked(root):
-        if not record.exists():
-            record.write_text(json.dumps(_make_sharedlib(root / "sharedlib")))
-    return SharedLibrary(root, json.loads(record.read_text()), "sharedlib")
+    return SharedLibrary(*made_once(tmp_path_factory, "sharedlib", _make_sharedlib), "sharedlib")
 
 
 @pytest.fixture(scope="session")
@@ -345,12 +347,7 @@ def mylib(tmp_path_factory):
     """The `mylib` library, made and built once per run: by whichever worker asks first, while
     the others wait on the lock (tests using it share the xdist_group "mylib", so they wait
     little)."""
-    root = shared_dir(tmp_path_factory, "shared-mylib")
-    record = root / "record.json"
-    with locked(root):
-        if not record.exists():
-            record.write_text(json.dumps(_make_mylib(root / "mylib")))
-    return SharedLibrary(root, json.loads(record.read_text()))
+    return SharedLibrary(*made_once(tmp_path_factory, "mylib", _make_mylib))
 
 
 # ------------------------------------------------------------------ the time budget (make test)

@@ -6,7 +6,6 @@ dedup_consecutive in C) are tested at the end."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -19,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import locked, run_codegen, shared_dir
+from conftest import made_once, run_codegen
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
@@ -180,12 +179,7 @@ def _make_foreignlib(lib: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def foreignlib(tmp_path_factory):
-    root = shared_dir(tmp_path_factory, "shared-foreignlib")
-    record = root / "record.json"
-    with locked(root):
-        if not record.exists():
-            record.write_text(json.dumps(_make_foreignlib(root / "foreignlib")))
-    made = json.loads(record.read_text())
+    root, made = made_once(tmp_path_factory, "foreignlib", _make_foreignlib)
     assert made["init"][0] == 0, made["init"][1]
     assert made["generate"][0] == 0, made["generate"][1]
     assert made["build"][0] == 0, made["build"][1]

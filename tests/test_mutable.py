@@ -9,7 +9,6 @@ torch.library.opcheck and torch.vmap, with no tag written by hand."""
 
 import contextlib
 import inspect
-import json
 import sys
 import warnings
 
@@ -17,7 +16,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from conftest import locked, run_codegen, shared_dir, torch_feature
+from conftest import made_once, run_codegen, torch_feature
 from opwrap_codegen import torch_compat
 from opwrap_codegen.testing import returns_written
 
@@ -237,12 +236,7 @@ def _make_mutlib(lib) -> dict:
 @pytest.fixture(scope="module")
 def mutlib(tmp_path_factory):
     """The library, made and built once per run, imported into this process."""
-    root = shared_dir(tmp_path_factory, "shared-mutlib")
-    record = root / "record.json"
-    with locked(root):
-        if not record.exists():
-            record.write_text(json.dumps(_make_mutlib(root / "mutlib")))
-    made = json.loads(record.read_text())
+    root, made = made_once(tmp_path_factory, "mutlib", _make_mutlib)
     assert made["init"][0] == 0, made["init"][1]
     assert made["build"][0] == 0, made["build"][1]
     sys.path.insert(0, str(root / "mutlib"))

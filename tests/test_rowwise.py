@@ -6,7 +6,6 @@ log_softmax, logsumexp, layer_norm, rms_norm) are tested against aten at the end
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import torch.nn.functional as F
 from torch.library import opcheck
 
 import opwrap
-from conftest import locked, run_codegen, shared_dir
+from conftest import made_once, run_codegen
 
 DECLARATIONS = """\
 - func: pair(Tensor a, Tensor b) -> (Tensor total, Tensor product)
@@ -85,12 +84,7 @@ def _make_rowlib(lib: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def rowlib(tmp_path_factory):
-    root = shared_dir(tmp_path_factory, "shared-rowlib")
-    record = root / "record.json"
-    with locked(root):
-        if not record.exists():
-            record.write_text(json.dumps(_make_rowlib(root / "rowlib")))
-    made = json.loads(record.read_text())
+    root, made = made_once(tmp_path_factory, "rowlib", _make_rowlib)
     assert made["init"][0] == 0, made["init"][1]
     assert made["build"][0] == 0, made["build"][1][-5000:]
     sys.path.insert(0, str(root / "rowlib"))
