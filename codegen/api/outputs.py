@@ -19,5 +19,4 @@ def kernel_outputs(decl) -> list:
 def wrapper_outputs(decl) -> list:
     """(return, OutputSpec) of the outputs the wrapper allocates and the kernel fills (its
     parameters after the arguments)."""
-    return [(r, o) for r, o in zip(decl.schema.returns, decl.outputs())
-            if o.made_by == "wrapper" and not made_by_kernel(r, o)]
+    return [(r, o) for r, o in zip(decl.schema.returns, decl.outputs()) if o.made_by == "wrapper"]
