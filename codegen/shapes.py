@@ -31,15 +31,20 @@ A ``Tensor[]`` return's shape is a list comprehension, one shape per element:
 ``"[[t.size(0), D] for t in tensors]"``; ``range(?n)`` is a length only the kernel knows.
 
 Expressions are parsed with Python's own ``ast`` (the grammar is a strict subset of
-Python's), then checked here against the schema.
+Python's), then checked here against the schema.  Every function over the parsed expression
+IR goes through one walker: ``walk`` for the questions (the names and tensors an expression
+reads), ``ExprVisitor`` for the rest (the C++ and Python printers, the linear solver, and
+``codegen/testing.py``'s evaluator), so a new node class is added in one place and every
+visitor that lacks a method for it fails when it is defined.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
-from typing import Iterator, Mapping
+import typing
+from dataclasses import dataclass, fields
+from typing import Generic, Iterator, Mapping, TypeVar
 
 from . import pysyntax
 from .diagnostics import Diagnostics, Loc
@@ -179,6 +184,67 @@ class Shape:
         if self.each is not None:
             return self.each.text
         return "[" + ", ".join(d.text for d in self.dims) + "]"
+
+
+# ------------------------------------------------------------------------ walking the IR
+
+NODES: tuple[type, ...] = typing.get_args(Expr)  # the node classes, in the order of `Expr`
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The sub-expressions of `e`, left to right: its fields that hold nodes."""
+    return tuple(v for f in fields(e) if isinstance(v := getattr(e, f.name), NODES))
+
+
+def walk(e: Expr, bound: frozenset[str] = frozenset()) -> Iterator[tuple[Expr, frozenset[str]]]:
+    """Every node of `e`, each before its sub-expressions and those left to right, with the
+    names bound around it by the sums that hold it (a sum's variable is local to its body)."""
+    yield e, bound
+    inner = bound | {e.var} if isinstance(e, ListSum) else bound
+    for c in children(e):
+        yield from walk(c, inner)
+
+
+def names_in(e: Expr) -> Iterator[str]:
+    """The names an expression reads, in order and with repeats: dimension variables and int
+    arguments (not the variables of its own sums)."""
+    return (n.name for n, bound in walk(e) if isinstance(n, Var) and n.name not in bound)
+
+
+def tensors_in(e: Expr) -> Iterator[str]:
+    """The tensors whose sizes an expression reads (not its sums' variables)."""
+    return (n.tensor for n, bound in walk(e)
+            if isinstance(n, (TensorSize, TensorRank, TensorNumel)) and n.tensor not in bound)
+
+
+def loop_variables(e: Expr) -> Iterator[str]:
+    """The variables of the sums in `e`."""
+    return (n.var for n, _ in walk(e) if isinstance(n, ListSum))
+
+
+R = TypeVar("R")
+
+
+class ExprVisitor(Generic[R]):
+    """A function over the expression IR, one method per node class, as `ast.NodeVisitor`:
+    `visit(e)` calls `visit_<class name>(e)`, which visits the sub-expressions it needs (a
+    printer or an evaluator changes its names or values at a sum's body).  A subclass has a
+    method for every class of `NODES`, checked when it is defined, so a new node class names
+    every visitor that must learn it; `partial=True` leaves the rest to `generic_visit`."""
+
+    def __init_subclass__(cls, partial: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        missing = [n.__name__ for n in NODES if not hasattr(cls, f"visit_{n.__name__}")]
+        if missing and not partial:
+            raise TypeError(f"{cls.__name__} has no method for {', '.join(missing)}: define visit_{missing[0]}, "
+                            "or declare the class partial=True and handle the rest in generic_visit")
+
+    def visit(self, e: Expr) -> R:
+        method = getattr(self, f"visit_{type(e).__name__}", None)
+        return method(e) if method is not None else self.generic_visit(e)
+
+    def generic_visit(self, e: Expr) -> R:
+        raise TypeError(f"{type(self).__name__} has no method for {type(e).__name__}")
 
 
 # ------------------------------------------------------------------------------- parsing
@@ -484,14 +550,14 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
     def use(e: Expr, loc: Loc, star_ok: bool, where: str | None, unknown: str | None = None) -> None:
         """Names in `e` must be bound (but `unknown`, which `e` binds); optional tensors' sizes
         and names only optional tensors bind are usable only in their own contracts."""
-        for v in _loop_variables(e):
+        for v in loop_variables(e):
             if v in bindings:
                 diag.error(loc, f"the loop variable '{v}' is also a dimension name; name it otherwise")
-        for t in _tensors(e):
+        for t in tensors_in(e):
             if t in optional_tensors and t != where:
                 diag.error(loc, f"'{t}' is optional (it may be None), so its sizes cannot be used here; name its "
                            f"dimensions in its own shape instead")
-        for v in _vars(e):
+        for v in names_in(e):
             if v == unknown:
                 continue
             b = bindings.get(v)
@@ -538,7 +604,7 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
                 continue
             # The names this dimension may bind: unbound ones, and (in an optional tensor's or a
             # list's contract) those that only optional tensors bind, bound at run time if at all.
-            unknowns = sorted({v for v in _vars(d.expr) if v not in int_args and (
+            unknowns = sorted({v for v in names_in(d.expr) if v not in int_args and (
                 v not in bindings or (kind != "required" and (v in only_optional or list_bound.get(v) == a.name)))})
             if not unknowns:
                 use(d.expr, d.loc, False, a.name)
@@ -577,11 +643,11 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
                 diag.error(s.loc, f"the loop variable '{s.each.var}' is also a dimension name; name it otherwise")
         for d in (s.each.dims if s.each is not None else s.dims or ()):
             if s.each is not None:
-                for v in _vars(d.expr):
+                for v in names_in(d.expr):
                     if v in loop:
                         continue
                     use(Var(v), d.loc, d.star, None)
-                for t in _tensors(d.expr):
+                for t in tensors_in(d.expr):
                     if t != s.each.var:
                         use(TensorSize(t, Num(0)), d.loc, False, None)
             else:
@@ -599,57 +665,6 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
 
 def _kind_words(kind: str) -> str:
     return {"list": "tensor list", "optional": "optional argument"}.get(kind, "argument")
-
-
-def _vars(e: Expr) -> Iterator[str]:
-    """The names an expression reads: dimension variables and int arguments (not the
-    variables of its own comprehensions)."""
-    if isinstance(e, Var):
-        yield e.name
-    elif isinstance(e, BinOp):
-        yield from _vars(e.lhs)
-        yield from _vars(e.rhs)
-    elif isinstance(e, Neg):
-        yield from _vars(e.operand)
-    elif isinstance(e, TensorSize):
-        yield from _vars(e.dim)
-    elif isinstance(e, ListItem):
-        yield from _vars(e.index)
-    elif isinstance(e, ListSum):
-        yield from (v for v in _vars(e.body) if v != e.var)
-
-
-def _loop_variables(e: Expr) -> Iterator[str]:
-    """The variables of the comprehensions (sums) in `e`."""
-    if isinstance(e, ListSum):
-        yield e.var
-        yield from _loop_variables(e.body)
-    elif isinstance(e, BinOp):
-        yield from _loop_variables(e.lhs)
-        yield from _loop_variables(e.rhs)
-    elif isinstance(e, Neg):
-        yield from _loop_variables(e.operand)
-    elif isinstance(e, TensorSize):
-        yield from _loop_variables(e.dim)
-    elif isinstance(e, ListItem):
-        yield from _loop_variables(e.index)
-
-
-def _tensors(e: Expr) -> Iterator[str]:
-    """The tensors whose sizes an expression reads (not its comprehensions' variables)."""
-    if isinstance(e, (TensorSize, TensorRank, TensorNumel)):
-        yield e.tensor
-    if isinstance(e, TensorSize):
-        yield from _tensors(e.dim)
-    elif isinstance(e, BinOp):
-        yield from _tensors(e.lhs)
-        yield from _tensors(e.rhs)
-    elif isinstance(e, Neg):
-        yield from _tensors(e.operand)
-    elif isinstance(e, ListItem):
-        yield from _tensors(e.index)
-    elif isinstance(e, ListSum):
-        yield from (t for t in _tensors(e.body) if t != e.var)
 
 
 # ---------------------------------------------------------------------- linear expressions
@@ -680,33 +695,47 @@ def _mul(a: Expr, b: Expr) -> Expr:
     return BinOp("*", a, b)
 
 
-def _linear(e: Expr, x: str) -> tuple[Expr, Expr] | None:
-    """(a, b) with e == a * x + b and neither reading x; None when e is not linear in x (or
-    its factor is 0)."""
-    def go(e: Expr) -> tuple[Expr, Expr] | None:
-        if e == Var(x):
+class _Linear(ExprVisitor[tuple[Expr, Expr] | None], partial=True):
+    """(a, b) with e == a * x + b and neither reading x, or None where e is not linear in x."""
+
+    def __init__(self, x: str):
+        self.x = x
+
+    def visit(self, e: Expr) -> tuple[Expr, Expr] | None:
+        if e == Var(self.x):
             return Num(1), Num(0)
-        if x not in set(_vars(e)):
+        if self.x not in set(names_in(e)):
             return Num(0), e
-        if isinstance(e, Neg):
-            r = go(e.operand)
-            return None if r is None else (_neg(r[0]), _neg(r[1]))
-        if isinstance(e, BinOp) and e.op in "+-":
-            lhs, rhs = go(e.lhs), go(e.rhs)
+        return super().visit(e)
+
+    def generic_visit(self, e: Expr) -> None:
+        return None  # a size, an index, a sum: not invertible
+
+    def visit_Neg(self, e: Neg) -> tuple[Expr, Expr] | None:
+        r = self.visit(e.operand)
+        return None if r is None else (_neg(r[0]), _neg(r[1]))
+
+    def visit_BinOp(self, e: BinOp) -> tuple[Expr, Expr] | None:
+        if e.op in "+-":
+            lhs, rhs = self.visit(e.lhs), self.visit(e.rhs)
             if lhs is None or rhs is None:
                 return None
             if e.op == "-":
                 rhs = (_neg(rhs[0]), _neg(rhs[1]))
             return _add(lhs[0], rhs[0]), _add(lhs[1], rhs[1])
-        if isinstance(e, BinOp) and e.op == "*":
-            lx, rx = x in set(_vars(e.lhs)), x in set(_vars(e.rhs))
+        if e.op == "*":
+            lx, rx = self.x in set(names_in(e.lhs)), self.x in set(names_in(e.rhs))
             if lx and rx:
                 return None
-            inner, factor = (go(e.lhs), e.rhs) if lx else (go(e.rhs), e.lhs)
+            inner, factor = (self.visit(e.lhs), e.rhs) if lx else (self.visit(e.rhs), e.lhs)
             return None if inner is None else (_mul(inner[0], factor), _mul(inner[1], factor))
-        return None  # //, a size, an index: not invertible
+        return None  # //: not invertible
 
-    r = go(e)
+
+def _linear(e: Expr, x: str) -> tuple[Expr, Expr] | None:
+    """(a, b) with e == a * x + b and neither reading x; None when e is not linear in x (or
+    its factor is 0)."""
+    r = _Linear(x).visit(e)
     return None if r is None or r[0] == Num(0) else r
 
 
@@ -715,59 +744,98 @@ def _linear(e: Expr, x: str) -> tuple[Expr, Expr] | None:
 def render_cpp(e: Expr, names: Mapping[str, str] | None = None) -> str:
     """`e` in C++; `names` maps the schema's names (arguments, dimension variables) to the C++
     expressions that hold them in the generated scope (default: the names themselves)."""
-    return _render(e, python=False, names=names or {})
+    return _CppPrinter(names or {}).visit(e)
 
 
 def render_python(e: Expr, names: Mapping[str, str] | None = None) -> str:
     """`e` in Python; `names` maps schema names to the fake kernel's locals (see `render_cpp`)."""
-    return _render(e, python=True, names=names or {})
+    return _PythonPrinter(names or {}).visit(e)
+
+
+class _Printer(ExprVisitor[str], partial=True):
+    """What both languages spell alike: names (through `names`), sizes, ranks, numels."""
+
+    def __init__(self, names: Mapping[str, str]):
+        self.names = names
+
+    def name(self, name: str) -> str:
+        return self.names.get(name, name)
+
+    def body_printer(self, e: ListSum) -> "_Printer":
+        """The printer of a sum's body, where its loop variable is itself."""
+        return type(self)({k: v for k, v in self.names.items() if k != e.var})
+
+    def visit_Var(self, e: Var) -> str:
+        return self.name(e.name)
+
+    def visit_TensorSize(self, e: TensorSize) -> str:
+        return f"{self.name(e.tensor)}.size({self.visit(e.dim)})"
+
+    def visit_TensorRank(self, e: TensorRank) -> str:
+        return f"{self.name(e.tensor)}.dim()"
+
+    def visit_TensorNumel(self, e: TensorNumel) -> str:
+        return f"{self.name(e.tensor)}.numel()"
+
+    def visit_Free(self, e: Free) -> str:
+        raise TypeError(e)  # `_` has no value; analyze keeps it out of every expression that is printed
+
+
+class _PythonPrinter(_Printer):
+    def visit_Num(self, e: Num) -> str:
+        return str(e.value)
+
+    def visit_ListItem(self, e: ListItem) -> str:
+        return f"{self.name(e.list)}[{self.visit(e.index)}]"
+
+    def visit_ListLen(self, e: ListLen) -> str:
+        return f"len({self.name(e.list)})"
+
+    def visit_ListSum(self, e: ListSum) -> str:
+        given = f" if {e.var} is not None" if e.of_tensors else ""
+        return f"sum(({self.body_printer(e).visit(e.body)}) for {e.var} in {self.name(e.list)}{given})"
+
+    def visit_BinOp(self, e: BinOp) -> str:
+        return f"({self.visit(e.lhs)} {e.op} {self.visit(e.rhs)})"
+
+    def visit_Neg(self, e: Neg) -> str:
+        return f"(-{self.visit(e.operand)})"
+
+    def visit_Dynamic(self, e: Dynamic) -> str:
+        return e.name
 
 
 # C++ shape arithmetic is overflow-checked (runtime checks.h); Python's ints do not overflow.
 _CPP_CHECKED = {"+": "shape_add", "-": "shape_sub", "*": "shape_mul"}
 
 
-def _render(e: Expr, python: bool, names: Mapping[str, str]) -> str:
-    """One printer for both languages; they differ only in list access and floor division."""
-    def r(x: Expr) -> str:
-        return _render(x, python, names)
+class _CppPrinter(_Printer):
+    """C++ inside a generated wrapper, where `kOp` names the op in the runtime's messages."""
 
-    def n(name: str) -> str:
-        return names.get(name, name)
+    def visit_Num(self, e: Num) -> str:
+        return str(e.value) if e.value >= 0 else f"({e.value})"
 
-    if isinstance(e, Num):
-        return str(e.value) if e.value >= 0 or python else f"({e.value})"
-    if isinstance(e, Var):
-        return n(e.name)
-    if isinstance(e, TensorSize):
-        return f"{n(e.tensor)}.size({r(e.dim)})"
-    if isinstance(e, TensorRank):
-        return f"{n(e.tensor)}.dim()"
-    if isinstance(e, TensorNumel):
-        return f"{n(e.tensor)}.numel()"
-    if isinstance(e, ListItem):
-        return f"{n(e.list)}[{r(e.index)}]" if python else f"opwrap::rt::list_item({n(e.list)}, {r(e.index)})"
-    if isinstance(e, ListLen):
-        return f"len({n(e.list)})" if python else f"static_cast<int64_t>({n(e.list)}.size())"
-    if isinstance(e, ListSum):
-        inner = {k: v for k, v in names.items() if k != e.var}  # the loop variable is itself
-        body = _render(e.body, python, inner)
-        if python:
-            given = f" if {e.var} is not None" if e.of_tensors else ""
-            return f"sum(({body}) for {e.var} in {n(e.list)}{given})"
+    def visit_ListItem(self, e: ListItem) -> str:
+        return f"opwrap::rt::list_item({self.name(e.list)}, {self.visit(e.index)})"
+
+    def visit_ListLen(self, e: ListLen) -> str:
+        return f"static_cast<int64_t>({self.name(e.list)}.size())"
+
+    def visit_ListSum(self, e: ListSum) -> str:
         param = "const at::Tensor&" if e.of_tensors else "int64_t"
-        return f"opwrap::rt::list_sum(kOp, {n(e.list)}, [&]({param} {e.var}) -> int64_t {{ return {body}; }})"
-    if isinstance(e, BinOp):
-        if not python:  # inside a generated wrapper, where kOp names the op
-            if e.op == "//":
-                return f"opwrap::rt::floordiv({r(e.lhs)}, {r(e.rhs)})"
-            return f"opwrap::rt::{_CPP_CHECKED[e.op]}(kOp, {r(e.lhs)}, {r(e.rhs)})"
-        return f"({r(e.lhs)} {e.op} {r(e.rhs)})"
-    if isinstance(e, Neg):
-        return f"(-{r(e.operand)})" if python else f"opwrap::rt::shape_sub(kOp, 0, {r(e.operand)})"
-    if isinstance(e, Dynamic):
-        return e.name if python else "0"
-    raise TypeError(e)
+        return (f"opwrap::rt::list_sum(kOp, {self.name(e.list)}, [&]({param} {e.var}) -> int64_t {{ "
+                f"return {self.body_printer(e).visit(e.body)}; }})")
+
+    def visit_BinOp(self, e: BinOp) -> str:
+        if e.op == "//":
+            return f"opwrap::rt::floordiv({self.visit(e.lhs)}, {self.visit(e.rhs)})"
+        return f"opwrap::rt::{_CPP_CHECKED[e.op]}(kOp, {self.visit(e.lhs)}, {self.visit(e.rhs)})"
+
+    def visit_Neg(self, e: Neg) -> str:
+        return f"opwrap::rt::shape_sub(kOp, 0, {self.visit(e.operand)})"
+
+    def visit_Dynamic(self, e: Dynamic) -> str:
+        return "0"  # the wrapper allocates 0 there; the kernel resizes
 
 
 def variables(plan: "ShapePlan") -> set[str]:
@@ -776,11 +844,11 @@ def variables(plan: "ShapePlan") -> set[str]:
     out: set[str] = set()
     for s in plan.inputs + plan.outputs:
         if s.each is not None:
-            out.update(v for d in s.each.dims for v in _vars(d.expr) if v != s.each.var)
-            out.update(_vars(s.each.length))
+            out.update(v for d in s.each.dims for v in names_in(d.expr) if v != s.each.var)
+            out.update(names_in(s.each.length))
         for d in s.dims or ():
             if not isinstance(d.expr, (Free, Dynamic)):
-                out.update(_vars(d.expr))
+                out.update(names_in(d.expr))
     return out
 
 
@@ -834,7 +902,7 @@ def _contracts(plan: ShapePlan, schema: FunctionSchema) -> list[_Contract]:
                     continue
                 if isinstance(d.expr, Free):
                     continue
-                unknown = [v for v in _vars(d.expr) if v not in bound]
+                unknown = [v for v in names_in(d.expr) if v not in bound]
                 if not unknown:
                     steps.append(_Step("check", index, d))
                     continue

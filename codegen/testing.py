@@ -19,7 +19,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from . import torch_compat
 from .api import types
@@ -28,8 +28,8 @@ from .derivatives import has_forward
 from .dtypes import DTYPES
 from .model import Declaration
 from .schema import BaseType, ListType, is_tensor, is_tensor_list, unwrap_optional
-from .shapes import (BinOp, Dynamic, Free, ListItem, ListLen, ListSum, Neg, Num, TensorNumel, TensorRank, TensorSize,
-                     Var)
+from .shapes import (BinOp, Dynamic, ExprVisitor, Free, ListItem, ListLen, ListSum, Neg, Num, TensorNumel, TensorRank,
+                     TensorSize, Var, names_in)
 
 
 def declared_ops(root: str | Path) -> list[Declaration]:
@@ -368,7 +368,7 @@ def _input_shape(decl: Declaration, name: str, env: dict, shapes: dict, rng: ran
         elif isinstance(d.expr, Dynamic):
             raise Unsatisfiable(f"{decl.op_name}: '{name}' has a size only the kernel knows ({d.text})")
         else:
-            unbound = sorted({v for v in _variables(d.expr) if v not in env})
+            unbound = sorted({v for v in names_in(d.expr) if v not in env})
             for _ in range(20):  # values that make the size at least `low`
                 trial = {**env, **{v: rng.randint(low, 4) for v in unbound}}
                 if evaluate(d.expr, trial, shapes) >= low:
@@ -378,52 +378,59 @@ def _input_shape(decl: Declaration, name: str, env: dict, shapes: dict, rng: ran
     return out
 
 
-def _variables(e) -> Iterator[str]:
-    """The dimension names in expression `e` (not a sum's own variable)."""
-    if isinstance(e, Var):
-        yield e.name
-    elif isinstance(e, BinOp):
-        yield from _variables(e.lhs)
-        yield from _variables(e.rhs)
-    elif isinstance(e, Neg):
-        yield from _variables(e.operand)
-    elif isinstance(e, (TensorSize, ListItem)):
-        yield from _variables(e.dim if isinstance(e, TensorSize) else e.index)
-    elif isinstance(e, ListSum):
-        yield from (v for v in _variables(e.body) if v != e.var)
-
-
 _LIST_SHAPES = "__list_shapes"  # env key: {Tensor[] argument: [the shape of each element]}
 
 
 def evaluate(e, env: dict, shapes: dict[str, list[int]]) -> int:
     """The value of a shape expression, given dimension variables and int arguments
     (`env`; a Tensor[] argument's element shapes under env[_LIST_SHAPES]) and input shapes."""
-    if isinstance(e, Num):
+    return _Evaluator(env, shapes).visit(e)
+
+
+class _Evaluator(ExprVisitor[int]):
+    def __init__(self, env: dict, shapes: dict[str, list[int]]):
+        self.env, self.shapes = env, shapes
+
+    def visit_Num(self, e: Num) -> int:
         return e.value
-    if isinstance(e, Var):
-        return env[e.name]
-    if isinstance(e, TensorSize):
-        return shapes[e.tensor][evaluate(e.dim, env, shapes)]
-    if isinstance(e, TensorRank):
-        return len(shapes[e.tensor])
-    if isinstance(e, TensorNumel):
-        return math.prod(shapes[e.tensor])
-    if isinstance(e, ListItem):
-        return env[e.list][evaluate(e.index, env, shapes)]
-    if isinstance(e, ListLen):
-        lists = env.get(_LIST_SHAPES, {})
-        return len(lists[e.list]) if e.list in lists else len(env[e.list])
-    if isinstance(e, ListSum):
+
+    def visit_Var(self, e: Var) -> int:
+        return self.env[e.name]
+
+    def visit_TensorSize(self, e: TensorSize) -> int:
+        return self.shapes[e.tensor][self.visit(e.dim)]
+
+    def visit_TensorRank(self, e: TensorRank) -> int:
+        return len(self.shapes[e.tensor])
+
+    def visit_TensorNumel(self, e: TensorNumel) -> int:
+        return math.prod(self.shapes[e.tensor])
+
+    def visit_ListItem(self, e: ListItem) -> int:
+        return self.env[e.list][self.visit(e.index)]
+
+    def visit_ListLen(self, e: ListLen) -> int:
+        lists = self.env.get(_LIST_SHAPES, {})
+        return len(lists[e.list]) if e.list in lists else len(self.env[e.list])
+
+    def visit_ListSum(self, e: ListSum) -> int:
         if e.of_tensors:
-            return sum(evaluate(e.body, env, {**shapes, e.var: list(sh)}) for sh in env[_LIST_SHAPES][e.list])
-        return sum(evaluate(e.body, {**env, e.var: v}, shapes) for v in env[e.list])
-    if isinstance(e, Neg):
-        return -evaluate(e.operand, env, shapes)
-    if isinstance(e, BinOp):
-        lhs, rhs = evaluate(e.lhs, env, shapes), evaluate(e.rhs, env, shapes)
+            return sum(_Evaluator(self.env, {**self.shapes, e.var: list(sh)}).visit(e.body)
+                       for sh in self.env[_LIST_SHAPES][e.list])
+        return sum(_Evaluator({**self.env, e.var: v}, self.shapes).visit(e.body) for v in self.env[e.list])
+
+    def visit_Neg(self, e: Neg) -> int:
+        return -self.visit(e.operand)
+
+    def visit_BinOp(self, e: BinOp) -> int:
+        lhs, rhs = self.visit(e.lhs), self.visit(e.rhs)
         return {"+": lhs + rhs, "-": lhs - rhs, "*": lhs * rhs, "//": lhs // rhs if rhs else 0}[e.op]
-    raise TypeError(e)
+
+    def visit_Dynamic(self, e: Dynamic) -> int:
+        raise TypeError(e)  # only the kernel knows it
+
+    def visit_Free(self, e: Free) -> int:
+        raise TypeError(e)  # any size: no one value
 
 
 def _tensor(shape, dtype, rng: random.Random):
@@ -962,14 +969,14 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
             for i, d in enumerate(shape.dims):
                 if d.star:
                     break  # dims after a run would need indexing from the back
-                names = set(_variables(d.expr))
+                names = set(names_in(d.expr))
                 if isinstance(d.expr, (Free, Dynamic)) or names - bound:
                     continue  # any size, or the dimension binds a name
                 sizes = list(v[a.name].shape)
                 sizes[i] += 1
                 add(f"{a.name} with size {sizes[i]} at dimension {i}",
                     {**v, a.name: _tensor(sizes, v[a.name].dtype, rng)}, (a.name,))
-            bound |= {n for d in shape.dims for n in _variables(d.expr)}
+            bound |= {n for d in shape.dims for n in names_in(d.expr)}
     # zero-size inputs: every dimension variable (or the broadcast shape) empty in turn
     if pointwise and tensors:
         add("zero-size", values({"__pointwise_shape": [3, 0, 2]}), None)
@@ -1018,7 +1025,7 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
     # sizes past int64 (int arguments) or past memory (an input expanded, with stride 0, to
     # trillions of elements: its output or contiguous copy cannot be allocated)
     in_contracts = {n for x in checked if (sh := decl.shape_of(x.name)) is not None and sh.dims is not None
-                    for d in sh.dims for n in _variables(d.expr)}
+                    for d in sh.dims for n in names_in(d.expr)}
     for a in decl.schema.arguments:
         t = unwrap_optional(a.type)
         if a.name in in_contracts:
@@ -1041,7 +1048,7 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
             # run of `input: ["*S"], target: ["*S"]`) may be the one that no longer fits
             def names_of(name: str) -> set[str]:
                 sh = decl.shape_of(name)
-                return {n for d in (sh.dims or ()) for n in _variables(d.expr)} if sh is not None else set()
+                return {n for d in (sh.dims or ()) for n in names_in(d.expr)} if sh is not None else set()
             linked = tuple(a.name for a in tensors[1:] if names_of(first) & names_of(a.name))
             add(f"{first} expanded to 2**40 rows", {**v, first: huge}, (first, *linked, *outputs))
     return cases

@@ -262,6 +262,32 @@ def test_variables_leave_out_loop_variables():
     assert S.variables(plan) == {"N", "M", "chunks"}
 
 
+def test_one_walker_for_the_expression_ir():
+    """Every consumer of the shape IR walks it through `walk` and `ExprVisitor`: the walk knows
+    that a sum's variable is local to its body, and a visitor that misses a node class is an
+    error where it is defined, naming the classes it lacks."""
+    _, plan, errors = plan_of("f(Tensor x, Tensor[] ts, int n) -> Tensor",
+                              {"x": ["N"], "ts": ["_"], "result": ["N + sum(t.size(0) * n for t in ts) - x.dim()"]})
+    assert not errors, errors
+    e = plan.outputs[0].dims[0].expr
+    assert list(S.names_in(e)) == ["N", "n"]
+    assert list(S.tensors_in(e)) == ["x"]
+    assert list(S.loop_variables(e)) == ["t"]
+    assert [type(n).__name__ for n, _ in S.walk(e)][:3] == ["BinOp", "BinOp", "Var"]
+    assert {n.tensor: bound for n, bound in S.walk(e) if isinstance(n, S.TensorSize)} == {"t": {"t"}}
+
+    with pytest.raises(TypeError, match="Partial has no method for Var, .*ListSum: define visit_Var"):
+        class Partial(S.ExprVisitor[int]):
+            def visit_Num(self, e):
+                return e.value
+
+    class Depth(S.ExprVisitor[int], partial=True):
+        def generic_visit(self, e):
+            return 1 + max((self.visit(c) for c in S.children(e)), default=0)
+
+    assert Depth().visit(e) == 6
+
+
 # ---------------------------------------------------------------------- Python checks, run
 
 def test_python_linear_binding_runs():
