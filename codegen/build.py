@@ -50,8 +50,7 @@ NVCC_SUFFIXES = frozenset(d.suffix for d in DEVICES if d.compiler == "nvcc")
 # -Wno-psabi: GCC notes that passing at::vec::Vectorized by value changed ABI in GCC 4.6 (noise).
 CXX_FLAGS = ["-fvisibility-inlines-hidden", "-Wno-psabi"]  # torch adds its own -std (c++17 or c++20)
 # `codegen build --optimize N` (-O N for the host compiler and nvcc), 3 unless asked.  -O0
-# compiles a library's units in about two thirds of -O3's time (an autograd unit 37 -> 24 s,
-# the fast bindings 36 -> 24 s, two at once on 2 cores): for kernels being written and for
+# compiles faster (docs/architecture.md, "Builds"): for kernels being written and for
 # throwaway test libraries; what ships is -O3.
 DEFAULT_OPTIMIZE = 3
 OPTIMIZE_LEVELS = (0, 1, 2, 3)
@@ -68,8 +67,8 @@ NVCC_FLAGS = ["--extended-lambda", "-Xcompiler=-fvisibility-inlines-hidden"]
 # `codegen build --sanitize`: AddressSanitizer and UndefinedBehaviorSanitizer over the CPU
 # kernels.  Every report is fatal (-fno-sanitize-recover), so a test run under it passes only
 # with zero reports.  -O1 keeps stack traces exact and compiles faster than -O3; -g1 (line
-# tables only) gives reports their file:line and compiles in about 63% of -g's time (an
-# autograd unit: 34.1 s -> 21.6 s; a CPU unit: 22.0 s -> 13.7 s).  vptr is left
+# tables only) gives reports their file:line and compiles faster than -g (docs/robustness.md,
+# "Sanitizers").  vptr is left
 # out: it checks dynamic types through typeinfo, and torch's classes come from libraries built
 # without the sanitizer, whose hidden typeinfo copies it reports as mismatches.
 SANITIZE = "address,undefined"
@@ -287,10 +286,10 @@ C_SANITIZER_FLAGS = [f for f in SANITIZER_CXX_FLAGS if f not in ("-fvisibility-i
 # crate that uses threads and println! NEEDs only libgcc_s (unwinding) and libc of these.
 RUST_STD_LIBS = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"] if sys.platform.startswith("linux") else []
 # Every symbol of a static archive (a crate's staticlib: its #[no_mangle] functions and all
-# of Rust's std it pulls in) becomes local to the library instead of exported: measured, a
-# crate using Vec, a thread and println! exported 1738 Rust symbols, which would interpose
-# on (or be interposed by) any other Rust-carrying library in the process.  The kernels
-# call them inside the library, where they still resolve; objects (.o) keep their symbols.
+# of Rust's std it pulls in) becomes local to the library instead of exported, where it
+# would interpose on (or be interposed by) any other Rust-carrying library in the process
+# (docs/kernels.md, "Kernels in Rust or C").  The kernels call them inside the library,
+# where they still resolve; objects (.o) keep their symbols.
 HIDE_ARCHIVE_SYMBOLS = ["-Wl,--exclude-libs,ALL"] if sys.platform.startswith("linux") else []
 # A folder of crates' static libraries (lib<name>.a, as cargo leaves them in <build>/cargo/release),
 # linked instead of running cargo: for a machine without Rust, such as the lent GPU machines
@@ -510,7 +509,7 @@ def ninja_log_entries(ninja_log: Path, start: int = 0):
 # copy is made once per compiler, torch and options in the user's cache and shared by every
 # library built with them (the bundled one, each `codegen init` library, each test library).
 PCH_ENV = "OPWRAP_PCH"  # 0: no precompiled header
-PCH_KEEP = 8  # copies kept in the cache (about 450 MB each), the least recently used removed: `make test` uses six (the bundled library's two, four of its test libraries)
+PCH_KEEP = 8  # copies kept in the cache, the least recently used removed: `make test` uses six (the bundled library's two, four of its test libraries)
 
 
 def pch_cache_dir() -> Path:

@@ -123,7 +123,7 @@ CORE_FIELDS: dict[str, Field] = {
 _EXPRESSION_DECIDES = ("kernels", "header", "shape", "dtype", "like", "contiguous", "split_types")
 # ... and those that a row-wise program does (its shape rule is the declaration's).
 _ROWWISE_DECIDES = ("kernels", "dtype", "contiguous", "split_types", "pointwise")
-# libyaml's composer when PyYAML has it (about 5x faster); same nodes, tags and marks.
+# libyaml's composer when PyYAML has it (faster: docs/speed.md); same nodes, tags and marks.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Collections nested deeper than this in a file's text are refused before the file is
 # composed: libyaml's composer recurses (and crashes) on deep nesting, and its scanner takes

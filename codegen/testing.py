@@ -494,8 +494,9 @@ def check_reference(decl: Declaration, op, sample: SampleInput, reference: Calla
     actual = _results(decl, result)
     assert len(actual) == len(expected), f"{decl.op_name}: {len(actual)} results, reference gave {len(expected)}"
     dtypes = expected_dtypes(decl, sample)
-    # the fake kernel where the rule gives no dtype here (about 10 ms a call; opcheck's
-    # test_faketensor compares the fake kernel's dtypes with the real ones' in any case)
+    # the fake kernel only where the rule gives no dtype here: running it is slow (see
+    # docs/bundled-ops.md), and opcheck's test_faketensor compares the fake kernel's dtypes
+    # with the real ones' in any case
     fake = fake_dtypes(decl, op, sample) if None in dtypes else [None] * len(dtypes)
     for ret, got, want, dtype, fake_dtype in zip(decl.schema.returns, actual, expected, dtypes, fake):
         aliased = decl.schema.aliased_argument(ret)

@@ -46,13 +46,11 @@ def shards(paths: list[str], size: int) -> list[list[str]]:
 
 
 # A unit's fixed cost (its headers, and the template code every unit instantiates) is most
-# of its compile time: measured at -O3 on a 2-core machine, an autograd unit is 13.3 s plus
-# 0.6 s an op, a pointwise unit 7.2 s plus 0.56 s an op for each CPU capability.  So a group
-# of more than MAX_UNITS units' worth of sources gets larger units, not more of them: a
-# 50-op pointwise library compiles 12 pointwise and 4 autograd units instead of 21 and 13
-# (412 -> about 280 s of compiler time), at the price of a larger unit to recompile after
-# an edit in such a library.  Four units a group, with five groups or more in a library of
-# pointwise ops with formulas, keep the cores of a laptop busy.
+# of its compile time, so a group of more than MAX_UNITS units' worth of sources gets larger
+# units, not more of them: fewer compiler seconds in all, at the price of a larger unit to
+# recompile after an edit in such a library (the measurements: docs/architecture.md, "Unity
+# units").  Four units a group, with five groups or more in a library of pointwise ops with
+# formulas, keep the cores of a laptop busy.
 MAX_UNITS = 4
 
 

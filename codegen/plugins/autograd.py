@@ -53,7 +53,7 @@ from ..schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optiona
 from .base import Output, Plugin
 
 # At most this many ops' kernels share a unit: the autograd headers are most of a unit's
-# compile time and each op's node and kernel under 1 s more, so small units cost little more to
+# compile time (docs/architecture.md, "Unity units"), so small units cost little more to
 # build from scratch, and an edited formula (the most frequent edit) recompiles 4 ops, not 8.
 AUTOGRAD_UNIT_SIZE = 4
 _AT_CALL = re.compile(r"\bat::([a-z_][a-z0-9_]*)\s*\(")
@@ -92,8 +92,8 @@ def _saveable_type(t) -> str | None:
 
 
 # Locals the node's apply and the Autograd kernel declare (templates/autograd/function.j2 and
-# the statements below), and a few the Function they replaced did (so identifiers stay as
-# they were); schema names never take them.
+# the statements below), and a few more kept reserved so that the generated identifiers
+# keep their spelling; schema names never take them.
 _LOCALS = ("ctx", "grads", "grad", "op", "guard", "saved", "grad_inputs", "next_edge", "needs", "grad_input_mask",
            "outs", "ks", "m", "to_save", "next_slot", "needs_list", "grad_fn", "requires_grad")
 
@@ -818,8 +818,8 @@ class Autograd(Plugin):
             # recompiles one unit), and so do the not-implemented Functions (see
             # needs_function); the others only register a boxed kernel (torch's not-implemented
             # fallback, opwrap::rt::out_autograd), a light source that shares the CPU wrappers'
-            # units (their headers are its headers: one translation unit less, about 4 s of
-            # compiler time a library at -O0).
+            # units (their headers are its headers: one translation unit less; measured in
+            # docs/architecture.md, "Unity units").
             heavy = p is not None or fallback == "function"
             yield Output(f"autograd/{decl.ident}.cpp", text, (decl.path, ctx.template_source(template)),
                          unit="autograd" if heavy else "cpu", unit_size=AUTOGRAD_UNIT_SIZE if heavy else None,

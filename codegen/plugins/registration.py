@@ -104,6 +104,6 @@ class SchemaRegistration(Plugin):
             includes = sorted(set(includes) | {"<opwrap/runtime/torch_compat.h>"})
         text = ctx.render(template, namespace=lib.namespace, defs=defs, extra=extra, includes=includes)
         # In the CPU wrappers' units: torch/library.h is all it includes, and they include it
-        # too (a translation unit of its own cost about 5 s of compiler time a library at -O0).
+        # too, so it costs no translation unit of its own (docs/architecture.md, "Unity units").
         yield Output("registration.cpp", text, lib.sources + (ctx.template_source(template),), unit="cpu",
                      precompiled=True)

@@ -23,9 +23,8 @@
 // (std::string's _Alloc_hider) no target, then refuses to inline the always_inline
 // ~allocator compiled for the pragma's target into them ("target specific option
 // mismatch").  Only this much: templates such as std::apply and std::get instantiated from
-// headers included before the pragma keep the default target, cannot inline the
-// vectorized lambdas they call, and with all of <tuple>/<functional> first the loops ran
-// 7% slower.
+// headers included before the pragma keep the default target and cannot inline the
+// vectorized lambdas they call, which slows the loops (docs/pointwise-and-rowwise.md).
 #include <bits/allocator.h>
 #if defined(OPWRAP_CPU_CAPABILITY_AVX512)
 // aten's AVX512 flags: -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma

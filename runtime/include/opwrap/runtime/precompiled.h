@@ -1,7 +1,7 @@
 // The torch headers that most generated units include, first in each unit that may share a
 // precompiled copy of them (autograd, wrapper and autocast units; not CPU-capability units,
 // whose instruction set must be set before any header).  Parsing these is most of such a
-// unit's compile time (an autograd unit at -O0: 8.4 s alone, 2.6 s with them precompiled),
+// unit's compile time (docs/architecture.md, "Precompiled torch headers"),
 // so `codegen build` precompiles this header once per compiler, torch and flags, in the
 // user's cache (opwrap_codegen.build.precompiled_header), shared by every library built
 // with them.  Without that (another compiler, OPWRAP_PCH=0) it is an ordinary header.

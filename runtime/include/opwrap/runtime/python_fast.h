@@ -266,7 +266,8 @@ inline PyObject* wrap(std::vector<at::Tensor> values) {
 
 // Releases the GIL around the dispatcher call, as torch's own bindings do, when the call
 // has enough data to take a while: for a few elements, releasing and taking back the GIL
-// (about 0.1 us here) would cost more than the kernel, and nobody waits on so short a hold.
+// would cost more than the kernel (docs/python.md, "Fast path"), and nobody waits on so
+// short a hold.
 constexpr int64_t kGilReleaseElements = 1 << 14;
 
 struct NoGil {

@@ -1,8 +1,8 @@
 // Shapes and int lists as text for error messages: "[2, 3]", "[]", the text torch prints.
 //
 // The runtime's messages do not stream an ArrayRef (t.sizes(), an IntArrayRef, a
-// std::vector<int64_t> wrapped in one) into TORCH_CHECK, c10::str or an ostream (issue 20: on
-// an image with GCC 13 and torch 2.11 every message that did segfaulted).  c10's
+// std::vector<int64_t> wrapped in one) into TORCH_CHECK, c10::str or an ostream: such a
+// message can crash the process (docs/robustness.md, "Symbols").  c10's
 // `operator<<(std::ostream&, ArrayRef<T>)` (c10/util/ArrayRef.h) is a function template that
 // is not declared inline, so -fvisibility-inlines-hidden does not hide it: wherever the
 // compiler keeps it out of line (which depends on the compiler version and -O level), the
