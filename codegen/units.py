@@ -1,10 +1,9 @@
 """Unity builds: the generated sources of one group compiled as a few translation units.
 
 Most of the compile time of a generated source is the headers it parses (ATen's Tensor,
-torch/library.h, TensorIterator and at::vec, custom_function.h), not its own code: on a
-2-core machine a pointwise op's DEFAULT unit took about 7 s alone, and six of them
-included into one unit took 11 s.  So every plugin emits its per-op sources as before
-(``cpu/<op>.cpp``, readable and diffable one op at a time) and tags each with a group
+torch/library.h, TensorIterator and at::vec, custom_function.h), not its own code (the
+measurements: docs/architecture.md, "Unity units").  So every plugin emits its per-op
+sources (``cpu/<op>.cpp``, readable and diffable one op at a time) and tags each with a group
 (``Output.unit``); this step writes ``units/<group>.<k>.cpp`` (``.cu`` for CUDA) files that
 ``#include`` up to ``[tool.codegen] unity`` sources each, and the build compiles those
 units instead of the sources they include.

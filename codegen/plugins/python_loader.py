@@ -31,7 +31,7 @@ class PythonLoader(Plugin):
 
 def runtime_text() -> str:
     """codegen/pyruntime.py, verbatim (the writer adds the banner).  Found, not imported: it
-    imports torch, which `codegen` itself never needs to start (about 2.4 s a call)."""
+    imports torch, which `codegen` itself never imports (it is slow to import: docs/speed.md)."""
     spec = importlib.util.find_spec("opwrap_codegen.pyruntime")
     assert spec is not None and spec.origin is not None, "opwrap_codegen.pyruntime is part of the toolchain"
     return Path(spec.origin).read_text(encoding="utf-8")
