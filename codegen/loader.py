@@ -18,7 +18,7 @@ from .classes import load_class
 from .config import Config
 from .diagnostics import Diagnostics, Loc, did_you_mean
 from .dtype_rules import DTypeVar, RuleError, parse_rule, template_parameter
-from .dtypes import DTYPES, GROUPS
+from .dtypes import DTYPES, GROUPS, describe_group
 from . import pointwise as pointwise_expr
 from . import rowwise
 from .fields import (INVALID, Any, Bool, Checker, CppExpr, Enum, Field, Identifier, Int, ListOf, MappingOf, OneOf,
@@ -69,8 +69,8 @@ CORE_FIELDS: dict[str, Field] = {
                                           Identifier(noun="a Tensor argument name"),
                                           noun="dtypes or a Tensor argument name",
                                           nouns="dtypes or Tensor argument names"))),
-                    "the dtypes the kernel is instantiated for: a list of `" + " ".join(DTYPES) + "`, or a group "
-                    + ", ".join(f"`{g}`" for g in GROUPS) + ", shared by every tensor; or per tensor argument and "
+                    "the dtypes the kernel is instantiated for: a list of `" + " ".join(DTYPES) + "`, or a group ("
+                    + "; ".join(describe_group(g) for g in GROUPS) + "), shared by every tensor; or per tensor argument and "
                     "return, `{weight: floating, indices: [int32, int64], offsets: indices}` (below). A tensor of any "
                     "other dtype is a `RuntimeError` naming the op and argument."),
     "kernels": kernels_field(_DISPATCH_KEYS),
@@ -388,6 +388,7 @@ class DeclarationLoader:
         typed_rets = [n for n, r in zip(rets, schema.returns)
                       if r.type == BaseType("Tensor") and schema.aliased_argument(r) is None]
         lists: dict[str, tuple] = {}  # name -> dtypes
+        failed: set[str] = set()  # names whose value was reported
         refs: dict[str, tuple[str, yaml.Node]] = {}  # name -> (the name it shares with, node)
         for k, v in node.value:
             name = k.value
@@ -399,11 +400,18 @@ class DeclarationLoader:
                 continue
             arg = schema.argument(name)
             if isinstance(v, yaml.ScalarNode) and v.value not in DTYPES and v.value not in GROUPS:
+                if v.value not in tensor_names:  # neither dtypes nor a tensor: a misspelt dtype, most likely
+                    self.diag.error(loc_of(v, path), f"unknown dtype '{v.value}': a value in 'dtypes' is a dtype, a "
+                                    f"dtype group or a Tensor argument of {schema.name}",
+                                    did_you_mean(str(v.value), list(DTYPES) + list(GROUPS) + tensor_names))
+                    failed.add(name)
+                    continue
                 refs[name] = (v.value, v)
                 continue
             if arg is not None and arg.is_optional:
                 self.diag.error(loc_of(k, path), f"'{name}' is optional, so it cannot decide dtypes the kernel is "
                                 "instantiated for", f"share a required tensor's dtypes: '{name}: <argument>'")
+                failed.add(name)
                 continue
             lists[name] = self.parse_dtypes(v, path)
         owners: dict[str, str] = {}
@@ -411,6 +419,8 @@ class DeclarationLoader:
         primary_owner = next(iter(required), None) or next(iter(tensor_names), None) or next(iter(lists), None)
         if primary_owner is None:
             self.diag.error(loc_of(node, path), f"{schema.name} has no Tensor to give dtypes to")
+            return (), (), ()
+        if primary_owner in failed:
             return (), (), ()
         if primary_owner not in lists:
             self.diag.error(loc_of(node, path), f"'dtypes' must list the dtypes of '{primary_owner}' (the first "
@@ -422,10 +432,6 @@ class DeclarationLoader:
         variables = tuple(DTypeVar(template_parameter(n, n == primary_owner), n, lists[n]) for n in owned)
         var_of = {v.owner: v.name for v in variables}
         for name, (target, v) in refs.items():
-            if target not in tensor_names:
-                self.diag.error(loc_of(v, path), f"'{target}' is neither a dtype, a dtype group nor a Tensor argument "
-                                f"of {schema.name}", did_you_mean(str(target), list(DTYPES) + list(GROUPS) + tensor_names))
-                continue
             if target in refs:
                 self.diag.error(loc_of(v, path), f"'{target}' shares another argument's dtypes itself; name that one")
                 continue

@@ -1,8 +1,8 @@
 """The reference tables of the documentation, generated from the code they describe: the
-declaration fields (the core's and the built-in plugins'), the schema types, and the features
+declaration fields (the core's and the built-in plugins'), the schema types, the dtypes, and the features
 of each claimed torch release.  Apart from those modules, so that none of them imports the
 plugins to document itself (fields.py once did, and closed an import cycle through every
-plugin).  `python -m opwrap_codegen.reference fields|types|torch` prints one."""
+plugin).  `python -m opwrap_codegen.reference fields|types|torch|dtypes` prints one."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .api import types
 from .fields import Any, Field, as_field, reference
 from .loader import CORE_FIELDS
 from .plugins import builtin_plugins
-from . import torch_compat
+from . import dtypes, torch_compat
 
 
 def builtin_fields() -> dict[str, Field]:
@@ -39,7 +39,12 @@ def torch_table() -> str:
     return torch_compat.feature_table()
 
 
-TABLES = {"fields": field_table, "types": type_table, "torch": torch_table}
+def dtype_table() -> str:
+    """The dtypes a declaration may name (dtypes.DTYPES, GROUPS)."""
+    return dtypes.markdown_table()
+
+
+TABLES = {"fields": field_table, "types": type_table, "torch": torch_table, "dtypes": dtype_table}
 
 
 def main(argv: list[str]) -> int:

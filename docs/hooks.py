@@ -5,6 +5,7 @@ A page holds a marker where generated text goes, on a line of its own:
 - `<!-- table: fields -->`: the declaration fields, the core's and the built-in plugins'
   (the typed field records);
 - `<!-- table: types -->`: the schema types, what a kernel receives and returns for each;
+- `<!-- table: dtypes -->`: the dtypes, their C++ types and groups;
 - `<!-- table: torch -->`: each torch feature against each claimed torch release;
 - `<!-- cli -->`: `codegen --help` and every subcommand's `--help`, from the click commands.
 

@@ -105,6 +105,8 @@ REFERENCES = {
     "chunk_rows": lambda self, chunks: list(torch.chunk(self, chunks)),
     "huber": lambda input, target, delta=1.0: F.huber_loss(input, target, reduction="none", delta=delta),
     "dedup_consecutive": lambda self: torch.unique_consecutive(self.flatten()),
+    "quantize_fp8": lambda input, scale, dtype: (input.float() / scale.float()).clamp(  # in float, as the kernel
+        -torch.finfo(dtype).max, torch.finfo(dtype).max).to(dtype),
 }
 
 
@@ -137,6 +139,11 @@ def _positive_delta(values):
     return values
 
 
+def _positive_scale(values):
+    values["scale"] = values["scale"].abs() + 0.25  # a scale is positive (amax / float8 max)
+    return values
+
+
 def _dropout_p(values):
     values["p"] = 0.25
     return values
@@ -145,4 +152,4 @@ def _dropout_p(values):
 # Inputs a kernel needs beyond its shape rule.
 PREPARE = {"bucketize_count": _sorted_boundaries, "embedding_bag_sum": _sorted_offsets,
            "embedding_bag_sum_backward": _sorted_offsets, "reshape_and_cache": _distinct_slots, "dropout": _dropout_p,
-           "huber": _positive_delta}
+           "huber": _positive_delta, "quantize_fp8": _positive_scale}

@@ -243,7 +243,12 @@ PW = "- func: f(Tensor self, Tensor other, float alpha) -> Tensor\n  dtypes: [fl
      "declarations/ops.yaml:3:14: error: the expression uses '/' or a floating-point function, but the op declares "
      "integer dtypes (int64)"),
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32, bool]\n  pointwise: self\n",
-     "declarations/ops.yaml:2:11: error: pointwise expressions support real floating and integer dtypes, not bool"),
+     "declarations/ops.yaml:2:11: error: pointwise expressions support real floating and integer dtypes that aten's "
+     "vectorized loops take, not bool"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32, float8_e4m3fn, uint16]\n  pointwise: self\n",
+     "declarations/ops.yaml:2:11: error: pointwise expressions support real floating and integer dtypes that aten's "
+     "vectorized loops take, not float8_e4m3fn, uint16\ndeclarations/ops.yaml:2:11: note: a kernel of your own "
+     "(`kernels:`) takes any dtype"),
 ])
 def test_bad_pointwise_expressions(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
@@ -271,7 +276,12 @@ RW = ("- func: f(Tensor x, Tensor w, float eps) -> (Tensor y, Tensor r)\n  dtype
     ("- func: f(Tensor x) -> Tensor\n  dtypes: [float32]\n  rowwise: x / sum(x)\n",
      "declarations/ops.yaml:3:12: error: 'x' has no shape rule"),
     ("- func: f(Tensor x) -> Tensor\n  dtypes: [int64]\n  shape: {x: ['*B', D], result: x.shape}\n  rowwise: x - max(x)\n",
-     "declarations/ops.yaml:2:11: error: row-wise programs compute in real floating dtypes, not int64"),
+     "declarations/ops.yaml:2:11: error: row-wise programs compute in real floating dtypes that aten's vectorized "
+     "loops take, not int64"),
+    ("- func: f(Tensor x) -> Tensor\n  dtypes: float8\n  shape: {x: ['*B', D], result: x.shape}\n  rowwise: x - max(x)\n",
+     "declarations/ops.yaml:2:11: error: row-wise programs compute in real floating dtypes that aten's vectorized "
+     "loops take, not float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu\n"
+     "declarations/ops.yaml:2:11: note: a kernel of your own (`kernels:`) takes any dtype"),
 ])
 def test_bad_rowwise_programs(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
@@ -629,8 +639,12 @@ KH = "  kernels: {CPU: k}\n  header: f.h\n"
      + "  like: data\n",
      "declarations/ops.yaml:2:42: error: 'ofs' is neither a Tensor argument nor a new Tensor return of f"),
     ("- func: f(Tensor data, Tensor idx) -> Tensor\n  dtypes: {data: floating, idx: indx}\n" + KH + "  like: data\n",
-     "declarations/ops.yaml:2:33: error: 'indx' is neither a dtype, a dtype group nor a Tensor argument of f\n"
-     "declarations/ops.yaml:2:33: note: did you mean 'idx'?"),
+     "declarations/ops.yaml:2:33: error: unknown dtype 'indx': a value in 'dtypes' is a dtype, a dtype group or a "
+     "Tensor argument of f\ndeclarations/ops.yaml:2:33: note: did you mean 'idx'?"),
+    # a misspelt dtype as the first tensor's single value: that error, not "must list the dtypes of 'out'"
+    ("- func: f(Tensor(a!) out, Tensor x) -> ()\n  dtypes: {out: float8_e4m3fm, x: [bfloat16]}\n" + KH,
+     "declarations/ops.yaml:2:17: error: unknown dtype 'float8_e4m3fm': a value in 'dtypes' is a dtype, a dtype "
+     "group or a Tensor argument of f\ndeclarations/ops.yaml:2:17: note: did you mean 'float8_e4m3fn'?"),
     ("- func: f(Tensor data, Tensor? w) -> Tensor\n  dtypes: {data: floating, w: [float32]}\n" + KH + "  like: data\n",
      "declarations/ops.yaml:2:28: error: 'w' is optional, so it cannot decide dtypes the kernel is instantiated for"),
     ("- func: f(Tensor data, ScalarType dtype) -> Tensor\n  dtypes: {data: floating, result: [int64]}\n" + KH

@@ -98,7 +98,7 @@ def test_every_marker_renders_and_the_build_uses_the_hook():
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
     assert config["hooks"] == ["docs/hooks.py"] and config["strict"] is True
     markers = {p.name: hooks().MARKER.findall(p.read_text()) for p in pages()}
-    assert sum(map(len, markers.values())) == 4, markers  # fields, types, torch, cli
+    assert sum(map(len, markers.values())) == 5, markers  # fields, types, dtypes, torch, cli
     for page, found in markers.items():
         if found:
             text = rendered(page)

@@ -22,7 +22,7 @@ DECLARATIONS = """\
   shape: {data: [V, D], index: [N], result: [N, D]}
 
 - func: convert(Tensor self, ScalarType dtype) -> Tensor
-  dtypes: {self: [float32, int32], result: [float64, int64, bfloat16]}
+  dtypes: {self: [float32, int32, float8_e5m2], result: [float64, int64, bfloat16, float8, uint16, uint32, uint64, complex32]}
   dtype: {result: dtype}
   like: self
   kernels: {CPU: convert}
@@ -175,9 +175,32 @@ def test_a_scalar_type_argument_types_the_result(ops, source, dtype):
     opcheck(ops.convert, (x, dtype))
 
 
+NEW_DTYPES = [torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz,
+              torch.float8_e8m0fnu, torch.uint16, torch.uint32, torch.uint64, torch.complex32]
+
+
+def test_every_dtype_torch_names_for_kernels_converts_as_torch_does(ops):
+    """The kernel is instantiated for the float8 formats (c10::Float8_e4m3fn, ...), the wider
+    unsigned dtypes and complex32, as results and as a float8 input; each conversion is
+    torch's, bit for bit, and opcheck passes (test_schema left out for a float8 input: torch
+    has no allclose for float8)."""
+    import warnings
+    warnings.filterwarnings("ignore", message="ComplexHalf support is experimental")
+    for source in (torch.float32, torch.int32, torch.float8_e5m2):
+        x = (torch.randn(3, 4, generator=torch.Generator().manual_seed(0)) * 4).abs().to(source)
+        for dtype in NEW_DTYPES:
+            out = ops.convert(x, dtype)
+            assert out.dtype == dtype
+            torch.testing.assert_close(out, x.to(dtype), rtol=0, atol=0, equal_nan=True)
+    opcheck(ops.convert, (torch.randn(5), torch.float8_e4m3fn))
+    opcheck(ops.convert, (torch.randn(5).to(torch.float8_e5m2), torch.float64),
+            test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
 def test_a_result_dtype_outside_its_list_is_refused(ops):
     with pytest.raises(RuntimeError, match=r"sharedlib::convert: output 'result' would have dtype Float \(dtype: "
-                                           r"dtype\), but expected one of: float64, int64, bfloat16"):
+                                           r"dtype\), but expected one of: float64, int64, bfloat16, "
+                                           r"float8_e4m3fn, float8_e5m2"):
         ops.convert(torch.randn(3), torch.float32)
 
 

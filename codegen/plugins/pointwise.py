@@ -138,10 +138,12 @@ class PointwiseKernels(Plugin):
                            "to float as in torch.div")
         if not decl.dtypes and not decl.failed("dtypes"):
             diag.error(decl.loc, "missing 'dtypes': list the dtypes the expression is computed for")
-        odd = [dt.name for dt in decl.dtypes if dt.is_complex or dt.name == "bool"]
+        odd = [dt for dt in decl.dtypes if not dt.pointwise]
         if odd:
-            diag.error(decl.field_loc("dtypes"), f"pointwise expressions support real floating and integer dtypes, "
-                       f"not {', '.join(odd)}")
+            diag.error(decl.field_loc("dtypes"), f"pointwise expressions support real floating and integer dtypes "
+                       f"that aten's vectorized loops take, not {', '.join(dt.name for dt in odd)}",
+                       "a kernel of your own (`kernels:`) takes any dtype" if any(
+                           not dt.vectorized for dt in odd) else "")
         if decl.out_arguments:
             outs = decl.out_arguments
             ret = decl.schema.returns

@@ -143,10 +143,12 @@ class RowwiseKernels(Plugin):
             return
         if not decl.dtypes and not decl.failed("dtypes"):
             diag.error(decl.loc, "missing 'dtypes': list the floating dtypes the program is computed for")
-        odd = [dt.name for dt in decl.dtypes if not dt.is_floating or dt.is_complex]
+        odd = [dt.name for dt in decl.dtypes if not dt.rowwise]
         if odd:
-            diag.error(decl.field_loc("dtypes"), f"row-wise programs compute in real floating dtypes, not "
-                       f"{', '.join(odd)}")
+            diag.error(decl.field_loc("dtypes"), f"row-wise programs compute in real floating dtypes that aten's "
+                       f"vectorized loops take, not {', '.join(odd)}",
+                       "a kernel of your own (`kernels:`) takes any dtype" if any(
+                           d.is_floating and not d.vectorized for d in decl.dtypes) else "")
         if decl.dtype_vars or decl.dtype_rules:
             diag.error(decl.field_loc("dtypes"), "every tensor of a row-wise op has the dtype it dispatches on",
                        "a per-argument 'dtypes:' mapping or a 'dtype:' rule needs a hand-written kernel")

@@ -30,7 +30,18 @@ static_assert(OPWRAP_UINT8 == static_cast<int>(at::ScalarType::Byte) &&
                   OPWRAP_FLOAT32 == static_cast<int>(at::ScalarType::Float) &&
                   OPWRAP_FLOAT64 == static_cast<int>(at::ScalarType::Double) &&
                   OPWRAP_BOOL == static_cast<int>(at::ScalarType::Bool) &&
-                  OPWRAP_BFLOAT16 == static_cast<int>(at::ScalarType::BFloat16),
+                  OPWRAP_BFLOAT16 == static_cast<int>(at::ScalarType::BFloat16) &&
+                  OPWRAP_COMPLEX32 == static_cast<int>(at::ScalarType::ComplexHalf) &&
+                  OPWRAP_COMPLEX64 == static_cast<int>(at::ScalarType::ComplexFloat) &&
+                  OPWRAP_COMPLEX128 == static_cast<int>(at::ScalarType::ComplexDouble) &&
+                  OPWRAP_FLOAT8_E5M2 == static_cast<int>(at::ScalarType::Float8_e5m2) &&
+                  OPWRAP_FLOAT8_E4M3FN == static_cast<int>(at::ScalarType::Float8_e4m3fn) &&
+                  OPWRAP_FLOAT8_E5M2FNUZ == static_cast<int>(at::ScalarType::Float8_e5m2fnuz) &&
+                  OPWRAP_FLOAT8_E4M3FNUZ == static_cast<int>(at::ScalarType::Float8_e4m3fnuz) &&
+                  OPWRAP_UINT16 == static_cast<int>(at::ScalarType::UInt16) &&
+                  OPWRAP_UINT32 == static_cast<int>(at::ScalarType::UInt32) &&
+                  OPWRAP_UINT64 == static_cast<int>(at::ScalarType::UInt64) &&
+                  OPWRAP_FLOAT8_E8M0FNU == static_cast<int>(at::ScalarType::Float8_e8m0fnu),
               "opwrap/kernel_abi.h's dtype codes are c10::ScalarType's");
 static_assert(OPWRAP_CPU == static_cast<int>(c10::DeviceType::CPU) &&
                   OPWRAP_CUDA == static_cast<int>(c10::DeviceType::CUDA),
