@@ -131,10 +131,11 @@ def test_kernels_run_on_the_inputs_device_and_current_stream():
 
 ROWWISE = [d for d in DECLS if d.rows is not None and d.rows.owner == d.ident]
 # Rows x columns that take each path of the generated row-wise CUDA kernels
-# (opwrap/runtime/rowwise.cuh, row_layout): groups of 1 to 32 lanes with groups past the last
-# row; a block with the row in registers, and with the rest of it in shared memory (257x4097);
-# on sm_90, clusters: a row over 8 blocks because few rows leave SMs idle (4x16384: 128 threads
-# a block; 3x65536; 2x131072 with shared memory), over 2 because one block cannot hold it
+# (opwrap/runtime/rowwise.cuh, row_layout): the build for rows the threads' registers hold
+# (groups of 1 to 32 lanes, with groups past the last row, spread over more lanes where few rows
+# leave the GPU idle: 3x8, 37x128; a block: 300x1000); the build for any row: a block with the
+# rest of the row in shared memory (257x4097), on sm_90 clusters: few long rows spread over
+# several blocks (4x16384, 3x65536; 2x131072 with shared memory), a row one block cannot hold
 # (300x65536 float32), and rows no cluster holds, read again from global memory (2x524288);
 # 16-byte runs and single elements (an odd length; a misaligned start).
 ROW_SHAPES = [(3, 8), (37, 128), (300, 1000), (5, 1001), (257, 4097), (4, 16384), (3, 65536), (2, 131072),

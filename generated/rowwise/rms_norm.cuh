@@ -19,16 +19,16 @@ namespace {
 template <typename scalar_t>
 using RmsNormRowArgs = opwrap::rt::cuda::RowArgs<scalar_t, 1, 1, 1>;
 
-template <typename scalar_t, typename opmath_t, int kRun>
+template <typename scalar_t, typename opmath_t, int kRun, bool kLong>
 __global__ void __launch_bounds__(opwrap::rt::cuda::kRowMaxThreads, opwrap::rt::cuda::kRowMinBlocks) rms_norm_rows_cuda_kernel(
     const __grid_constant__ RmsNormRowArgs<scalar_t> args,
     scalar_t* __restrict__ opwrap_p_rstd,
     RmsNormRow<opmath_t> start, int64_t rows, const __grid_constant__ opwrap::rt::cuda::RowLayout layout) {
-  using Sweep = opwrap::rt::cuda::RowSweep<scalar_t, kRun, 1, 1, 1>;
+  using Sweep = opwrap::rt::cuda::RowSweep<scalar_t, kRun, 1, 1, 1, kLong>;
   __shared__ opmath_t opwrap_shared[opwrap::rt::cuda::kRowShared];
   extern __shared__ __align__(16) unsigned char opwrap_tail[];
   Sweep sweep(args, layout, reinterpret_cast<typename Sweep::Run*>(opwrap_tail));
-  const int group_index = threadIdx.x / layout.group;
+  const int group_index = sweep.group_index();
   // Every group of the block runs the same number of iterations (the shuffles of a warp's
   // groups stay converged); a group past the last row computes on nothing and stores nothing.
   for (int64_t base = sweep.first_row(layout.rows_per_block); base < rows; base += sweep.row_stride(layout.rows_per_block)) {
@@ -53,13 +53,16 @@ __global__ void __launch_bounds__(opwrap::rt::cuda::kRowMaxThreads, opwrap::rt::
   sweep.finish();
 }
 
-// The kernel for rows of `runs` runs of kRun elements each.
+// The kernel for rows of `runs` runs of kRun elements each: a build for rows its threads'
+// registers hold and one for any row (one for both where runs are single elements, the rare
+// unaligned case).
 template <typename scalar_t, int kRun>
 void rms_norm_rows_cuda_launch(const RmsNormRowArgs<scalar_t>& args,
     scalar_t* opwrap_p_rstd,
     const RmsNormRow<at::opmath_type<scalar_t>>& start, int64_t rows) {
   const int64_t runs = args.D / kRun;
-  opwrap::rt::cuda::launch_rows(rms_norm_rows_cuda_kernel<scalar_t, at::opmath_type<scalar_t>, kRun>, rows, runs,
+  opwrap::rt::cuda::launch_rows(rms_norm_rows_cuda_kernel<scalar_t, at::opmath_type<scalar_t>, kRun, kRun == 1>,
+      rms_norm_rows_cuda_kernel<scalar_t, at::opmath_type<scalar_t>, kRun, true>, rows, runs,
       sizeof(scalar_t) * kRun, 1, opwrap::rt::cuda::row_cache(1), args, opwrap_p_rstd, start, rows);
 }
 

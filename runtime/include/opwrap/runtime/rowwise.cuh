@@ -72,6 +72,7 @@ struct RowLayout {
   int tail_slots = 0;     // runs of each row input a thread keeps in shared memory
   unsigned int blocks = 0;
   size_t smem = 0;        // dynamic shared memory bytes
+  bool in_registers = false;  // every run of a row in its threads' registers (the short kernel)
 };
 
 // What the device allows a launch of a block-group kernel (row_limits).
@@ -82,30 +83,36 @@ struct RowLimits {
 };
 
 // The layout of `rows` rows of `runs` runs of `run_bytes` bytes each, `row_inputs` of them read
-// a row, `cache` runs of each kept in registers (row_cache): enough threads that each holds at
-// most `cache` runs (a group of a power of two of lanes while that is a warp or less).  Longer
-// rows get a block, or the fewest blocks of a cluster whose registers and shared memory
-// (`limits.max_smem` a block) hold the row; and while the rows leave SMs idle, each row more
-// blocks, down to kRowMinBlockRuns runs a block (measured on an H200: 8 rows of 4096 float32
-// over two blocks each, 1024 runs, took 1.2x as long as over one; 8 rows of 16384 over eight
-// 0.85x).
+// a row, at most `cache` runs of each kept in registers (row_cache) by each thread: enough
+// threads that each holds at most `cache` runs, a group of a power of two of lanes while that is
+// a warp or less, else a block, or the fewest blocks of a cluster whose registers and shared
+// memory (`limits.max_smem` a block) hold the row.  While the rows leave the GPU's threads idle
+// (fewer than kRowFillThreads an SM), each row gets more threads, down to a run each (the
+// latency of a small launch is the serial work of one thread), then, for long rows, more blocks
+// of a cluster, down to kRowMinBlockRuns runs a block (a cluster's reductions cost barriers
+// across SMs).
 constexpr int64_t kRowMinBlockRuns = 1024;
+constexpr int64_t kRowFillThreads = 1024;
 
 inline RowLayout row_layout(int64_t rows, int64_t runs, int run_bytes, int row_inputs, int cache, const RowLimits& limits) {
   RowLayout l;
   l.runs = runs;
+  const int64_t fill = static_cast<int64_t>(limits.sms) * kRowFillThreads;
+  const auto idle = [&](int64_t threads) { return rows * threads * 2 <= fill; };
   const int64_t need = std::max<int64_t>(1, (runs + cache - 1) / cache);
   if (need <= kWarp) {
     int g = 1;
     while (g < need) g *= 2;
+    while (g < kWarp && g * 2 <= runs && idle(g)) g *= 2;
     l.group = g;
     l.threads = 128;
     l.rows_per_block = l.threads / g;
   } else {
-    // A block of `cluster` holding its share of the row: its threads and shared-memory slots.
-    const auto share = [&](int cluster, RowLayout& out) {
+    // A block of `cluster` holding its share of the row with at least `least` threads: its
+    // threads and shared-memory slots.
+    const auto share = [&](int cluster, int64_t least, RowLayout& out) {
       const int64_t slice = (runs + cluster - 1) / cluster;
-      const int64_t threads = std::max<int64_t>(1, (slice + cache - 1) / cache);
+      const int64_t threads = std::max<int64_t>(least, (slice + cache - 1) / cache);
       out.cluster = cluster;
       out.group = static_cast<int>(std::min<int64_t>(kRowMaxThreads, (threads + kWarp - 1) / kWarp * kWarp));
       out.threads = out.group;
@@ -122,46 +129,57 @@ inline RowLayout row_layout(int64_t rows, int64_t runs, int run_bytes, int row_i
       return true;
     };
     int cluster = 1;
-    while (!share(cluster, l) && cluster < limits.max_cluster) cluster *= 2;
+    while (!share(cluster, 0, l) && cluster < limits.max_cluster) cluster *= 2;
+    if (cluster == 1) {
+      int64_t threads = l.threads;
+      while (threads < kRowMaxThreads && threads * 2 <= runs && idle(threads)) threads *= 2;
+      share(1, threads, l);
+    }
     while (cluster < limits.max_cluster && rows * cluster < limits.sms && runs / (2 * cluster) >= kRowMinBlockRuns) {
       cluster *= 2;
-      share(cluster, l);
+      share(cluster, 0, l);
     }
   }
+  l.in_registers = l.cluster == 1 && static_cast<int64_t>(cache) * l.group >= runs;
   const int64_t groups = (rows + l.rows_per_block - 1) / l.rows_per_block;
   const int64_t most = (int64_t{1} << 30) / l.cluster;
   l.blocks = static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(groups, most)) * l.cluster);
   return l;
 }
 
-// The limits of the current device for `kernel`: the dynamic shared memory a block may ask for
-// so that two blocks fit on an SM (one block an SM would leave it idle between a row's loads and
-// its stores), less 1 KB for the kernel's static shared memory (its reductions'); clusters where
-// the code that runs was compiled for sm_90 or later (not where an older build runs, or its PTX
-// was compiled for this device: the cluster code is compiled out of those).
-inline RowLimits row_limits(const void* kernel) {
-  int block = 0, sm = 0, sms = 0;
+// The limits of the current device for `kernel`: its multiprocessors; for long rows (`long_rows`:
+// a block or more a row) also the dynamic shared memory a block may ask for so that two blocks
+// fit on an SM (one block an SM would leave it idle between a row's loads and its stores), less
+// 1 KB for the kernel's static shared memory (its reductions'), and clusters where the code that
+// runs was compiled for sm_90 or later (not where an older build runs, or its PTX was compiled
+// for this device: the cluster code is compiled out of those).
+inline RowLimits row_limits(const void* kernel, bool long_rows) {
   const int device = c10::cuda::current_device();
+  RowLimits limits;
+  int sms = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  limits.sms = std::max(1, sms);
+  if (!long_rows) return limits;
+  int block = 0, sm = 0;
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   cudaFuncAttributes attributes{};
   C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  RowLimits limits;
   limits.max_smem = std::max(0, std::min(block, sm / 2) - 1024);
   limits.max_cluster = attributes.ptxVersion >= 90 ? kRowMaxCluster : 1;
-  limits.sms = std::max(1, sms);
   return limits;
 }
 
-// Launch `kernel` over `rows` rows (row_layout's other parameters), its parameters `args` then
-// the layout.  Above 48 KB of shared memory, static and dynamic together, a kernel must opt in;
-// a cluster is a launch attribute.
+// Launch a kernel over `rows` rows (row_layout's other parameters), its parameters `args` then
+// the layout: `in_registers`, built for rows its threads' registers hold (RowSweep's kLong
+// false), where the layout holds the row so, else `any`.  Above 48 KB of shared memory, static
+// and dynamic together, a kernel must opt in; a cluster is a launch attribute.
 template <typename Kernel, typename... Args>
-void launch_rows(Kernel kernel, int64_t rows, int64_t runs, int run_bytes, int row_inputs, int cache, Args... args) {
-  RowLimits limits;  // short rows: a group within a warp, neither shared memory nor clusters
-  if (runs > static_cast<int64_t>(cache) * kWarp) limits = row_limits(reinterpret_cast<const void*>(kernel));
+void launch_rows(Kernel in_registers, Kernel any, int64_t rows, int64_t runs, int run_bytes, int row_inputs, int cache, Args... args) {
+  // Short rows (a group within a warp) use neither shared memory nor clusters.
+  const RowLimits limits = row_limits(reinterpret_cast<const void*>(any), runs > static_cast<int64_t>(cache) * kWarp);
   const RowLayout layout = row_layout(rows, runs, run_bytes, row_inputs, cache, limits);
+  const Kernel kernel = layout.in_registers ? in_registers : any;
   if (layout.smem > 32 * 1024) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(layout.smem)));
   }
@@ -243,8 +261,11 @@ __device__ __forceinline__ unsigned int cluster_rank(int cluster) {
 
 // One thread's share of the rows it sweeps: its runs of the current row (kCache in
 // registers, the rest in shared memory or, failing room there, global memory), the passes
-// over them, and the reductions over the row's group.
-template <typename scalar_t, int kRun, int kRows, int kCols, int kOuts>
+// over them, and the reductions over the row's group.  kLong false: only for layouts whose
+// registers hold the row (RowLayout::in_registers), compiled without the shared-memory and
+// global-memory paths and the cluster's reductions (on an H200 their code alone, never run,
+// cost such rows up to 15%: registers and instruction fetch).
+template <typename scalar_t, int kRun, int kRows, int kCols, int kOuts, bool kLong>
 class RowSweep {
  public:
   using Run = RunOf<scalar_t, kRun>;
@@ -253,18 +274,24 @@ class RowSweep {
 
   // `args` is the kernel's __grid_constant__ parameter (read in place, never copied).
   __device__ RowSweep(const RowArgs<scalar_t, kRows, kCols, kOuts>& args, const RowLayout& layout, Run* tail)
-      : args_(args), runs_(layout.runs), group_(layout.group), cluster_(layout.cluster),
-        lane_(threadIdx.x % layout.group), first_(cluster_rank(layout.cluster) * layout.group + lane_),
-        stride_(static_cast<int64_t>(layout.group) * layout.cluster), slots_(layout.tail_slots), tail_(tail) {}
+      : args_(args), runs_(layout.runs), group_(layout.group), cluster_(kLong ? layout.cluster : 1),
+        lane_(layout.group <= kWarp ? threadIdx.x & (layout.group - 1) : threadIdx.x),
+        first_(cluster_rank(cluster_) * layout.group + lane_),
+        stride_(static_cast<int64_t>(layout.group) * cluster_), slots_(layout.tail_slots), tail_(tail) {}
+
+  // This thread's group among the block's (groups of a power of two of lanes, or the block).
+  __device__ __forceinline__ int group_index() const {
+    return group_ <= kWarp ? static_cast<int>(threadIdx.x) >> (__ffs(group_) - 1) : 0;
+  }
 
   // The first row of this thread's group of rows, and the rows between the groups of one
   // thread's successive iterations (every group of a block, every block of a cluster, iterates
   // alike: their shuffles and barriers stay matched).
   __device__ __forceinline__ int64_t first_row(int rows_per_block) const {
-    return static_cast<int64_t>(blockIdx.x / cluster_) * rows_per_block;
+    return static_cast<int64_t>(cluster_ > 1 ? blockIdx.x / cluster_ : blockIdx.x) * rows_per_block;
   }
   __device__ __forceinline__ int64_t row_stride(int rows_per_block) const {
-    return static_cast<int64_t>(gridDim.x / cluster_) * rows_per_block;
+    return static_cast<int64_t>(cluster_ > 1 ? gridDim.x / cluster_ : gridDim.x) * rows_per_block;
   }
 
   // The thread that stores the row's per-row outputs.
@@ -275,7 +302,7 @@ class RowSweep {
   // flight at once), then the registers'.
   __device__ __forceinline__ void load(int64_t row, bool active) {
     row_ = row;
-    if (slots_ > 0 && active) {
+    if (kLong && slots_ > 0 && active) {
 #pragma unroll 4
       for (int s = 0; s < slots_; ++s) {
         const int64_t r = first_ + static_cast<int64_t>(kCache + s) * stride_;
@@ -294,7 +321,7 @@ class RowSweep {
         if (active && r < runs_) reg_[c][k] = row_input(k)[r];
       }
     }
-    if (slots_ > 0 && active) __pipeline_wait_prior(0);
+    if (kLong && slots_ > 0 && active) __pipeline_wait_prior(0);
   }
 
   // f(d, x) for each of this thread's elements d of the row, x[k] the element of input k.
@@ -340,7 +367,7 @@ class RowSweep {
   // kRowShared T.
   template <typename R, typename T>
   __device__ __forceinline__ T reduce(T v, T* shared) {
-    if (group_ <= kWarp && cluster_ == 1) {  // lanes of a warp
+    if (group_ <= kWarp && (!kLong || cluster_ == 1)) {  // lanes of a warp
       for (int offset = group_ / 2; offset > 0; offset /= 2) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
       return v;
     }
@@ -354,7 +381,7 @@ class RowSweep {
     T total = lane < warps ? slots[lane] : R::template identity<T>();
 #pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset /= 2) total = R::combine(total, __shfl_xor_sync(0xffffffffu, total, offset));
-    if (cluster_ == 1) return total;
+    if (!kLong || cluster_ == 1) return total;
     T* result = slots + kRowReduceSlots - 1;
     if (threadIdx.x == 0) *result = total;
     cluster_sync();
@@ -366,7 +393,7 @@ class RowSweep {
   // After the last row: a block of a cluster may not exit while another may still read its
   // shared memory.
   __device__ __forceinline__ void finish() const {
-    if (cluster_ > 1) cluster_sync();
+    if (kLong && cluster_ > 1) cluster_sync();
   }
 
  private:
@@ -398,14 +425,16 @@ class RowSweep {
         g(r, v);
       }
     }
-    for (int64_t r = first_ + static_cast<int64_t>(kCache) * stride_, s = 0; r < runs_; r += stride_, ++s) {
-      Run v[kIn];
+    if constexpr (kLong) {
+      for (int64_t r = first_ + static_cast<int64_t>(kCache) * stride_, s = 0; r < runs_; r += stride_, ++s) {
+        Run v[kIn];
 #pragma unroll
-      for (int k = 0; k < kRows; ++k) {
-        v[k] = s < slots_ ? tail_[(k * slots_ + s) * group_ + lane_] : row_input(k)[r];
+        for (int k = 0; k < kRows; ++k) {
+          v[k] = s < slots_ ? tail_[(k * slots_ + s) * group_ + lane_] : row_input(k)[r];
+        }
+        columns(r, v);
+        g(r, v);
       }
-      columns(r, v);
-      g(r, v);
     }
   }
 
