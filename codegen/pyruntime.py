@@ -605,8 +605,14 @@ def rowwise_rule(op: Callable[..., Any], roles: Sequence[str | None], n_out: int
 
 def load_rule(module: str, function: str) -> BatchingRule:
     """A hand-written batching rule, `vmap: module:function`."""
-    rule: BatchingRule = getattr(importlib.import_module(module), function)
+    rule: BatchingRule = load_function(module, function)
     return rule
+
+
+def load_function(module: str, function: str) -> Callable[..., Any]:
+    """`module:function`, imported (a declared fake kernel, `fake:`, when first called)."""
+    found: Callable[..., Any] = getattr(importlib.import_module(module), function)
+    return found
 
 
 def no_rule(op: str) -> BatchingRule:

@@ -202,6 +202,23 @@ def test_bad_vmap_fields(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
 
 
+@pytest.mark.parametrize("yaml_text, expected", [
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  fake: fakes.f\n",
+     "declarations/ops.yaml:4:9: error: 'fake' must be a Python name as 'module:attr', not 'fakes.f'"),
+    # the function computes every return: a shape rule beside it would be a second one
+    ("- func: f(Tensor self) -> (Tensor a, Tensor b)\n  dtypes: [float32]\n  kernels: {CPU: k}\n  header: f.h\n"
+     "  shape: {self: [N], a: [N]}\n  fake: fakes:f\n",
+     "declarations/ops.yaml:6:9: error: 'fake' computes every return, but 'a' has a shape rule too (the real output "
+     "would follow the rule, the fake one the function)\ndeclarations/ops.yaml:6:9: note: leave the return out of "
+     "'shape:' (and 'like:'): the kernel makes it and returns it"),
+    ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n  fake: fakes:f\n",
+     "declarations/ops.yaml:4:9: error: a pointwise or row-wise op's fake kernel is generated from its expression or "
+     "program"),
+])
+def test_bad_fake_fields(project, yaml_text, expected):
+    check_error(project, yaml_text, expected)
+
+
 PW = "- func: f(Tensor self, Tensor other, float alpha) -> Tensor\n  dtypes: [float32]\n"
 
 

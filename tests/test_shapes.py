@@ -394,13 +394,33 @@ LIB_FILES = {
   kernels: {CPU: split_rows_cpu}
   shape: {self: ["sum(s for s in sizes)", D], result: "[[s, D] for s in sizes]"}
 """,
+    # aten's sum.dim_IntList: no rule says its shape, so the fake kernel is declared in Python
+    "declarations/fake.yaml": """\
+- func: mysum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+  dtypes: {self: [float32, float64, int64], result: [float32, float64, int64]}
+  dtype: {result: dtype or self}
+  kernels: {CPU: mysum_cpu}
+  fake: sharedlib.fakes:mysum
+""",
+    "sharedlib/fakes.py": """\
+def mysum(self, dim=None, keepdim=False, *, dtype=None):
+    dims = range(self.dim()) if not dim else [d % max(self.dim(), 1) for d in dim]
+    shape = [1 if i in dims else n for i, n in enumerate(self.shape)] if keepdim else \\
+        [n for i, n in enumerate(self.shape) if i not in dims]
+    return self.new_empty(shape, dtype=dtype or self.dtype)
+""",
     "kernels/shapes.h": """\
 #pragma once
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/sum.h>
 #include <vector>
 namespace sharedlib::kernels {
+template <typename T, typename R> at::Tensor mysum_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                       bool keepdim, std::optional<at::ScalarType> dtype) {
+  return at::sum(self, dim, keepdim, dtype.value_or(self.scalar_type()));
+}
 // result[h] = x[2h] + x[2h + 1] (x's last row left out)
 template <typename T> void pair_sum_cpu(const at::Tensor& x, at::Tensor& out) {
   const int64_t H = out.size(0), D = out.size(1); const T* in = x.const_data_ptr<T>(); T* o = out.mutable_data_ptr<T>();
@@ -555,7 +575,7 @@ print("ok")
 '''
 
 
-SHAPE_OPS = ("pair_sum", "heads_first", "group_affine", "concat_rows", "sum_given", "chunk_rows", "split_rows")
+SHAPE_OPS = ("pair_sum", "heads_first", "group_affine", "concat_rows", "sum_given", "chunk_rows", "split_rows", "mysum")
 
 
 def add_to_sharedlib(lib):
@@ -578,6 +598,37 @@ def test_library_with_the_new_shape_rules(sharedlib):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib), str(ROOT)]))
     out = subprocess.run([sys.executable, "-c", LIB_CHECK], cwd=lib, env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
+
+
+@pytest.mark.xdist_group("sharedlib")
+def test_a_declared_fake_kernel_fakes_what_no_rule_expresses(sharedlib):
+    """`fake: sharedlib.fakes:mysum` (aten's sum.dim_IntList, whose shape no rule says): the
+    generated fake kernel checks the dtypes, then calls the function; the op is
+    pt2_compliant_tag, and opcheck and torch.compile(fullgraph=True, dynamic=True) pass."""
+    from torch.library import opcheck
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    assert sharedlib.record["build"][0] == 0, sharedlib.record["build"][1]
+    sys.path.insert(0, str(sharedlib.path))
+    try:
+        import sharedlib as _  # noqa: F401  (loads the library)
+    finally:
+        sys.path.remove(str(sharedlib.path))
+    op = torch.ops.sharedlib.mysum
+    assert torch.Tag.pt2_compliant_tag in op.default.tags
+    x = torch.randn(3, 4, 5)
+    cases = [((x,), {}), ((x, [1]), {}), ((x, [-1, 0], True), {}), ((x, None, True), {"dtype": torch.float64}),
+             ((x.long(), [2]), {})]
+    for args, kwargs in cases:
+        torch.testing.assert_close(op(*args, **kwargs), torch.sum(*args, **kwargs))
+        opcheck(op, args, kwargs)
+    f = torch.compile(lambda *a, **k: op(*a, **k), fullgraph=True, dynamic=True, backend="aot_eager")
+    for args, kwargs in cases[2:4]:
+        torch.testing.assert_close(f(*args, **kwargs), torch.sum(*args, **kwargs))
+    with FakeTensorMode(), pytest.raises(RuntimeError, match=r"sharedlib::mysum: output 'result' would have dtype "
+                                                             r"torch.int32 \(dtype: dtype or self\), but expected"):
+        op(torch.empty(3), dtype=torch.int32)  # the generated checks run before the function
+    torch._dynamo.reset()
 
 
 def test_fake_kernels_of_tensor_list_returns(project):

@@ -15,8 +15,18 @@ A return the kernel makes itself (`OutputSpec.made_by == "kernel"`: no shape rul
   That is clearer than no fake kernel at all, which torch reports as an operator with no
   fake implementation, without the fix.
 
-Such ops are not declared `pt2_compliant_tag`.  The generated code calls the helpers of
-the library's `_runtime.py` (codegen/pyruntime.py)."""
+Such ops are not declared `pt2_compliant_tag`.
+
+`fake: module:function` is the escape hatch for results no rule expresses (a reduction over
+an `int[1]? dim` with `keepdim`, say): a fake kernel written in Python, called with the
+op's arguments as `torch.library.register_fake` calls one, after the generated dtype,
+device and input shape checks.  It computes every return, so no return may have a shape
+rule too (the real outputs would follow the rule, the fake ones the function); the kernel
+makes them.  The op is then declared `pt2_compliant_tag`, and opcheck checks the function
+against the kernel as it checks a generated fake kernel.  It is imported when first
+called, not when the library is, so it may import the library.
+
+The generated code calls the helpers of the library's `_runtime.py` (codegen/pyruntime.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +34,7 @@ from dataclasses import replace
 
 from ..api import python as py
 from ..api.names import cpp_string, py_string
+from ..fields import Field, PyTarget
 from ..dtype_rules import render_python as render_rule
 from ..schema import is_list_of_tensors
 from ..shapes import dynamic_sizes, is_list_output, python_input_checks, python_list_loop, python_output_shape
@@ -38,7 +49,7 @@ def fakeable(decl, scalars: bool = True) -> bool:
     """Whether the fake kernel computes every return (no NotImplementedError); with
     `scalars=False`, without data-dependent scalars either.  A pointwise expression's
     outputs follow aten's elementwise rule."""
-    if decl.expression is not None:
+    if decl.expression is not None or decl.extra_field("fake"):
         return True
     return all(o.made_by != "kernel" or is_list_output(o.shape) or (scalars and py.fake_return(r.type) is not None)
                for o, r in zip(decl.outputs(), decl.schema.returns))
@@ -99,6 +110,30 @@ def _tuple(items: list[str]) -> str:
 
 class FakeKernels(Plugin):
     name = "fake"
+    fields = {
+        "fake": Field(PyTarget(), "a fake kernel written in Python, `module:function` (e.g. `mylib.fakes:mysum`), "
+                      "for results no shape rule expresses: called with the op's arguments as "
+                      "`torch.library.register_fake` calls one, after the generated dtype, device and input shape "
+                      "checks, it returns every result (no return has a shape rule then: the kernel makes them). "
+                      "Imported when first called; checked by opcheck as a generated fake kernel is."),
+    }
+
+    def validate(self, decl, lib, diag):
+        if not decl.extra_field("fake"):
+            return
+        where = decl.field_loc("fake")
+        if decl.expression is not None or decl.rows is not None:
+            diag.error(where, "a pointwise or row-wise op's fake kernel is generated from its expression or program",
+                       "leave 'fake' out")
+        elif decl.extra_field("method"):
+            diag.error(where, "a custom class method is faked by its fake class's method", "leave 'fake' out")
+        else:
+            ruled = [o.name for o in decl.outputs() if o.made_by == "wrapper"]
+            if ruled:
+                diag.error(where, f"'fake' computes every return, but {', '.join(repr(n) for n in ruled)} "
+                           f"{'has' if len(ruled) == 1 else 'have'} a shape rule too (the real output would follow "
+                           "the rule, the fake one the function)",
+                           "leave the return out of 'shape:' (and 'like:'): the kernel makes it and returns it")
 
     def transform(self, lib, diag):
         """Every op with a generated fake kernel that computes all its returns is declared
@@ -143,6 +178,24 @@ def _pointwise_body(d, names: dict[str, str], lit: str, allowed: str, allowed_na
             "return " + ", ".join(["_result"] + ["torch.empty_like(_result)"] * (len(s.returns) - 1))]
 
 
+def _declared_body(d, names: dict[str, str], lit: str, op: str) -> list[str]:
+    """The fake kernel of an op declaring one in Python (`fake: module:function`): the
+    generated checks, then the function, called as register_fake calls a fake kernel."""
+    s = d.schema
+    body = _dtype_checks(d, lit, names)
+    if d.shape_plan is not None:
+        body.extend(python_input_checks(d.shape_plan, op, s, names=names))
+    for o in d.outputs():  # a return with dtypes of its own: its rule's value is among them, as the wrapper checks
+        var = dict(d.dtype_owners).get(o.name)
+        if var is not None and o.dtype_rule is not None:
+            body.append(f"_runtime.check_output_dtype({lit}, {py_string(o.name)}, {render_rule(o.dtype_rule, names)}, "
+                        f"{_allowed(d.variable(var))}, {py_string(o.dtype_rule.text)})")
+    module, _, function = d.extra_field("fake").partition(":")
+    args = [names[a.name] if not a.kwarg_only else f"{a.name}={names[a.name]}" if py.is_keyword_name(a.name)
+            else f"**{{{py_string(a.name)}: {names[a.name]}}}" for a in s.arguments]
+    return body + [f"return _runtime.load_function({py_string(module)}, {py_string(function)})({', '.join(args)})"]
+
+
 def fake_function(d, ns: str) -> dict | None:
     """The template values of one op's fake kernel, or None when it has none."""
     op = f"{ns}::{d.op_name}"
@@ -163,6 +216,9 @@ def fake_function(d, ns: str) -> dict | None:
     allowed_names = py_string(", ".join(dt.name for dt in d.dtypes))
     if d.expression is not None:  # aten's elementwise rule: broadcast shapes, promoted dtype
         body.extend(_pointwise_body(d, names, lit, allowed, allowed_names))
+        return done
+    if d.extra_field("fake"):
+        body.extend(_declared_body(d, names, lit, op))
         return done
     for o, r in zip(d.outputs(), s.returns):
         if o.made_by == "kernel" and py.fake_return(r.type) is None and not is_list_output(o.shape):
