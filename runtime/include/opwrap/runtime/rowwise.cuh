@@ -16,8 +16,10 @@
 // global memory.  Column inputs (the same for every row, a weight) are read where a pass uses
 // them, through the read-only cache (every row of the SM reads the same ones): holding them in
 // registers too would cost the occupancy that hides the loads' latency, and prefetching them
-// into L1 beside the row's loads (a prefetch a run a row) made short rows with a weight up to
-// 2.7x slower on an H200.
+// beside the row's loads slows short rows (docs/pointwise-and-rowwise.md, "CUDA", has the
+// measurements behind these choices).  Each kernel is built twice: for layouts whose registers
+// hold the whole row (RowSweep's kLong false: no shared-memory, global-memory or cluster code),
+// and for any row.
 #pragma once
 
 #include <opwrap/runtime/cuda.cuh>
@@ -44,8 +46,8 @@ template <typename T>
 constexpr int kVecRun = sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
 
 // A block's threads.  Kernels are built for two such blocks an SM (__launch_bounds__: <= 64
-// registers a thread): measured on an H100, bfloat16 layer_norm took 94 registers without that
-// bound, one block an SM, and moved 44% of a copy's bandwidth on rows of 16384.
+// registers a thread): without that bound a block could take a whole SM, which then idles
+// between a row's loads and its stores.
 constexpr int kRowMaxThreads = 512;
 constexpr int kRowMinBlocks = 2;
 constexpr int kRowMaxCluster = 8;  // blocks a row (the portable cluster size)
@@ -56,8 +58,8 @@ constexpr int kRowReduceSlots = kRowMaxThreads / kWarp + 1;
 constexpr int kRowShared = 2 * kRowReduceSlots;
 
 // Runs of each of its `row_inputs` a thread holds in registers: 4 runs (64 bytes, 16 registers)
-// in all, at least one of each.  More registers a thread would cost occupancy (measured on an
-// H100: 8 runs of one input took 122 registers in bfloat16, and bandwidth fell).
+// in all, at least one of each.  More registers a thread would cost occupancy, and with it the
+// loads in flight.
 constexpr int row_cache(int row_inputs) {
   return row_inputs >= 4 ? 1 : 4 / row_inputs;
 }
@@ -90,8 +92,7 @@ struct RowLimits {
 // (fewer than kRowFillThreads an SM), each row gets more threads, up to a block, down to a run
 // each (the latency of a small launch is the serial work of one thread), then, for long rows,
 // more blocks of a cluster, down to kRowMinBlockRuns runs a block (a cluster's reductions cost
-// barriers across SMs: on an H200, 8 rows of 16384 bfloat16 took 1.2x aten's time over two
-// blocks of 1024 runs, where one block of 2048 runs matches it).
+// barriers across SMs, which fewer runs a block do not repay).
 constexpr int64_t kRowMinBlockRuns = 2048;
 constexpr int64_t kRowFillThreads = 1024;
 
@@ -174,7 +175,7 @@ inline RowLimits row_limits(const void* kernel, bool long_rows) {
 // and dynamic together, a kernel must opt in; a cluster is a launch attribute.
 template <typename Kernel, typename... Args>
 void launch_rows(Kernel in_registers, Kernel any, int64_t rows, int64_t runs, int run_bytes, int row_inputs, int cache, Args... args) {
-  // Short rows (a group within a warp) use neither shared memory nor clusters.
+  // Rows a warp's registers hold need neither shared memory nor clusters.
   const RowLimits limits = row_limits(reinterpret_cast<const void*>(any), runs > static_cast<int64_t>(cache) * kWarp);
   const RowLayout layout = row_layout(rows, runs, run_bytes, row_inputs, cache, limits);
   const Kernel kernel = layout.in_registers ? in_registers : any;
@@ -261,8 +262,8 @@ __device__ __forceinline__ unsigned int cluster_rank(int cluster) {
 // registers, the rest in shared memory or, failing room there, global memory), the passes
 // over them, and the reductions over the row's group.  kLong false: only for layouts whose
 // registers hold the row (RowLayout::in_registers), compiled without the shared-memory and
-// global-memory paths and the cluster's reductions (on an H200 their code alone, never run,
-// cost such rows up to 15%: registers and instruction fetch).
+// global-memory paths and the cluster's reductions, whose code alone, never run there, costs
+// such rows registers and instruction fetches.
 template <typename scalar_t, int kRun, int kRows, int kCols, int kOuts, bool kLong>
 class RowSweep {
  public:
@@ -272,10 +273,10 @@ class RowSweep {
 
   // `args` is the kernel's __grid_constant__ parameter (read in place, never copied).
   __device__ RowSweep(const RowArgs<scalar_t, kRows, kCols, kOuts>& args, const RowLayout& layout, Run* tail)
-      : args_(args), runs_(layout.runs), group_(layout.group), cluster_(kLong ? layout.cluster : 1),
+      : args_(args), runs_(layout.runs), group_(layout.group), cluster_(layout.cluster),
         lane_(layout.group <= kWarp ? threadIdx.x & (layout.group - 1) : threadIdx.x),
-        first_(cluster_rank(cluster_) * layout.group + lane_),
-        stride_(static_cast<int64_t>(layout.group) * cluster_), slots_(layout.tail_slots), tail_(tail) {}
+        first_(cluster_rank(clustered() ? cluster_ : 1) * layout.group + lane_),
+        stride_(static_cast<int64_t>(layout.group) * (clustered() ? cluster_ : 1)), slots_(layout.tail_slots), tail_(tail) {}
 
   // This thread's group among the block's (groups of a power of two of lanes, or the block).
   __device__ __forceinline__ int group_index() const {
@@ -286,10 +287,10 @@ class RowSweep {
   // thread's successive iterations (every group of a block, every block of a cluster, iterates
   // alike: their shuffles and barriers stay matched).
   __device__ __forceinline__ int64_t first_row(int rows_per_block) const {
-    return static_cast<int64_t>(cluster_ > 1 ? blockIdx.x / cluster_ : blockIdx.x) * rows_per_block;
+    return static_cast<int64_t>(clustered() ? blockIdx.x / cluster_ : blockIdx.x) * rows_per_block;
   }
   __device__ __forceinline__ int64_t row_stride(int rows_per_block) const {
-    return static_cast<int64_t>(cluster_ > 1 ? gridDim.x / cluster_ : gridDim.x) * rows_per_block;
+    return static_cast<int64_t>(clustered() ? gridDim.x / cluster_ : gridDim.x) * rows_per_block;
   }
 
   // The thread that stores the row's per-row outputs.
@@ -365,7 +366,7 @@ class RowSweep {
   // kRowShared T.
   template <typename R, typename T>
   __device__ __forceinline__ T reduce(T v, T* shared) {
-    if (group_ <= kWarp && (!kLong || cluster_ == 1)) {  // lanes of a warp
+    if (group_ <= kWarp && !clustered()) {  // lanes of a warp
       for (int offset = group_ / 2; offset > 0; offset /= 2) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
       return v;
     }
@@ -379,7 +380,7 @@ class RowSweep {
     T total = lane < warps ? slots[lane] : R::template identity<T>();
 #pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset /= 2) total = R::combine(total, __shfl_xor_sync(0xffffffffu, total, offset));
-    if (!kLong || cluster_ == 1) return total;
+    if (!clustered()) return total;
     T* result = slots + kRowReduceSlots - 1;
     if (threadIdx.x == 0) *result = total;
     cluster_sync();
@@ -391,10 +392,14 @@ class RowSweep {
   // After the last row: a block of a cluster may not exit while another may still read its
   // shared memory.
   __device__ __forceinline__ void finish() const {
-    if (kLong && cluster_ > 1) cluster_sync();
+    if (clustered()) cluster_sync();
   }
 
  private:
+  // Whether the row spreads over the blocks of a cluster (never in the build for rows the
+  // registers hold: known at compile time there).
+  __device__ __forceinline__ bool clustered() const { return kLong && cluster_ > 1; }
+
   __device__ __forceinline__ const Run* row_input(int k) const {
     return reinterpret_cast<const Run*>(args_.in[k] + row_ * args_.D);
   }
