@@ -23,7 +23,12 @@ kernel is instantiated over it, so `to_dtype(Tensor self, ScalarType dtype)` get
     dtype                   a `ScalarType` argument
     dtype or self           a `ScalarType?` argument, else a tensor argument's dtype
     dtype or default        a `ScalarType?` argument, else torch.get_default_dtype()
+    weights or int64        an optional tensor's dtype where it is given, else a dtype name,
+                            a required tensor's dtype or `default`
     promote(a, b)           the promotion of tensor arguments, as torch.result_type does it
+
+An optional tensor may own a variable too, with the dtype the kernel is instantiated for
+when it is not given: `weights: {dtypes: [float32, float64], absent: float32}` (`absent`).
 """
 
 from __future__ import annotations
@@ -39,11 +44,13 @@ from .schema import BaseType, FunctionSchema, OptionalType, is_tensor, unwrap_op
 @dataclass(frozen=True)
 class DTypeVar:
     """One dtype variable: the C++ template parameter `name`, the argument or return whose
-    dtypes it lists (`owner`; "" for an op with no tensor at all), and those dtypes."""
+    dtypes it lists (`owner`; "" for an op with no tensor at all), and those dtypes; for an
+    optional tensor, `absent`: the dtype when it is not given."""
 
     name: str
     owner: str
     dtypes: tuple[DType, ...]
+    absent: DType | None = None
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,9 @@ class DTypeRule:
 
     kind: "dtype" (names = (dtype name,)), "tensor" (names = (tensor argument,)),
     "arg" (names = (ScalarType argument,); `fallback`: for a `ScalarType?` argument, the
-    tensor argument or "default" used when it is None), "promote" (names = tensor arguments)."""
+    tensor argument or "default" used when it is None), "given" (names = (optional tensor,);
+    `fallback`: a dtype name, a required tensor or "default", used when it is not given),
+    "promote" (names = tensor arguments)."""
 
     kind: str
     names: tuple[str, ...]
@@ -76,9 +85,10 @@ class DTypeRule:
         """The tensor arguments the rule reads."""
         if self.kind in ("tensor", "promote"):
             return self.names
-        if self.kind == "arg" and self.fallback not in ("", "default"):
-            return (self.fallback,)
-        return ()
+        fallback = (self.fallback,) if self.fallback not in ("", "default") and self.fallback not in DTYPES else ()
+        if self.kind == "given":
+            return self.names + fallback
+        return fallback if self.kind == "arg" else ()
 
 
 class RuleError(Exception):
@@ -125,9 +135,15 @@ def parse_rule(text: str, schema: FunctionSchema, return_name: str) -> DTypeRule
     if m:
         arg, fallback = m.group(1), m.group(2)
         a = schema.argument(arg)
+        if a is not None and _is_single_tensor(a) and a.is_optional:  # its dtype where given
+            if fallback != "default" and fallback not in tensors and fallback not in DTYPES:
+                raise RuleError(f"the fallback '{fallback}' is neither a dtype, 'default' nor a required Tensor "
+                                "argument", m.start(2), "the dtype when the optional tensor is not given")
+            return DTypeRule("given", (arg,), fallback)
         if a is None or not _is_scalar_type(a) or not isinstance(a.type, OptionalType):
-            raise RuleError(f"'{arg}' is not a ScalarType? argument of {schema.name}", 0,
-                            "'<dtype argument> or <fallback>' takes a 'ScalarType?' argument")
+            raise RuleError(f"'{arg}' is neither a ScalarType? argument nor an optional Tensor argument of "
+                            f"{schema.name}", 0, "'<dtype argument> or <fallback>' takes a 'ScalarType?' argument, "
+                            "'<optional tensor> or <fallback>' a 'Tensor?' argument")
         if fallback != "default" and fallback not in tensors:
             raise RuleError(f"the fallback '{fallback}' is neither 'default' nor a required Tensor argument",
                             m.start(2), "'default' is torch.get_default_dtype()")
@@ -147,7 +163,8 @@ def parse_rule(text: str, schema: FunctionSchema, return_name: str) -> DTypeRule
     if text in tensors:
         return DTypeRule("tensor", (text,))
     if a is not None and _is_single_tensor(a):
-        raise RuleError(f"'{text}' is an optional Tensor argument; a dtype rule needs a tensor that is always given")
+        raise RuleError(f"'{text}' is an optional Tensor argument: say what the dtype is when it is not given",
+                        hint=f"write '{text} or <dtype | Tensor argument | default>'")
     raise RuleError(f"dtype of '{return_name}' must be a dtype name, a Tensor argument or a ScalarType argument, "
                     f"not '{text}'")
 
@@ -162,6 +179,11 @@ def render_cpp(rule: DTypeRule, names: Mapping[str, str]) -> str:
         return f"{n(rule.names[0])}.scalar_type()"
     if rule.kind == "promote":
         return f"opwrap::rt::result_type({{{', '.join(n(x) for x in rule.names)}}})"
+    if rule.kind == "given":  # an optional tensor (std::optional<at::Tensor>)
+        t, fb = n(rule.names[0]), rule.fallback
+        other = (f"at::ScalarType::{DTYPES[fb].scalar_type}" if fb in DTYPES else
+                 "c10::get_default_dtype_as_scalartype()" if fb == "default" else f"{n(fb)}.scalar_type()")
+        return f"({t}.has_value() && {t}->defined() ? {t}->scalar_type() : {other})"
     arg = n(rule.names[0])
     if not rule.fallback:
         return arg
@@ -186,8 +208,10 @@ def render_python(rule: DTypeRule, names: Mapping[str, str] | None = None) -> st
     arg = n(rule.names[0])
     if not rule.fallback:
         return arg
-    other = "torch.get_default_dtype()" if rule.fallback == "default" else f"{n(rule.fallback)}.dtype"
-    return f"({arg} if {arg} is not None else {other})"
+    other = ("torch.get_default_dtype()" if rule.fallback == "default" else DTYPES[rule.fallback].python
+             if rule.fallback in DTYPES else f"{n(rule.fallback)}.dtype")
+    return f"({arg}.dtype if {arg} is not None else {other})" if rule.kind == "given" else \
+        f"({arg} if {arg} is not None else {other})"
 
 
 def template_parameter(owner: str, first: bool) -> str:

@@ -39,6 +39,10 @@ _FOREIGN = MappingOf(Enum("abi", "symbol", "function", what="foreign kernel key"
     ("function", Pattern(rf"{_IDENT_RE}(::{_IDENT_RE})*", "a Rust function path such as 'kernels::huber'",
                          "Rust function paths")),
 ))
+# An optional tensor's own dtype variable: its dtypes, and the one the kernel is instantiated
+# for when it is not given.
+_OPTIONAL_DTYPES = MappingOf(Enum("dtypes", "absent", what="optional tensor dtypes key"),
+                             OneOf(_DTYPE, ListOf(_DTYPE, nonempty=True)), fixed=(("absent", _DTYPE),))
 _DIMENSION = OneOf(Int(), String(nonempty=True), noun="a dimension (an integer, a name or an expression)",
                    nouns="dimensions (integers, names or expressions)")
 
@@ -66,13 +70,14 @@ CORE_FIELDS: dict[str, Field] = {
                           MappingOf(Identifier(noun="a Tensor argument or return name",
                                                nouns="Tensor argument and return names"),
                                     OneOf(_DTYPE, ListOf(_DTYPE, nonempty=True),
-                                          Identifier(noun="a Tensor argument name"),
-                                          noun="dtypes or a Tensor argument name",
-                                          nouns="dtypes or Tensor argument names"))),
+                                          Identifier(noun="a Tensor argument name"), _OPTIONAL_DTYPES,
+                                          noun="dtypes, a Tensor argument name or {dtypes: ..., absent: ...}",
+                                          nouns="dtypes, Tensor argument names or {dtypes: ..., absent: ...}"))),
                     "the dtypes the kernel is instantiated for: a list of `" + " ".join(DTYPES) + "`, or a group ("
                     + "; ".join(describe_group(g) for g in GROUPS) + "), shared by every tensor; or per tensor argument and "
-                    "return, `{weight: floating, indices: [int32, int64], offsets: indices}` (below). A tensor of any "
-                    "other dtype is a `RuntimeError` naming the op and argument."),
+                    "return, `{weight: floating, indices: [int32, int64], offsets: indices}` (below), an optional "
+                    "tensor with the dtype it has when not given, `{dtypes: [float32, float64], absent: float32}`. "
+                    "A tensor of any other dtype is a `RuntimeError` naming the op and argument."),
     "kernels": kernels_field(_DISPATCH_KEYS),
     "header": Field(RelativePath((".h", ".hpp", ".cuh"), "a relative path inside the kernels directory"),
                     "the CPU kernel header inside the kernels directory (default `<name>.h`, a trailing `_` "
@@ -85,7 +90,8 @@ CORE_FIELDS: dict[str, Field] = {
     "dtype": Field(MappingOf(Identifier(noun="a return name", nouns="return names"),
                              String(nonempty=True, noun="a dtype rule", nouns="dtype rules")),
                    "return (or out= argument) name to its dtype rule: a dtype name, a Tensor argument, a `ScalarType` "
-                   "argument, `<ScalarType? argument> or <Tensor argument>`, `<ScalarType? argument> or default`, or "
+                   "argument, `<ScalarType? argument> or <Tensor argument>`, `<ScalarType? argument> or default`, "
+                   "`<Tensor? argument> or <dtype | Tensor argument | default>` (its dtype where given), or "
                    "`promote(a, b, ...)` (default: the dtype of the first Tensor argument)."),
     "index": Field(MappingOf(Identifier(noun="an integer Tensor argument name",
                                         nouns="integer Tensor argument names"),
@@ -389,7 +395,9 @@ class DeclarationLoader:
                       if r.type == BaseType("Tensor") and schema.aliased_argument(r) is None]
         lists: dict[str, tuple] = {}  # name -> dtypes
         failed: set[str] = set()  # names whose value was reported
+        absent: dict[str, object] = {}  # an optional tensor's variable: its dtype when not given
         refs: dict[str, tuple[str, yaml.Node]] = {}  # name -> (the name it shares with, node)
+        required = [a.name for a in tensors if not a.is_optional and not is_list_of_tensors(a)]
         for k, v in node.value:
             name = k.value
             if name not in tensor_names and name not in typed_rets:
@@ -408,14 +416,15 @@ class DeclarationLoader:
                     continue
                 refs[name] = (v.value, v)
                 continue
-            if arg is not None and arg.is_optional:
-                self.diag.error(loc_of(k, path), f"'{name}' is optional, so it cannot decide dtypes the kernel is "
-                                "instantiated for", f"share a required tensor's dtypes: '{name}: <argument>'")
-                failed.add(name)
+            if isinstance(v, yaml.MappingNode) or (arg is not None and arg.is_optional):
+                parsed = self.parse_optional_dtypes(schema, arg, k, v, path, first=not required and name == tensor_names[0])
+                if parsed is None:
+                    failed.add(name)
+                    continue
+                lists[name], absent[name] = parsed
                 continue
             lists[name] = self.parse_dtypes(v, path)
         owners: dict[str, str] = {}
-        required = [a.name for a in tensors if not a.is_optional and not is_list_of_tensors(a)]
         primary_owner = next(iter(required), None) or next(iter(tensor_names), None) or next(iter(lists), None)
         if primary_owner is None:
             self.diag.error(loc_of(node, path), f"{schema.name} has no Tensor to give dtypes to")
@@ -429,15 +438,47 @@ class DeclarationLoader:
             return (), (), ()
         order = [a.name for a in schema.arguments] + list(rets)
         owned = sorted(lists, key=lambda n: (n != primary_owner, order.index(n)))
-        variables = tuple(DTypeVar(template_parameter(n, n == primary_owner), n, lists[n]) for n in owned)
+        variables = tuple(DTypeVar(template_parameter(n, n == primary_owner), n, lists[n], absent.get(n))
+                          for n in owned)
         var_of = {v.owner: v.name for v in variables}
         for name, (target, v) in refs.items():
             if target in refs:
                 self.diag.error(loc_of(v, path), f"'{target}' shares another argument's dtypes itself; name that one")
                 continue
+            if target in absent:
+                self.diag.error(loc_of(v, path), f"'{target}' is optional: a tensor shares the dtypes of a required one",
+                                f"give '{name}' dtypes of its own")
+                continue
             var_of[name] = var_of.get(target, var_of[primary_owner])
         owners_t = tuple((n, var_of[n]) for n in order if n in var_of)
         return variables[0].dtypes, variables, owners_t
+
+    def parse_optional_dtypes(self, schema, arg, key: yaml.Node, v: yaml.Node, path: str, first: bool):
+        """An optional tensor's own variable, `{dtypes: [...], absent: <dtype>}`: (its dtypes,
+        the dtype the kernel is instantiated for when it is not given); None when reported."""
+        name = key.value
+        if arg is None or not arg.is_optional or is_list_of_tensors(arg):
+            self.diag.error(loc_of(v, path), f"'{name}' is not an optional Tensor argument: it has dtypes, not "
+                            "{dtypes: ..., absent: ...}", f"write '{name}: [...]'")
+            return None
+        fields = {k.value: (k, x) for k, x in v.value} if isinstance(v, yaml.MappingNode) else {}
+        if "dtypes" not in fields or "absent" not in fields:
+            self.diag.error(loc_of(v if fields else key, path), f"'{name}' is optional: say which dtype the kernel is "
+                            "instantiated for when it is not given",
+                            f"'{name}: {{dtypes: [float32, float64], absent: float32}}', or share a required "
+                            f"tensor's dtypes: '{name}: <argument>'")
+            return None
+        if first:
+            self.diag.error(loc_of(key, path), f"'{name}' is the first tensor, which the op dispatches on: it cannot "
+                            "be absent", "give a required tensor its dtypes")
+            return None
+        dtypes = self.parse_dtypes(fields["dtypes"][1], path)
+        absent = DTYPES[fields["absent"][1].value]
+        if absent not in dtypes:
+            self.diag.error(loc_of(fields["absent"][1], path), f"'absent: {absent.name}' is not one of the dtypes of "
+                            f"'{name}' ({', '.join(d.name for d in dtypes)})", "the kernel is instantiated for those")
+            return None
+        return dtypes, absent
 
     def check_typed_returns(self, schema, dvars, owners, rules, node, path):
         """A return with dtypes of its own takes its dtype from its rule at run time: it needs

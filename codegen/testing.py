@@ -109,12 +109,14 @@ def case_id(decl: Declaration, combo: dict[str, Any]) -> str:
 
 
 def for_gradients(decl: Declaration, combo: dict[str, Any]) -> bool:
-    """Whether gradcheck fits this combination of dtype variables: the primary one, every
-    floating one and a return's (to_dtype's result_t) are float64."""
+    """Whether gradcheck fits this combination of dtype variables: the primary one (unless it
+    lists integer dtypes only: indices beside float weights), every floating one and a
+    return's (to_dtype's result_t) are float64."""
     returns = set(decl.return_names)
     for i, v in enumerate(decl.variables):
         d = combo[v.name]
-        if (i == 0 or d.is_floating or v.owner in returns) and d.name != "float64":
+        primary = i == 0 and any(x.is_floating or x.is_complex for x in v.dtypes)
+        if (primary or d.is_floating or v.owner in returns) and d.name != "float64":
             return False
     return True
 
@@ -681,6 +683,13 @@ def _rule_dtype(decl: Declaration, rule, values: dict, torch):
         if rule.fallback == "default":
             return torch.get_default_dtype()
         return values[rule.fallback].dtype if rule.fallback else None
+    if rule.kind == "given":  # an optional tensor's dtype where given
+        given = values.get(rule.names[0])
+        if given is not None:
+            return given.dtype
+        if rule.fallback == "default":
+            return torch.get_default_dtype()
+        return getattr(torch, rule.fallback) if rule.fallback in DTYPES else values[rule.fallback].dtype
     raise ValueError(f"unknown dtype rule kind {rule.kind!r}")
 
 
@@ -735,6 +744,9 @@ def check_gradients(decl: Declaration, op, sample: SampleInput) -> None:
 
     fn = differentiable_function(decl, op, inputs, sample.kwargs, positions)
     tensors = tuple(inputs[i] if j is None else inputs[i][j] for i, j in positions)
+    given = {n for n, v in bind(decl, sample).items() if v is not None}
+    if not tensors and diff and not diff & given:  # its differentiable inputs are optional and not given
+        return
     assert tensors or not diff, f"{decl.op_name}: no input requires grad"
     if not tensors:
         return

@@ -105,6 +105,7 @@ REFERENCES = {
     "chunk_rows": lambda self, chunks: list(torch.chunk(self, chunks)),
     "huber": lambda input, target, delta=1.0: F.huber_loss(input, target, reduction="none", delta=delta),
     "dedup_consecutive": lambda self: torch.unique_consecutive(self.flatten()),
+    "bincount_fixed": lambda self, bins, weights=None: torch.bincount(self.long(), weights, minlength=bins),
     "quantize_fp8": lambda input, scale, dtype: (input.float() / scale.float()).clamp(  # in float, as the kernel
         -torch.finfo(dtype).max, torch.finfo(dtype).max).to(dtype),
 }

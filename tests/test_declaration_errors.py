@@ -662,8 +662,34 @@ KH = "  kernels: {CPU: k}\n  header: f.h\n"
     ("- func: f(Tensor(a!) out, Tensor x) -> ()\n  dtypes: {out: float8_e4m3fm, x: [bfloat16]}\n" + KH,
      "declarations/ops.yaml:2:17: error: unknown dtype 'float8_e4m3fm': a value in 'dtypes' is a dtype, a dtype "
      "group or a Tensor argument of f\ndeclarations/ops.yaml:2:17: note: did you mean 'float8_e4m3fn'?"),
+    # an optional tensor owns a variable with the dtype it has when not given
     ("- func: f(Tensor data, Tensor? w) -> Tensor\n  dtypes: {data: floating, w: [float32]}\n" + KH + "  like: data\n",
-     "declarations/ops.yaml:2:28: error: 'w' is optional, so it cannot decide dtypes the kernel is instantiated for"),
+     "declarations/ops.yaml:2:28: error: 'w' is optional: say which dtype the kernel is instantiated for when it is "
+     "not given\ndeclarations/ops.yaml:2:28: note: 'w: {dtypes: [float32, float64], absent: float32}', or share a "
+     "required tensor's dtypes: 'w: <argument>'"),
+    ("- func: f(Tensor data, Tensor? w) -> Tensor\n  dtypes: {data: floating, w: {dtypes: [float32]}}\n" + KH
+     + "  like: data\n",
+     "declarations/ops.yaml:2:31: error: 'w' is optional: say which dtype the kernel is instantiated for when it is "
+     "not given"),
+    ("- func: f(Tensor data, Tensor? w) -> Tensor\n  dtypes: {data: floating, w: {dtypes: [float32], absent: int64}}\n"
+     + KH + "  like: data\n",
+     "declarations/ops.yaml:2:59: error: 'absent: int64' is not one of the dtypes of 'w' (float32)"),
+    ("- func: f(Tensor data, Tensor w) -> Tensor\n  dtypes: {data: floating, w: {dtypes: [float32], absent: float32}}\n"
+     + KH + "  like: data\n",
+     "declarations/ops.yaml:2:31: error: 'w' is not an optional Tensor argument: it has dtypes, not {dtypes: ..., "
+     "absent: ...}"),
+    ("- func: f(Tensor data, Tensor? w, Tensor v) -> Tensor\n  dtypes: {data: floating, w: {dtypes: [float32], "
+     "absent: float32}, v: w}\n" + KH + "  like: data\n",
+     "declarations/ops.yaml:2:72: error: 'w' is optional: a tensor shares the dtypes of a required one"),
+    ("- func: f(Tensor? w, Tensor? v) -> Tensor\n  dtypes: {w: {dtypes: [float32], absent: float32}}\n" + KH
+     + "  shape: {result: [1]}\n",
+     "declarations/ops.yaml:2:12: error: 'w' is the first tensor, which the op dispatches on: it cannot be absent"),
+    ("- func: f(Tensor a, Tensor? w) -> Tensor\n" + K + "  like: a\n  dtype: {result: w}\n",
+     "declarations/ops.yaml:6:19: error: 'w' is an optional Tensor argument: say what the dtype is when it is not "
+     "given\ndeclarations/ops.yaml:6:19: note: write 'w or <dtype | Tensor argument | default>'"),
+    ("- func: f(Tensor a, Tensor? w) -> Tensor\n" + K + "  like: a\n  dtype: {result: w or flaot32}\n",
+     "declarations/ops.yaml:6:24: error: the fallback 'flaot32' is neither a dtype, 'default' nor a required Tensor "
+     "argument"),
     ("- func: f(Tensor data, ScalarType dtype) -> Tensor\n  dtypes: {data: floating, result: [int64]}\n" + KH
      + "  like: data\n",
      "declarations/ops.yaml:2:28: error: return 'result' has dtypes of its own, so 'dtype:' must say where its dtype "

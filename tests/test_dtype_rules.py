@@ -39,6 +39,12 @@ DECLARATIONS = """\
   shape: {self: [N, _], result: [N]}
   kernels: {CPU: ones_like_rows}
 
+- func: weighted(Tensor self, Tensor? weights=None) -> Tensor
+  dtypes: {self: [int32, int64], weights: {dtypes: [float32, float64, bfloat16], absent: float64}}
+  dtype: {result: weights or default}
+  shape: {self: [N], weights: [N], result: [N]}
+  kernels: {CPU: weighted}
+
 - func: add_promoted(Tensor a, Tensor b) -> Tensor
   dtypes: {a: [float32, float64, int64], b: [float32, float64, int64]}
   dtype: {result: "promote(a, b)"}
@@ -50,6 +56,7 @@ KERNELS = """\
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/util/TypeCast.h>
+#include <optional>
 
 namespace sharedlib::kernels {
 
@@ -81,6 +88,20 @@ void ones_like_rows(const at::Tensor& self, std::optional<at::ScalarType>, at::T
   result.fill_(1);
 }
 
+// weights_t is double when no weights are given (absent: float64); the result's dtype is the
+// weights', else the default dtype.
+template <typename scalar_t, typename weights_t>
+void weighted(const at::Tensor& self, const std::optional<at::Tensor>& weights, at::Tensor& result) {
+  if (!weights.has_value() || !weights->defined()) {
+    result.copy_(self);
+    return;
+  }
+  const scalar_t* in = self.const_data_ptr<scalar_t>();
+  const weights_t* w = weights->const_data_ptr<weights_t>();
+  weights_t* out = result.mutable_data_ptr<weights_t>();
+  for (int64_t i = 0; i < self.numel(); ++i) out[i] = static_cast<weights_t>(static_cast<float>(in[i]) * static_cast<float>(w[i]));
+}
+
 template <typename scalar_t, typename b_t>
 void add_promoted(const at::Tensor& a, const at::Tensor& b, at::Tensor& result) {
   result.copy_(a.to(result.scalar_type()) + b.to(result.scalar_type()));
@@ -98,7 +119,7 @@ def add_to_sharedlib(lib):
 
 
 def add_kernel_headers(lib):
-    for name in ("gather_rows", "convert", "scaled", "ones_like_rows", "add_promoted"):
+    for name in ("gather_rows", "convert", "scaled", "ones_like_rows", "weighted", "add_promoted"):
         (lib / "kernels" / f"{name}.h").write_text(KERNELS)
 
 
@@ -133,6 +154,8 @@ def test_the_kernel_gets_one_template_parameter_per_dtype_variable(dtypelib):
                       "at::ScalarType dtype, at::Tensor& result)",
                       "template <typename scalar_t, typename scale_t> void scaled(",
                       "template <typename scalar_t> void ones_like_rows(",
+                      "template <typename scalar_t, typename weights_t> void weighted(const at::Tensor& self, "
+                      "const std::optional<at::Tensor>& weights, at::Tensor& result)",
                       "template <typename scalar_t, typename b_t> void add_promoted("):
         assert f"note: write there: `{signature}" in notes, notes
 
@@ -195,6 +218,32 @@ def test_every_dtype_torch_names_for_kernels_converts_as_torch_does(ops):
     opcheck(ops.convert, (torch.randn(5), torch.float8_e4m3fn))
     opcheck(ops.convert, (torch.randn(5).to(torch.float8_e5m2), torch.float64),
             test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+def test_an_optional_tensor_with_dtypes_of_its_own(ops):
+    """`weights: {dtypes: [...], absent: float64}`: the kernel is instantiated for the weights'
+    dtype where given (checked against its list, by the fake kernel too), for float64 where
+    not; the result's dtype is the weights' where given, else the default (`weights or
+    default`)."""
+    x = torch.tensor([1, -2, 3])
+    for index in (torch.int32, torch.int64):
+        assert ops.weighted(x.to(index)).dtype == torch.get_default_dtype()
+        torch.testing.assert_close(ops.weighted(x.to(index)), x.float())
+        for wt in (torch.float32, torch.float64, torch.bfloat16):
+            w = torch.tensor([0.5, 2.0, -1.0], dtype=wt)
+            out = ops.weighted(x.to(index), w)
+            assert out.dtype == wt
+            torch.testing.assert_close(out, (x * w.float()).to(wt))
+        opcheck(ops.weighted, (x.to(index), torch.rand(3, dtype=torch.float64)))
+        opcheck(ops.weighted, (x.to(index),))
+    with pytest.raises(RuntimeError, match=r"sharedlib::weighted: argument 'weights' has dtype Half, but expected "
+                                           r"one of: float32, float64, bfloat16"):
+        ops.weighted(x, torch.rand(3).half())
+    with torch._subclasses.fake_tensor.FakeTensorMode():
+        assert ops.weighted(torch.empty(3, dtype=torch.int64), torch.empty(3, dtype=torch.bfloat16)).dtype == \
+            torch.bfloat16
+        with pytest.raises(RuntimeError, match=r"argument 'weights' has dtype torch.float16, but expected one of"):
+            ops.weighted(torch.empty(3, dtype=torch.int64), torch.empty(3, dtype=torch.float16))
 
 
 def test_a_result_dtype_outside_its_list_is_refused(ops):

@@ -171,6 +171,19 @@ def test_to_dtype(in_dim, dtype):
     assert got.dtype == dtype
 
 
+@pytest.mark.parametrize("in_dims", dims_cases(2))
+def test_bincount_fixed(in_dims):
+    """One call for the batch (each sample's bins shifted apart), with weights and without; a
+    value outside the bins is the op's error, as a loop raises it."""
+    idx = batched((6,), in_dims[0], make=lambda: torch.randint(0, 5, (6,)))
+    w = batched((6,), in_dims[1], make=lambda: torch.rand(6, dtype=f64))
+    check(lambda i, x: ops.bincount_fixed(i, 5, x), in_dims, idx, w)
+    if in_dims[0] is not None:
+        check(lambda i: ops.bincount_fixed(i, 5), in_dims[:1], idx)
+        with pytest.raises(RuntimeError, match=r"argument 'self' holds 5, out of range"):
+            torch.vmap(lambda i: ops.bincount_fixed(i, 5), in_dims=in_dims[:1])(idx.clamp(max=5) + (idx == 4))
+
+
 # ------------------------------------------------------------------ matrix products
 
 @pytest.mark.parametrize("in_dims", dims_cases(2))

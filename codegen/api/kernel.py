@@ -321,9 +321,19 @@ def _argument_checks(decl, ident: dict[str, str], first: _DispatchTensor, dtypes
         if not a.is_optional:
             continue
         name = ident[a.name]
+        var = decl.dtype_var(a.name)
+        owns = first.value and var.owner == a.name and var.absent is not None  # its own: its dtype, else absent
+        if owns:
+            local = dtypes.scope.fresh(f"{a.name}_dtype")
+            dtypes.declare(var.name, local, a.name)
+            checks.append(f"const at::ScalarType {local} = {name}.has_value() && {name}->defined() ? "
+                          f"{name}->scalar_type() : at::ScalarType::{var.absent.scalar_type};")
         checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
         checks.extend("  " + c for c in device_checks(a.name, f"*{name}", first.value, first.name, device))
-        if first.value:
+        if owns:
+            checks.append(f"  opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, *{name}, {_dtype_list(var)}, "
+                          f"{cpp_string(_dtype_names(var))});")
+        elif first.value:
             checks.extend("  " + c for c in dtypes.check(a, f"*{name}", first.name))
         checks.append("}")
     if first.value:

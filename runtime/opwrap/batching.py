@@ -244,3 +244,24 @@ def dropout(info, in_dims, self, p, generator=None):
         return op(self, p, generator), (d, d)
     _, mask = op(self.select(d, 0), p, generator)
     return (self.movedim(d, 0) * mask * (1.0 / (1.0 - p)), mask), (0, None)
+
+
+def bincount_fixed(info, in_dims, self, bins, weights=None):
+    """vmap over opwrap::bincount_fixed, one call: sample b counts into bins [b * bins,
+    (b + 1) * bins) of one count of B * bins bins, its values shifted by b * bins.  A value
+    outside [0, bins) would land in another sample's bins, so such a batch runs sample by
+    sample, where the op refuses it."""
+    op = ops.bincount_fixed.default
+    B = info.batch_size
+    s_dim, w_dim = in_dims[0], in_dims[2] if len(in_dims) > 2 else None
+    args = (self, bins) if weights is None else (self, bins, weights)
+
+    def fold():
+        x = batch_first(self, s_dim, B)  # [B, N]
+        if x.numel() and (bool(x.min() < 0) or bool(x.max() >= bins)):
+            raise ValueError("a value outside [0, bins)")
+        shift = torch.arange(B, device=x.device, dtype=x.dtype).mul_(bins).unsqueeze(1)
+        w = None if weights is None else batch_first(weights, w_dim, B).reshape(-1)
+        return op((x + shift).reshape(-1), B * bins, w).view(B, bins)
+
+    return _folded(fold, op, info, in_dims, args), 0
