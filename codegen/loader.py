@@ -473,6 +473,11 @@ class DeclarationLoader:
                             "be absent", "give a required tensor its dtypes")
             return None
         dtypes = self.parse_dtypes(fields["dtypes"][1], path)
+        if fields["absent"][1].value in GROUPS:
+            self.diag.error(loc_of(fields["absent"][1], path), f"'absent' is one dtype, not the group "
+                            f"'{fields['absent'][1].value}'", "the dtype the kernel is instantiated for when "
+                            f"'{name}' is not given")
+            return None
         absent = DTYPES[fields["absent"][1].value]
         if absent not in dtypes:
             self.diag.error(loc_of(fields["absent"][1], path), f"'absent: {absent.name}' is not one of the dtypes of "

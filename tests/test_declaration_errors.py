@@ -674,6 +674,9 @@ KH = "  kernels: {CPU: k}\n  header: f.h\n"
     ("- func: f(Tensor data, Tensor? w) -> Tensor\n  dtypes: {data: floating, w: {dtypes: [float32], absent: int64}}\n"
      + KH + "  like: data\n",
      "declarations/ops.yaml:2:59: error: 'absent: int64' is not one of the dtypes of 'w' (float32)"),
+    ("- func: f(Tensor data, Tensor? w) -> Tensor\n  dtypes: {data: floating, w: {dtypes: floating, absent: floating}}\n"
+     + KH + "  like: data\n",
+     "declarations/ops.yaml:2:58: error: 'absent' is one dtype, not the group 'floating'"),
     ("- func: f(Tensor data, Tensor w) -> Tensor\n  dtypes: {data: floating, w: {dtypes: [float32], absent: float32}}\n"
      + KH + "  like: data\n",
      "declarations/ops.yaml:2:31: error: 'w' is not an optional Tensor argument: it has dtypes, not {dtypes: ..., "

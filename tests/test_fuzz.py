@@ -294,6 +294,88 @@ def test_typed_field_values_give_positioned_errors(fuzz_project, data):
     run_in_process(fuzz_project, data)
 
 
+# ------------------------------------------------------------------ dtype rules in combination
+# Declarations combining what issue 36 found untested together: `dtypes:` mappings (lists,
+# groups, shared variables, optional tensors' own with `absent`, returns), dtype rules of every
+# kind, returns with and without shape rules, optional tensors and tensor lists, `fake:`.  A
+# return listed in `dtypes:` without a shape rule raised KeyError: 'result_t' once.
+TENSOR_ARGS = ["Tensor", "Tensor", "Tensor?", "Tensor[]", "Tensor?[]", "Tensor(a!)", "Tensor(b!)?"]
+OTHER_ARGS = ["ScalarType dtype", "ScalarType? dtype=None", "int[1]? dim=None", "bool keepdim=False", "int n",
+              "SymInt n", "float alpha=1.0", "Generator? generator=None"]
+RETURNS = ["Tensor", "Tensor", "(Tensor r0, Tensor r1)", "Tensor[]", "()", "(Tensor r0, int r1)", "Tensor(a!)",
+           "Tensor(a)"]
+DTYPE_NAMES = ["float32", "float64", "bfloat16", "int32", "int64", "bool", "uint16", "complex64", "float8_e4m3fn",
+               "float8_e8m0fnu", "floating", "integral", "float8", "all", "unsigned"]
+
+
+@st.composite
+def dtype_declarations(draw):
+    tensors = [(draw(st.sampled_from(TENSOR_ARGS)), f"t{i}") for i in range(draw(st.integers(0, 3)))]
+    others = sorted(draw(st.lists(st.sampled_from(OTHER_ARGS), max_size=2, unique_by=lambda a: a.split()[1].split("=")[0])),
+                    key=lambda a: "=" in a)  # defaults last, as the schema wants
+    args = [f"{t} {n}" for t, n in tensors] + others
+    if args and draw(st.booleans()):
+        args.insert(draw(st.integers(0, len(args))), "*")
+    rets = draw(st.sampled_from(RETURNS))
+    ret_names = {"Tensor": ["result"], "Tensor[]": ["result"], "Tensor(a!)": ["result"], "Tensor(a)": ["result"],
+                 "()": []}.get(rets, ["r0", "r1"])
+    names = [n for _, n in tensors]
+    entry = {"func": f"f({', '.join(args)}) -> {rets}"}
+
+    def dtypes_value():
+        return draw(st.sampled_from(DTYPE_NAMES) | st.lists(st.sampled_from(DTYPE_NAMES), min_size=1, max_size=3))
+
+    if draw(st.booleans()) or not names:
+        entry["dtypes"] = dtypes_value()
+    else:
+        mapping = {}
+        keys = st.sampled_from(names + ret_names) if draw(st.integers(0, 9)) else st.sampled_from(names + ["bogus"])
+        for key in draw(st.lists(keys, min_size=1, max_size=4, unique=True)):
+            kind = draw(st.integers(0, 5))
+            mapping[key] = (dtypes_value() if kind < 2 else draw(st.sampled_from(names + ["float8_e4m3fm"]))
+                            if kind == 2 else {"dtypes": dtypes_value(), "absent": draw(st.sampled_from(DTYPE_NAMES))}
+                            if kind == 3 else {"dtypes": dtypes_value()} if kind == 4 else
+                            {"absent": draw(st.sampled_from(DTYPE_NAMES))})
+        entry["dtypes"] = mapping
+    required = [n for t, n in tensors if t in ("Tensor", "Tensor(a!)")]
+    optional = [n for t, n in tensors if t in ("Tensor?", "Tensor(b!)?")]
+    fitting = ["float32", "int64", "float8_e5m2"] + required + [f"{o} or {b}" for o in optional
+                                                                for b in required + ["default", "int64"]]
+    fitting += ["dtype"] if "ScalarType dtype" in others else \
+        ["dtype or default"] + [f"dtype or {r}" for r in required] if "ScalarType? dtype=None" in others else []
+    fitting += [f"promote({required[0]}, {required[1]})"] if len(required) > 1 else []
+    anything = ["dtype", "dtype or default", "promote(t0, t1)", "bogus or int64"] + names + \
+        [f"{a} or {b}" for a in names + ["dtype"] for b in names + ["default", "int64"]]
+    rules = {r: draw(st.sampled_from(fitting) if draw(st.integers(0, 4)) else st.sampled_from(anything))
+             for r in ret_names if draw(st.integers(0, 2)) == 0}
+    if rules:
+        entry["dtype"] = rules
+    if names and draw(st.booleans()):  # shape rules for some arguments and returns, or none
+        shape = {n: draw(st.sampled_from([["N"], ["N", "_"], ["*S"], "t0.shape"])) for n in names if draw(st.booleans())}
+        shape.update({r: draw(st.sampled_from([["N"], "t0.shape", ["n"], ["?m"]])) for r in ret_names
+                      if draw(st.booleans())})
+        if shape:
+            entry["shape"] = shape
+    if names and draw(st.integers(0, 3)) == 0:
+        entry["like"] = draw(st.sampled_from(names))
+    if draw(st.integers(0, 5)) == 0:
+        entry["pointwise"] = draw(st.sampled_from(["t0", "t0 + t1", True]))
+    else:
+        entry.update(kernels={"CPU": "lin_cpu"}, header="lin.h")
+    if draw(st.integers(0, 3)) == 0:
+        entry["fake"] = "fakes:f"
+    if names and draw(st.integers(0, 5)) == 0:
+        entry["derivatives"] = {n: draw(st.sampled_from(["grad", "non_differentiable", "grad.sum(0)"])) for n in names}
+    return yaml.safe_dump([entry], allow_unicode=True).encode()
+
+
+@pytest.mark.slow(6)
+@settings(max_examples=400, **SETTINGS)
+@given(data=dtype_declarations())
+def test_dtype_rule_combinations_generate_or_give_positioned_errors(fuzz_project, data):
+    run_in_process(fuzz_project, data)
+
+
 # Text aimed at one field's own parser: pointwise expressions, shape rules, derivative formulas.
 TOKENS = ["self", "other", "n", "x", "grad", "N", "K", "*B", "?m", "+", "-", "*", "/", "//", "**", "(", ")", "[", "]",
           ",", "<", ">=", "==", " if ", " else ", "where", "tanh", "exp(", "sqrt", "1", "0.5", "1e309", "-", "'", ":",
@@ -335,7 +417,7 @@ def test_schema_parser_raises_only_schema_errors(text):
 
 @pytest.mark.slow(10)
 @settings(max_examples=40, **SETTINGS)
-@given(data=mutated() | random_entries() | typed_entries())
+@given(data=mutated() | random_entries() | typed_entries() | dtype_declarations())
 def test_cli_exit_status_is_0_or_2_without_traceback_and_writes_only_generated(fuzz_project, data):
     (fuzz_project / FILE).write_bytes(data)
     before = _tree_outside_generated(fuzz_project)
