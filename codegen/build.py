@@ -191,6 +191,15 @@ def cuda_include_flags(env) -> list[str]:
     return [f"-I{d}" for d in env.include_dirs] if env is not None else []
 
 
+def cuda_archs_flags(build_dir: Path, env) -> list[str]:
+    """The include path of the header that tells the generated CUDA wrappers of ops declared
+    with `cuda_archs:` what this build compiles for (codegen/cuda_archs.py), for nvcc only."""
+    if env is None:
+        return []
+    from .cuda_archs import write_build_header
+    return [f"-I{write_build_header(build_dir / 'cuda-archs', os.environ.get('TORCH_CUDA_ARCH_LIST', ''))}"]
+
+
 def ninja_beside_python() -> str | None:
     """The `ninja` installed beside the running Python (the ninja package this project
     depends on), or None."""
@@ -678,7 +687,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
             sources=[str(s) for s in srcs],
             extra_cflags=unit_cflags + pch_flags,
             extra_ldflags=ldflags + openmp_flags() + native_ldflags(config, native),
-            extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env)],
+            extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env), *cuda_archs_flags(build_dir, env)],
             extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
             build_directory=str(build_dir),
             verbose=verbose,

@@ -19,6 +19,7 @@ from .abi import AbiBindings
 from .autocast import Autocast
 from .autograd import Autograd
 from .classes import Classes
+from .cuda_archs import CudaArchs
 from .kernels import DeviceKernels
 from .fake import FakeKernels
 from .pointwise import PointwiseKernels
@@ -34,7 +35,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 def builtin_plugins() -> list[Plugin]:
     """The built-in emitters, in pipeline order."""
-    return [*(DeviceKernels(device) for device in DEVICES), AbiBindings(), PointwiseKernels(), RowwiseKernels(), Autograd(), Autocast(), Classes(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
+    return [*(DeviceKernels(device) for device in DEVICES), AbiBindings(), PointwiseKernels(), RowwiseKernels(), Autograd(), Autocast(), Classes(), CudaArchs(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

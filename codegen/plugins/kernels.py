@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..api.kernel import (check_foreign, check_supported, combo_key, dispatch_key, kernel_function, kernel_header,
                           kernel_signature, plan_call, tensor_arguments, written_header)
+from ..cuda_archs import arch_restriction
 from ..fields import Field, RelativePath
 from ..targets import Device
 from .base import Output, Plugin
@@ -73,7 +74,8 @@ class DeviceKernels(Plugin):
                 dispatch = call.switch(lambda c: split_fn[combo_key(c)] if split else sym.instantiation(c))
             common = dict(namespace=ns, decl=d, device=device, call=call, header=kernel_header(d, device),
                           key=dispatch_key(d, device), dispatch=dispatch, split=split, foreign=foreign is not None,
-                          declarations=[f"{call.kernel_returns} {fn}({call.kernel_params});" for _, fn in sym.split])
+                          declarations=[f"{call.kernel_returns} {fn}({call.kernel_params});" for _, fn in sym.split],
+                          arch=arch_restriction(d) if device.compiler == "nvcc" and foreign is None else None)
             yield Output(f"{device.unit}/{d.ident}{device.suffix}", ctx.render(template, **common),
                          (d.path, ctx.template_source(template)), unit=device.unit, precompiled=device.precompiled)
             if split:  # one unit per dtype of the primary variable, with every combination it has

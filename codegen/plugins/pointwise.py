@@ -31,6 +31,7 @@ from ..api import cpp, types
 from .base import Output, Plugin
 from ..api.kernel import device_checks, device_guard
 from ..api.names import CPP_KEYWORDS, camel_case, cpp_string
+from ..cuda_archs import arch_restriction
 from ..targets import CPU, CPU_CAPABILITIES, CUDA, Device
 
 
@@ -191,6 +192,6 @@ class PointwiseKernels(Plugin):
                 (f"cpu/{d.ident}.cpp", "pointwise/cpu.cpp.j2", {}, "pointwise"),
                 *((f"cpu/{d.ident}.{cap}.cpp", "pointwise/cpu_capability.cpp.j2", {"capability": cap, "registered": dict(p.registered)[cap]},
                    f"pointwise.{cap}") for cap in CPU_CAPABILITIES),
-                (f"cuda/{d.ident}.cu", "pointwise/cuda.cu.j2", {}, "cuda"),
+                (f"cuda/{d.ident}.cu", "pointwise/cuda.cu.j2", {"arch": arch_restriction(d)}, "cuda"),
             ):
                 yield Output(path, ctx.render(template, **common, **extra), (d.path, ctx.template_source(template)), unit)
