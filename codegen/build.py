@@ -42,7 +42,7 @@ from . import units
 from .config import Config, line_of
 from .cuda_env import import_cpp_extension
 from .diagnostics import CodegenError, Diagnostic, Loc
-from .targets import CPU_CAPABILITIES, DEVICES
+from .targets import CPU_CAPABILITIES, DEVICES, target_named
 
 # The sources nvcc compiles (codegen/targets.py): only `codegen build --cuda` builds them.
 NVCC_SUFFIXES = frozenset(d.suffix for d in DEVICES if d.compiler == "nvcc")
@@ -676,8 +676,10 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
                            build_directory=str(fast_dir),
                            verbose=verbose, is_python_module=True, with_cuda=False)
 
-    unit_cflags = cflags + openmp_flags()
-    pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log))
+    target = target_named(config.target)  # codegen/targets.py: its definitions, and what it leaves out
+    unit_cflags = cflags + (openmp_flags() if target.openmp else []) + [f"-D{d}" for d in target.defines]
+    pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log) if target.precompiled
+                                       else None)
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
     # idle while it compiles after the library's last unit.
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -686,7 +688,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
             name=config.library,
             sources=[str(s) for s in srcs],
             extra_cflags=unit_cflags + pch_flags,
-            extra_ldflags=ldflags + openmp_flags() + native_ldflags(config, native),
+            extra_ldflags=ldflags + (openmp_flags() if target.openmp else []) + native_ldflags(config, native),
             extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env), *cuda_archs_flags(build_dir, env)],
             extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
             build_directory=str(build_dir),
@@ -697,9 +699,14 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if fast_done is not None:
             fast_done.result()
     out = build_dir / f"{config.library}.so"
+    if target.checks_abi:
+        from . import abi_check
+        abi_check.check(out, build_dir, log)
     import torch
     manifest = {"cuda": env is not None, "sanitize": sanitize, "optimize": None if sanitize else optimize,
                 "selection": selection, "torch": torch_location(), "torch_version": torch.__version__}
+    if target.oldest is not None:  # the loader accepts it on every torch from that release on (pyruntime)
+        manifest.update(target=target.name, torch_min=f"{target.oldest[0]}.{target.oldest[1]}")
     write_if_changed(manifest_path(out), json.dumps(manifest, indent=2) + "\n")
     log(f"codegen build: {out} ({len(srcs)} sources, {time.perf_counter() - t0:.1f}s)")
     for kind, (count, secs) in compile_times(fast_log, fast_start).items():
@@ -743,7 +750,7 @@ def compile_times(ninja_log: Path, start: int) -> dict[str, tuple[int, float]]:
     return {k: (n, secs) for k, (n, secs) in out.items()}
 
 
-def build_project(config: Config, *, selection=None, log=print, **options) -> Path:
+def build_project(config: Config, *, selection=None, log=print, target: str | None = None, **options) -> Path:
     """`codegen build` after its generate step, for the CLI and the wheel backend alike: a
     selective build (`selection`, from opwrap_codegen.selection.parse) is generated into
     <build>/generated from the same declarations and compiled from there, generated/ left
@@ -753,7 +760,12 @@ def build_project(config: Config, *, selection=None, log=print, **options) -> Pa
     from .locking import locked
     from .pipeline import generate
     from .writer import write_tree_locked
-    if selection:
+    retarget = target is not None and target != config.target
+    if retarget:
+        # Another target than the project's (`codegen build --target`): generated into
+        # <build>/<target>/generated and built into <build>/<target>, as a selective build is.
+        config = dataclasses.replace(config, target=target, build=str(config.path("build") / target))
+    if selection or retarget:
         notes: list[str] = []
         files = generate(config, selection, notes).files
         for note in notes:

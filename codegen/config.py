@@ -35,6 +35,9 @@ class Config:
     # Requirements of the built wheel besides torch, which the build backend pins to the
     # release it compiled against ([project] dependencies is dynamic: see backend.py).
     dependencies: tuple[str, ...] = ()
+    # The API the generated C++ is written against (codegen/targets.py): "aten" (the full
+    # ATen API) or "stable" (torch's stable ABI: one build for every claimed torch release).
+    target: str = "aten"
 
     @property
     def python_package(self) -> str:
@@ -99,7 +102,8 @@ def line_of(path: Path, needle: str) -> int:
     return 1
 
 
-_STRINGS = ("package", "package_dir", "declarations", "generated", "kernels", "build", "library", "templates")
+_STRINGS = ("package", "package_dir", "declarations", "generated", "kernels", "build", "library", "templates",
+            "target")
 _LISTS = ("include", "sources", "plugins", "dependencies", "crates")
 _INSIDE = ("declarations", "generated", "kernels", "build", "package_dir")  # directories codegen reads or writes
 _INSIDE_LISTS = ("crates",)  # lists of such directories
@@ -118,6 +122,12 @@ def _check_values(table: dict) -> list[str]:
             errors.append(f"[tool.codegen] {key} must be a list of strings")
     if "split_types" in table and not isinstance(table["split_types"], bool):
         errors.append("[tool.codegen] split_types must be true or false")
+    if isinstance(table.get("target"), str):
+        from .targets import TARGETS
+        names = [t.name for t in TARGETS]
+        if table["target"] not in names:
+            errors.append(f"[tool.codegen] target must be one of {', '.join(repr(n) for n in names)}, "
+                          f"not '{table['target']}'")
     if "unity" in table and not (type(table["unity"]) is int and 1 <= table["unity"] <= 1000):
         errors.append("[tool.codegen] unity must be a whole number of ops per translation unit, from 1 to 1000")
     for key in ("library", "package"):

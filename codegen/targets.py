@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .torch_compat import OLDEST
+
 
 @dataclass(frozen=True)
 class Device:
@@ -58,3 +60,51 @@ GENERATED = (CPU, CUDA)
 # Translation units `<group>.<CAPABILITY>.<n>.cpp`, each compiled with that capability's flags
 # (ATen's: DEFAULT is the group without a suffix).
 CPU_CAPABILITIES = ("AVX2", "AVX512")
+
+
+@dataclass(frozen=True)
+class Target:
+    """The API the generated C++ is written against, chosen per library (`[tool.codegen]
+    target`, `codegen build --target`): see docs/stable-abi.md.  The full ATen target pins a
+    built library to one torch release; the stable one loads into every release from
+    `oldest` on."""
+
+    name: str  # its name in `[tool.codegen] target` and `codegen build --target`
+    doc: str
+    cpp_dir: str = ""  # where its C++ goes inside the generated tree ("": the tree's root)
+    runtime_include: str = "opwrap/runtime/checks.h"  # the support header of its wrappers
+    oldest: tuple[int, int] | None = None  # the oldest torch release it loads in (None: only its own)
+    py_limited_api: bool = False  # built as a Python limited-API (abi3) extension
+    fast_bindings: bool = True  # the compiled fast Python call path (it needs torch's Python C++ API)
+    precompiled: bool = True  # the precompiled torch header applies to its units
+    cpp_autograd: bool = True  # autograd kernels in C++ (else registered from Python)
+    openmp: bool = True  # compiled with torch's OpenMP flags (the stable API's parallel_for needs none)
+
+    @property
+    def checks_abi(self) -> bool:
+        """Whether a build's symbols are checked against torch's stable C shim (abi_check.py)."""
+        return self.oldest is not None
+
+    @property
+    def defines(self) -> tuple[str, ...]:
+        """Preprocessor definitions of its every unit: the oldest release it must load in."""
+        if self.oldest is None:
+            return ()
+        major, minor = self.oldest
+        return (f"TORCH_TARGET_VERSION=0x{major:02x}{minor:02x}000000000000",)
+
+
+ATEN = Target("aten", "the full ATen C++ API: every feature; a build works with the torch release it compiled against")
+STABLE = Target("stable", "torch's stable ABI (torch/csrc/stable, torch/headeronly): one build for every torch from "
+                "the oldest claimed release on", cpp_dir="stable", runtime_include="opwrap/stable/runtime.h",
+                oldest=OLDEST, py_limited_api=True, fast_bindings=False, precompiled=False, cpp_autograd=False,
+                openmp=False)
+
+TARGETS = (ATEN, STABLE)
+
+
+def target_named(name: str) -> Target:
+    for t in TARGETS:
+        if t.name == name:
+            return t
+    raise KeyError(name)

@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 
 from ..config import Config
 from ..diagnostics import Diagnostics, Loc
-from ..targets import DEVICES
+from ..targets import ATEN, CUDA, DEVICES, STABLE, Target, target_named
 from .base import Output, Plugin
 from .abi import AbiBindings
 from .autocast import Autocast
@@ -29,17 +29,34 @@ from .python_fast import PythonFast
 from .python_ops import PythonOps
 from .vmap import Vmap
 from .registration import SchemaRegistration
+from .stable import StableAutograd, StableChecks, StableKernels, StableRegistration
 
 __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 
-def builtin_plugins() -> list[Plugin]:
-    """The built-in emitters, in pipeline order."""
+def builtin_plugins(target: Target = ATEN) -> list[Plugin]:
+    """The built-in emitters of a build target (codegen/targets.py), in pipeline order."""
+    if target == STABLE:
+        return stable_plugins()
     return [*(DeviceKernels(device) for device in DEVICES), AbiBindings(), PointwiseKernels(), RowwiseKernels(), Autograd(), Autocast(), Classes(), CudaArchs(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]
 
 
+def stable_plugins() -> list[Plugin]:
+    """The stable-ABI target's emitters (plugins/stable.py), then the full target's Python and
+    C ABI plugins, which serve both.  The fields of the full target's other plugins stay
+    declared (by StableChecks), so that a declaration using one gets the error naming what the
+    stable target lacks."""
+    shared = [AbiBindings(), StableAutograd(), FakeKernels(), PythonLoader(), PythonOps(), Vmap()]
+    kept = {type(p) for p in shared}
+    fields = {name: f for p in builtin_plugins(ATEN) if type(p) not in kept for name, f in p.fields.items()}
+    checks = StableChecks(fields)
+    checks.device = CUDA  # accepted in `kernels:`, so that a CUDA kernel is the stable target's error, not the loader's
+    return [StableKernels(STABLE), checks, *shared]
+
+
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:
-    plugins = builtin_plugins()
+    target = target_named(config.target)
+    plugins = builtin_plugins(target)
     loc = Loc(str(config.root / "pyproject.toml"), 1, 1)
     for spec in config.plugins:
         obj = _resolve(spec, config, diag, loc)
@@ -54,7 +71,8 @@ def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:
             continue
         plugins.append(plugin)
     # The registration plugin collects `library_block` statements from all the others.
-    return [SchemaRegistration(tuple(plugins))] + plugins
+    registration = StableRegistration(target) if target == STABLE else SchemaRegistration(tuple(plugins))
+    return [registration] + plugins
 
 
 def _resolve(spec: str, config: Config, diag: Diagnostics, loc: Loc):

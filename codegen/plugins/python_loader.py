@@ -23,10 +23,20 @@ class PythonLoader(Plugin):
         text = ctx.render(
             template, namespace=lib.namespace, package=cfg.python_package, library=cfg.library,
             build_rel=build_rel.replace(os.sep, "/"), env_var=f"{cfg.python_package.upper()}_LIBRARY",
-            ops=[d.op_name for d in lib.declarations],
+            ops=[d.op_name for d in lib.declarations], companions=_tuple(companions(cfg.target)),
         )
         yield Output("python/__init__.py", text, lib.sources + (ctx.template_source(template),))
         yield Output("python/_runtime.py", runtime_text(), (RUNTIME_SOURCE,))
+
+
+def companions(target: str) -> tuple[str, ...]:
+    """The generated modules the loader imports once the library is loaded: the stable target's
+    autograd is Python (plugins/stable.py), the full target's is in the library."""
+    return ("classes", "fake", "ops", "vmap") + (("autograd",) if target == "stable" else ())
+
+
+def _tuple(names: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f'"{n}"' for n in names) + ")"
 
 
 def runtime_text() -> str:

@@ -166,8 +166,15 @@ class Library:
         beside it (a wheel carries it too), naming both releases."""
         try:
             with open(Path(path).with_suffix(".json"), encoding="utf-8") as f:
-                built = str(json.load(f).get("torch_version") or "")
+                made = json.load(f)
+            built = str(made.get("torch_version") or "")
+            oldest = str(made.get("torch_min") or "")  # the stable-ABI target: every release from it on
         except (OSError, ValueError, AttributeError):
+            return
+        if oldest:
+            if torch_before(tuple(int(x) for x in oldest.split(".")[:2])):  # type: ignore[arg-type]
+                raise ImportError(f"{self.namespace}: {path} was built for torch {oldest} and later (the stable ABI), "
+                                  f"but this is torch {torch.__version__}")
             return
         if built and torch_release(built) != torch_release(torch.__version__):
             raise ImportError(f"{self.namespace}: {path} was compiled against torch {built}, but this is torch "

@@ -1,0 +1,281 @@
+"""The stable-ABI target's wrapper of one op (docs/stable-abi.md): what it takes, which checks
+it makes, what it allocates, how it calls the kernel, and what a declaration asks that the
+target cannot express yet.
+
+The generated C++ includes only torch's stable API and <opwrap/stable/runtime.h>, whose
+`opwrap::rt` functions are <opwrap/runtime/checks.h>'s with the same messages, taking
+`torch::stable::Tensor`: so the shape rule's C++ (codegen/shapes.py) and the C kernel ABI's
+argument passing (codegen/api/abi.py) are the full target's own text.
+
+The wrapper calls a kernel behind the C ABI (C, Rust, CUDA C: the full target's symbols,
+unchanged), or a hand-written C++ kernel against the stable API, `stable_signature`:
+`template <typename scalar_t> void <kernel>(<arguments>, torch::stable::Tensor& <output>...)`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..schema import Argument, BaseType, is_tensor, unwrap_optional
+from ..shapes import cpp_input_checks, cpp_output_shape, variables
+from . import abi
+from .names import Scope, cpp_string
+
+TENSOR = "torch::stable::Tensor"
+SCALAR_TYPE = "torch::headeronly::ScalarType"
+DEVICE_TYPE = "torch::headeronly::DeviceType"
+INT_LIST = "torch::headeronly::IntHeaderOnlyArrayRef"
+
+# A schema type (its text, a list's size dropped) as the wrapper and the kernel take it:
+# what STABLE_TORCH_LIBRARY's TORCH_BOX unboxes.  A type not here is a declaration error.
+TYPES: dict[str, str] = {
+    "Tensor": f"const {TENSOR}&",
+    "Tensor?": f"const std::optional<{TENSOR}>&",
+    "int": "int64_t",
+    "float": "double",
+    "bool": "bool",
+    "str": "std::string_view",
+    "ScalarType": SCALAR_TYPE,
+    "int[]": INT_LIST,
+    "int?": "std::optional<int64_t>",
+    "float?": "std::optional<double>",
+    "bool?": "std::optional<bool>",
+    "ScalarType?": f"std::optional<{SCALAR_TYPE}>",
+    "int[]?": f"std::optional<{INT_LIST}>",
+}
+
+# What the target's wrappers receive from the pipeline's locals (templates/stable/op.cpp.j2).
+TEMPLATE_LOCALS = ("kOp", "m")
+
+
+def type_key(a: Argument) -> str:
+    return re.sub(r"\[\d+\]", "[]", str(a.type))
+
+
+def cpp_type(a: Argument) -> str:
+    return TYPES[type_key(a)]
+
+
+def stable_signature(decl, key: str = "CPU") -> str:
+    """The declaration a hand-written stable C++ kernel must have: one type parameter per dtype
+    variable, the schema's arguments (TYPES), then one `torch::stable::Tensor&` per output."""
+    scope = Scope()
+    params = [f"{cpp_type(a)} {scope.name(a.name)}" for a in decl.schema.arguments]
+    params += [f"{TENSOR}& {scope.fresh(o.name)}" for o in decl.outputs()]
+    tparams = ", ".join(f"typename {v.name}" for v in decl.variables)
+    return f"template <{tparams}> void {decl.kernel(key)}({', '.join(params)})"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something a declaration asks that the stable target cannot express: where, what, a hint."""
+
+    field: str  # the declaration field to point at ("" the schema)
+    message: str
+    hint: str = "build this library in the full ATen target ([tool.codegen] target = \"aten\")"
+
+
+def problems(decl, device_keys: tuple[str, ...]) -> list[Problem]:
+    """Every feature of `decl` the stable target lacks, each naming what the stable API has not."""
+    out: list[Problem] = []
+    if decl.expression is not None or decl.pointwise:
+        out.append(Problem("pointwise", "the stable target cannot generate pointwise kernels yet: they are built on "
+                           "TensorIterator and at::vec, which torch's stable API does not have",
+                           "write the kernel behind the C ABI (`kernels: {CPU: {abi: c}}` or `abi: rust`)"))
+    if decl.rows is not None:
+        out.append(Problem("rowwise", "the stable target cannot generate row-wise kernels yet: they are built on "
+                           "at::vec and ATen's CPU dispatch, which torch's stable API does not have",
+                           "write the kernel behind the C ABI (`kernels: {CPU: {abi: c}}` or `abi: rust`)"))
+    if out:  # what else it lacks follows from the generated kernels it cannot have
+        return out
+    for field, what in (("autocast", "autocast kernels (the stable API registers no Autocast key kernels yet)"),
+                        ("method", "custom classes (the stable API has no torch::CustomClassHolder)")):
+        if decl.extra_field(field):
+            out.append(Problem(field, f"the stable target has no {what}"))
+    if decl.split_types:
+        out.append(Problem("split_types", "the stable target compiles each op in one unit; 'split_types' is for "
+                           "the full target's C++ kernel templates", "leave 'split_types' out"))
+    for key in decl.devices:
+        if key != "CPU":
+            out.append(Problem("kernels", f"the stable target builds CPU kernels only so far; '{key}' kernels "
+                               "need the stable target's device rows (not written yet)"))
+    for a in decl.schema.arguments:
+        if type_key(a) not in TYPES:
+            out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target takes "
+                               f"{', '.join(TYPES)} so far"))
+        elif a.is_write:
+            out.append(Problem("", f"argument '{a.name}' is written in place: the stable target cannot yet give "
+                               "torch the 'inplace'/'out' tags that torch.compile needs (torch 2.11's "
+                               "stable library defines schemas without tags)"))
+    if not any(is_tensor(a.type) and not a.is_optional for a in decl.schema.arguments):
+        out.append(Problem("", "the stable target dispatches on the first Tensor argument, and this op has no "
+                           "required Tensor argument"))
+    for o, r in zip(decl.outputs(), decl.schema.returns):
+        if r.type != BaseType("Tensor"):
+            out.append(Problem("", f"return '{o.name}' of type {r.type}: the stable target returns tensors only so far"))
+        elif o.made_by == "alias":  # a written argument, reported above
+            continue
+        elif o.made_by != "wrapper":
+            out.append(Problem("shape", f"return '{o.name}' has no shape rule: the stable target allocates every "
+                               "output from its shape rule ('shape:' or 'like:') so far"))
+        elif o.dtype_rule is not None and o.dtype_rule.kind not in ("dtype", "tensor"):
+            out.append(Problem("dtype", f"return '{o.name}': the stable target takes a dtype name or a Tensor "
+                               f"argument as a dtype rule so far, not '{o.dtype_rule.text}'"))
+    if dict(decl.dtype_owners).keys() - {a.name for a in decl.schema.arguments if is_tensor(a.type)
+                                         and not a.is_optional}:
+        out.append(Problem("dtypes", "the stable target reads every dtype variable from a required Tensor "
+                           "argument so far"))
+    optional_tensors = {a.name for a in decl.schema.arguments if a.is_optional and is_tensor(unwrap_optional(a.type))}
+    for s in decl.shapes:
+        if s.target in optional_tensors:
+            out.append(Problem("shape", f"the stable target does not check shape rules of optional tensors "
+                               f"('{s.target}') yet"))
+    if decl.index_bounds:
+        out.append(Problem("index", "the stable target does not check 'index:' bounds yet"))
+    if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") is None and not out:
+        out.append(Problem("kernels", "the stable target needs a CPU kernel"))
+    return out
+
+
+@dataclass(frozen=True)
+class StableCall:
+    """Everything templates/stable/op.cpp.j2 lays out for one op."""
+
+    wrapper: str  # the function TORCH_BOX boxes
+    params: str
+    returns: str
+    checks: tuple[str, ...]  # argument checks, shape contracts, allocation, contiguous copies, the ABI's setup
+    dispatch: tuple[str, ...]  # the dtype switch calling the kernel
+    result: str  # the return statement ("": none)
+    includes: tuple[str, ...]  # the kernel's header (or its symbols' prototypes)
+
+
+def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
+    """Decide every statement of the stable wrapper of `decl` (which `problems` has passed)."""
+    s = decl.schema
+    scope = Scope(TEMPLATE_LOCALS)
+    ident = {a.name: scope.name(a.name) for a in s.arguments}
+    device = f"{DEVICE_TYPE}::{key}"
+    required = [a for a in s.arguments if is_tensor(a.type) and not a.is_optional]
+    first = required[0]
+    checks = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};"]
+    dtype_local: dict[str, tuple[str, str]] = {}  # variable -> (local, the argument it was read from)
+    for a in required:
+        name = ident[a.name]
+        checks.append(f"opwrap::rt::check_tensor(kOp, {cpp_string(a.name)}, {name}, {device});")
+        if a is not first:
+            checks.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, {name}, {ident[first.name]}, "
+                          f"{cpp_string(first.name)});")
+        checks.extend(_dtype_check(decl, a, name, dtype_local, scope))
+    for a in s.arguments:
+        if a.is_optional and is_tensor(unwrap_optional(a.type)):
+            name = ident[a.name]
+            checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
+            checks.append(f"  opwrap::rt::check_tensor(kOp, {cpp_string(a.name)}, *{name}, {device});")
+            checks.append(f"  opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, *{name}, {ident[first.name]}, "
+                          f"{cpp_string(first.name)});")
+            checks.extend("  " + c for c in _dtype_check(decl, a, f"*{name}", dtype_local, scope))
+            checks.append("}")
+    names = dict(ident)
+    if decl.shape_plan is not None:
+        for v in sorted(variables(decl.shape_plan)):
+            if s.argument(v) is None:
+                names[v] = scope.fresh(v)
+        checks.extend(cpp_input_checks(decl.shape_plan, "kOp", s, names))
+    dispatched = dtype_local[decl.variables[0].name][0]
+    outputs = []
+    for o in decl.outputs():
+        out, shape = scope.fresh(o.name), scope.fresh(f"{o.name}_shape")
+        rule = o.shape.text if o.shape is not None else "like " + decl.like
+        expr = cpp_output_shape(o.shape, names) if o.shape is not None else f"{ident[decl.like]}.sizes().vec()"
+        checks.append(f"const std::vector<int64_t> {shape} = {expr};")
+        checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.name)}, {shape}, {cpp_string(rule)});")
+        checks.append(f"{TENSOR} {out} = opwrap::rt::empty(kOp, {cpp_string(o.name)}, {shape}, "
+                      f"{_output_dtype(o, ident, dispatched)}, {ident[first.name]}.device());")
+        outputs.append(out)
+    args = []
+    for a in s.arguments:
+        name = ident[a.name]
+        if is_tensor(unwrap_optional(a.type)) and decl.contiguous:
+            c = scope.fresh(f"{name}_c")
+            held = f"std::optional<{TENSOR}>" if a.is_optional else TENSOR
+            checks.append(f"const {held} {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
+            args.append(c)
+        else:
+            args.append(name)
+    args.extend(outputs)
+    foreign = decl.foreign_kernel(key)
+    if foreign is not None:
+        context = scope.fresh("abi")
+        checks.append(f"opwrap::rt::abi::Call {context}(kOp, {device}, {ident[first.name]}.device().index());")
+        passed = []
+        for value, p in zip(args, abi.params(decl)):
+            statements, arg = abi.wrapper_pass(p.kind, value, scope.fresh(f"{p.name}_abi") if p.kind != "value" else "")
+            checks.extend(statements)
+            passed.append(arg)
+        call = lambda combo: (f"{context}.check({foreign.symbol_for(combo)}({context}.context(), "  # noqa: E731
+                              f"{', '.join(passed)}));")
+        header = f"abi/{decl.ident}.h"
+    else:
+        kernel = f"::{namespace}::kernels::{decl.kernel(key)}"
+        call = lambda combo: f"{kernel}<{', '.join(d.cpp for d in combo)}>({', '.join(args)});"  # noqa: E731
+        header = decl.header
+    returns = "void" if not outputs else TENSOR if len(outputs) == 1 else \
+        f"std::tuple<{', '.join([TENSOR] * len(outputs))}>"
+    result = "" if not outputs else f"return {outputs[0]};" if len(outputs) == 1 else \
+        f"return std::make_tuple({', '.join(outputs)});"
+    return StableCall(
+        wrapper=f"{decl.ident}_{key.lower()}",
+        params=", ".join(f"{cpp_type(a)} {ident[a.name]}" for a in s.arguments),
+        returns=returns, checks=tuple(checks), dispatch=tuple(_switch(decl, dtype_local, call)), result=result,
+        includes=(header,))
+
+
+def _dtype_check(decl, a: Argument, value: str, dtype_local: dict, scope: Scope) -> list[str]:
+    """`value` has its dtype variable's dtypes: the first tensor of a variable declares it (a
+    local), the others match it (the full target's messages)."""
+    var = decl.dtype_var(a.name)
+    if var.name in dtype_local:
+        local, source = dtype_local[var.name]
+        return [f"opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, {value}, {local}, {cpp_string(source)});"]
+    local = scope.fresh(f"{a.name}_dtype")
+    dtype_local[var.name] = (local, a.name)
+    allowed = "{" + ", ".join(f"{SCALAR_TYPE}::{d.scalar_type}" for d in var.dtypes) + "}"
+    return [f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, {value}, {allowed}, "
+            f"{cpp_string(', '.join(d.name for d in var.dtypes))});",
+            f"const {SCALAR_TYPE} {local} = {value}.scalar_type();"]
+
+
+def _output_dtype(o, ident: dict[str, str], dispatched: str) -> str:
+    rule = o.dtype_rule
+    if rule is None:
+        return dispatched
+    if rule.kind == "dtype":
+        return f"{SCALAR_TYPE}::{rule.fixed.scalar_type}"
+    return f"{ident[rule.names[0]]}.scalar_type()"
+
+
+def _switch(decl, dtype_local: dict, call) -> list[str]:
+    """Nested switches over the dtype variables, as the full target's (KernelCall.switch)."""
+    variables_ = decl.variables
+
+    def level(i: int, combo: tuple, indent: str) -> list[str]:
+        if i == len(variables_):
+            return [indent + call(combo)]
+        var = variables_[i]
+        local, source = dtype_local[var.name]
+        lines = [f"{indent}switch ({local}) {{"]
+        for dt in var.dtypes:
+            lines.append(f"{indent}  case {SCALAR_TYPE}::{dt.scalar_type}:")
+            lines.extend(level(i + 1, combo + (dt,), indent + "    "))
+            lines.append(f"{indent}    break;")
+        names = cpp_string(", ".join(d.name for d in var.dtypes))
+        lines += [f"{indent}  default:",
+                  f"{indent}    opwrap::rt::unsupported_dtype(kOp, {cpp_string(source)}, {local}, {names});",
+                  f"{indent}}}"]
+        return lines
+    return level(0, (), "")
+
+
+__all__ = ["TYPES", "Problem", "StableCall", "plan", "problems", "stable_signature"]

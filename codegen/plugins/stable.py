@@ -1,0 +1,206 @@
+"""The stable-ABI target's emitters (docs/stable-abi.md), which take the place of the full
+target's C++ emitters when `[tool.codegen] target = "stable"` (codegen/targets.py, STABLE):
+
+- ``stable-checks``: every declaration feature the target cannot express yet is a positioned
+  error naming what torch's stable API lacks (codegen/api/stable.py, `problems`); the fields
+  of the full target's plugins that it has no emitter for (`autocast`, `method`) are declared
+  here so that using one is that error, not "unknown field";
+- ``stable-cpu``: per op, `<cpp_dir>/cpu/<op>.cpp`, the wrapper (checks, allocation from the
+  shape rule, dtype dispatch) registered with `STABLE_TORCH_LIBRARY_IMPL` and `TORCH_BOX`;
+- ``stable-schema``: `<cpp_dir>/registration.cpp`, the one `STABLE_TORCH_LIBRARY` block with
+  the same schema strings as the full target's;
+- ``stable-autograd``: `python/autograd.py`, the derivative formulas registered with
+  `torch.library.register_autograd` (the stable API has no C++ autograd); a formula must be
+  a Python expression over the op's arguments, results and `grad`.
+
+The Python surface (fake kernels, typed wrappers and .pyi, vmap) and the C ABI bindings are
+the full target's plugins, unchanged."""
+
+from __future__ import annotations
+
+import ast
+import keyword
+from dataclasses import dataclass
+
+from ..api import stable
+from ..api.names import cpp_string, py_string
+from ..schema import is_tensor, unwrap_optional
+from ..targets import CPU, Target
+from .base import Output, Plugin
+
+__all__ = ["StableChecks", "StableKernels", "StableRegistration", "StableAutograd"]
+
+
+class StableChecks(Plugin):
+    """What the stable target cannot express, reported against the declaration."""
+
+    name = "stable-checks"
+
+    def __init__(self, fields=None):
+        self.fields = dict(fields or {})
+
+    def validate(self, decl, lib, diag):
+        for p in stable.problems(decl, ()):
+            where = decl.field_loc(p.field) if p.field and p.field in dict(decl.field_locs) else decl.func_loc
+            diag.error(where, p.message, p.hint)
+        for p in autograd_problems(decl):
+            diag.error(p[0], p[1], p[2])
+        if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") and not decl.failed("header"):
+            path = lib.config.path("kernels") / decl.header
+            if not path.is_file() and not stable.problems(decl, ()):
+                diag.error(decl.field_loc("kernels"), f"kernel header '{lib.config.kernels}/{decl.header}' not found",
+                           f"write there, against torch's stable API: `{stable.stable_signature(decl)}`")
+
+
+class StableKernels(Plugin):
+    """The CPU wrappers of the stable target."""
+
+    name = "stable-cpu"
+    device = CPU
+
+    def __init__(self, target: Target):
+        self.target = target
+
+    def emit(self, lib, ctx):
+        template = "stable/op.cpp.j2"
+        for d in lib.declarations:
+            if stable.problems(d, ()):
+                continue
+            call = stable.plan(d, lib.namespace)
+            text = ctx.render(template, namespace=lib.namespace, decl=d, call=call, target=self.target)
+            yield Output(f"{self.target.cpp_dir}/cpu/{d.ident}.cpp", text, (d.path, ctx.template_source(template)),
+                         unit="stable")
+
+
+class StableRegistration(Plugin):
+    """The one STABLE_TORCH_LIBRARY block: the same schema strings as the full target's."""
+
+    name = "stable-schema"
+
+    def __init__(self, target: Target):
+        self.target = target
+
+    def emit(self, lib, ctx):
+        template = "stable/registration.cpp.j2"
+        defs = [cpp_string(d.schema.text(parseable=True)) for d in lib.declarations]
+        text = ctx.render(template, namespace=lib.namespace, defs=defs, target=self.target)
+        yield Output(f"{self.target.cpp_dir}/registration.cpp", text, lib.sources + (ctx.template_source(template),),
+                     unit="stable")
+
+
+# Names a formula may not shadow: the generated functions' own.
+_RESERVED = ("ctx", "grad", "torch", "inputs", "output")
+
+
+def _formula_names(decl) -> set[str]:
+    s = decl.schema
+    return {a.name for a in s.arguments} | set(decl.return_names) | {"result", "grad", "torch"}
+
+
+def autograd_problems(decl) -> list[tuple]:
+    """(loc, message, hint) for each derivative the stable target's Python autograd cannot run."""
+    d = decl.derivatives
+    if d is None or not d.differentiable:
+        return []
+    out = []
+    hint = "write it as a Python expression over the op's arguments, results and `grad` (e.g. `grad * factor`)"
+    loc = decl.field_loc("derivatives")
+    if d.forward:
+        out.append((d.forward[0].loc, "the stable target registers derivatives with torch.library.register_autograd, "
+                    "which has no forward mode: leave the forward formula ('result:') out", ""))
+    if sum(d.output_differentiability) != 1 or len(decl.schema.returns) != 1:
+        out.append((loc, "the stable target differentiates ops with one Tensor return so far", ""))
+    if d.once_differentiable or not d.materialize_grads:
+        out.append((loc, "the stable target has no 'once_differentiable' or 'materialize_grads' yet", ""))
+    for a in decl.schema.arguments:
+        if keyword.iskeyword(a.name) or a.name in _RESERVED:
+            out.append((decl.func_loc, f"argument '{a.name}' is a Python keyword or a name the stable target's "
+                        "Python autograd uses; rename it", ""))
+    allowed = _formula_names(decl)
+    for f in d.formulas:
+        if not f.differentiable:
+            continue
+        if len(f.inputs) != 1:
+            out.append((f.loc, "the stable target takes one input per derivative formula so far "
+                        f"('{', '.join(f.inputs)}' share one)", "give each input its own formula"))
+            continue
+        problem = python_formula_problem(f.text, allowed)
+        if problem:
+            out.append((f.loc, f"the stable target runs derivative formulas in Python "
+                        f"(torch.library.register_autograd): {problem}", hint))
+    return out
+
+
+def python_formula_problem(text: str, allowed: set[str]) -> str | None:
+    """Why the C++ formula `text` is not also a Python expression the generated backward can
+    evaluate as it stands, or None."""
+    if "::" in text or "->" in text:
+        return f"'{text}' is C++ (it has '::' or '->'), not a Python expression"
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        return f"'{text}' is not a Python expression"
+    unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - allowed)
+    if unknown:
+        return f"'{text}' names {', '.join(unknown)}, which is not an argument, a result or 'grad'"
+    return None
+
+
+@dataclass(frozen=True)
+class _Backward:
+    """One op's generated setup_context and backward functions."""
+
+    op: str  # "namespace::name.overload"
+    ident: str
+    inputs: tuple[str, ...]  # the schema's arguments, in order
+    tensors: tuple[str, ...]  # what save_for_backward keeps: used tensor arguments, then the result
+    values: tuple[str, ...]  # non-tensor arguments the formulas use, kept on ctx
+    results: tuple[str, ...]  # the names the formulas give the result (none: unused)
+    grads: tuple[str, ...]  # per argument: its gradient expression, or "None"
+
+    @property
+    def saved(self) -> tuple[str, ...]:
+        """The names backward unpacks from ctx.saved_tensors."""
+        return self.tensors + self.results[:1]
+
+    @property
+    def saved_values(self) -> tuple[str, ...]:
+        """What setup_context saves: the tensor arguments, then the output."""
+        return self.tensors + (("output",) if self.results else ())
+
+
+class StableAutograd(Plugin):
+    """`python/autograd.py`: each differentiable op's formulas, registered with
+    torch.library.register_autograd when the library loads (its loader imports it)."""
+
+    name = "stable-autograd"
+
+    def emit(self, lib, ctx):
+        ops = [b for d in lib.declarations if (b := _backward(d, lib.namespace)) is not None]
+        if not ops:
+            return
+        template = "stable/autograd.py.j2"
+        sources = tuple(sorted({d.path for d in lib.declarations if d.derivatives is not None}))
+        yield Output("python/autograd.py", ctx.render(template, ops=ops, py_string=py_string),
+                     sources + (ctx.template_source(template),))
+
+
+def _backward(decl, namespace: str) -> _Backward | None:
+    d = decl.derivatives
+    if d is None or not d.differentiable or autograd_problems(decl):
+        return None
+    args = decl.schema.arguments
+    used: set[str] = set()
+    for f in d.formulas:
+        if f.differentiable:
+            used |= {n.id for n in ast.walk(ast.parse(f.text, mode="eval")) if isinstance(n, ast.Name)}
+    result_names = {"result", *decl.return_names} & used
+    tensors = tuple(a.name for a in args if is_tensor(unwrap_optional(a.type)) and a.name in used)
+    values = tuple(a.name for a in args if not is_tensor(unwrap_optional(a.type)) and a.name in used)
+    grads = []
+    for a in args:
+        f = d.formula_for(a.name)
+        grads.append(f"({f.text})" if f is not None and f.differentiable and is_tensor(unwrap_optional(a.type))
+                     else "None")
+    return _Backward(op=f"{namespace}::{decl.op_name}", ident=decl.ident, inputs=tuple(a.name for a in args),
+                     tensors=tensors, values=values, results=tuple(sorted(result_names)), grads=tuple(grads))

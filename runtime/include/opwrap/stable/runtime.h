@@ -1,0 +1,407 @@
+// The run-time support of the stable-ABI target (docs/stable-abi.md): what a generated wrapper
+// of that target calls.  It includes only torch's stable API (torch/csrc/stable,
+// torch/headeronly) and opwrap's C kernel ABI, so a library built with it loads into every
+// torch release from the one TORCH_TARGET_VERSION names on.
+//
+// The functions are those of <opwrap/runtime/checks.h> (the full ATen target), in the same
+// namespace and with the same messages, taking torch::stable::Tensor: the shape rule's C++
+// (codegen/shapes.py) calls them by the same names in both targets.  The two headers are
+// never included into one translation unit.  A failed check throws std::runtime_error with
+// the message alone, which torch raises as RuntimeError.
+#pragma once
+
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/DeviceType.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/HeaderOnlyArrayRef.h>
+
+#include <opwrap/kernel_abi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// Hidden, as torch::stable is: a library never exports these (two libraries built against
+// different torch headers must not share them).
+HIDDEN_NAMESPACE_BEGIN(opwrap, rt)
+
+using Tensor = torch::stable::Tensor;
+using ScalarType = torch::headeronly::ScalarType;
+using DeviceType = torch::headeronly::DeviceType;
+using IntArrayRef = torch::headeronly::IntHeaderOnlyArrayRef;
+
+// The message of every check: its pieces streamed, thrown as std::runtime_error.
+template <typename... Args>
+[[noreturn]] void fail(const Args&... args) {
+  std::ostringstream out;
+  ((out << args), ...);
+  throw std::runtime_error(out.str());
+}
+
+#define OPWRAP_STABLE_CHECK(cond, ...) \
+  do {                                 \
+    if (!(cond)) ::opwrap::rt::fail(__VA_ARGS__); \
+  } while (0)
+
+inline std::string shape_str(IntArrayRef sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(sizes[i]);
+  }
+  return out + "]";
+}
+
+inline std::string shape_str(const std::vector<int64_t>& sizes) { return shape_str(IntArrayRef(sizes)); }
+
+// c10::DeviceTypeName(type, /*lower_case=*/true) of the device types a wrapper names.
+inline const char* device_type_name(DeviceType type) {
+  switch (type) {
+    case DeviceType::CPU:
+      return "cpu";
+    case DeviceType::CUDA:
+      return "cuda";
+    default:
+      return "device";
+  }
+}
+
+// A device as c10::Device prints it: "cpu", "cuda:0".
+inline std::string device_str(const Tensor& t) {
+  const torch::stable::Device d = t.device();
+  std::string out = device_type_name(d.type());
+  if (d.type() != DeviceType::CPU && d.index() >= 0) out += ":" + std::to_string(d.index());
+  return out;
+}
+
+inline const Tensor& check_tensor(const char* op, const char* arg, const Tensor& t, DeviceType device) {
+  OPWRAP_STABLE_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor; expected a ",
+                      device_type_name(device), " tensor");
+  OPWRAP_STABLE_CHECK(t.device().type() == device, op, ": argument '", arg, "' is on ", device_str(t),
+                      ", but this kernel expects all tensor arguments on ", device_type_name(device));
+  return t;
+}
+
+inline void check_same_device(const char* op, const char* arg, const Tensor& t, const Tensor& reference,
+                              const char* reference_name) {
+  OPWRAP_STABLE_CHECK(t.device() == reference.device(), op, ": argument '", arg, "' is on ", device_str(t),
+                      ", but '", reference_name, "' is on ", device_str(reference),
+                      "; expected all tensors on one device");
+}
+
+inline void check_dtype_in(const char* op, const char* arg, const Tensor& t, std::initializer_list<ScalarType> allowed,
+                           const char* names) {
+  for (ScalarType s : allowed) {
+    if (t.scalar_type() == s) return;
+  }
+  fail(op, ": argument '", arg, "' has dtype ", t.scalar_type(), ", but expected one of: ", names);
+}
+
+inline void check_same_dtype(const char* op, const char* arg, const Tensor& t, ScalarType expected,
+                             const char* reference) {
+  OPWRAP_STABLE_CHECK(t.scalar_type() == expected, op, ": argument '", arg, "' has dtype ", t.scalar_type(),
+                      ", but expected ", expected, " (the dtype of '", reference, "')");
+}
+
+[[noreturn]] inline void unsupported_dtype(const char* op, const char* arg, ScalarType dtype, const char* names) {
+  fail(op, ": dtype ", dtype, " of '", arg, "' is not supported; expected one of: ", names);
+}
+
+inline void check_rank(const char* op, const char* arg, const Tensor& t, int64_t rank, bool at_least,
+                       const char* spec) {
+  if (at_least) {
+    OPWRAP_STABLE_CHECK(t.dim() >= rank, op, ": argument '", arg, "' must have at least ", rank, " dimensions ", spec,
+                        ", but got ", t.dim(), " (shape ", shape_str(t.sizes()), ")");
+  } else {
+    OPWRAP_STABLE_CHECK(t.dim() == rank, op, ": argument '", arg, "' must have ", rank, " dimension",
+                        rank == 1 ? "" : "s", " ", spec, ", but got ", t.dim(), " (shape ", shape_str(t.sizes()), ")");
+  }
+}
+
+inline std::string rule_value(const char* what, const std::string& value) {
+  return value == what ? value : std::string(what) + " = " + value;
+}
+
+inline void check_size(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t expected,
+                       const char* what) {
+  const int64_t actual = t.size(dim);
+  OPWRAP_STABLE_CHECK(actual == expected, op, ": argument '", arg, "' has size ", actual, " at dimension ",
+                      dim < 0 ? dim + t.dim() : dim, ", but expected ", rule_value(what, std::to_string(expected)),
+                      " (shape ", shape_str(t.sizes()), ")");
+}
+
+inline void check_run(const char* op, const char* arg, const Tensor& t, int64_t start, int64_t after,
+                      IntArrayRef expected, const char* what) {
+  const int64_t from = std::min<int64_t>(start, t.dim());
+  const int64_t length = std::max<int64_t>(t.dim() - from - after, 0);
+  const IntArrayRef actual = t.sizes().slice(from, length);
+  const bool same = length == static_cast<int64_t>(expected.size()) &&
+                    std::equal(actual.begin(), actual.end(), expected.begin());
+  OPWRAP_STABLE_CHECK(same, op, ": argument '", arg, "' has dimensions ", shape_str(actual), " where *", what, " = ",
+                      shape_str(expected), " was expected (shape ", shape_str(t.sizes()), ")");
+}
+
+inline void check_shape(const char* op, const char* arg, const Tensor& t, IntArrayRef expected, const char* what) {
+  const IntArrayRef sizes = t.sizes();
+  const bool same = sizes.size() == expected.size() && std::equal(sizes.begin(), sizes.end(), expected.begin());
+  OPWRAP_STABLE_CHECK(same, op, ": argument '", arg, "' has shape ", shape_str(sizes), ", but expected ",
+                      rule_value(what, shape_str(expected)));
+}
+
+inline void check_output_shape(const char* op, const char* out, IntArrayRef shape, const char* rule) {
+  int64_t numel = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    OPWRAP_STABLE_CHECK(shape[i] >= 0, op, ": output '", out, "' would have negative size ", shape[i],
+                        " at dimension ", i, " (shape ", shape_str(shape), " from ", rule, ")");
+    OPWRAP_STABLE_CHECK(shape[i] == 0 || numel <= std::numeric_limits<int64_t>::max() / shape[i], op, ": output '",
+                        out, "' of shape ", shape_str(shape), " (from ", rule, ") has more elements than int64 can count");
+    numel *= shape[i];
+  }
+}
+
+// Errors torch raises inside a generated wrapper gain the op and what it was doing.
+template <typename F>
+auto with_context(const char* op, const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    fail(e.what(), "\n", op, ": while ", what);
+  }
+}
+
+// An output allocated from its shape rule, on the device of the tensor the op dispatches on.
+inline Tensor empty(const char* op, const char* out, IntArrayRef shape, ScalarType dtype,
+                    const torch::stable::Device& device) {
+  const std::string what = std::string("allocating output '") + out + "'";
+  return with_context(op, what.c_str(), [&] { return torch::stable::empty(shape, dtype, std::nullopt, device); });
+}
+
+// The kernel's contiguous view of an argument: itself when contiguous, else a copy.
+inline Tensor contiguous(const char* op, const char* arg, const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  const std::string what = std::string("making a contiguous copy of argument '") + arg + "'";
+  return with_context(op, what.c_str(), [&] { return torch::stable::contiguous(t); });
+}
+
+inline std::optional<Tensor> contiguous(const char* op, const char* arg, const std::optional<Tensor>& t) {
+  if (!t.has_value() || !t->defined()) return std::nullopt;
+  return contiguous(op, arg, *t);
+}
+
+inline int64_t list_item(IntArrayRef list, int64_t i) {
+  const int64_t n = static_cast<int64_t>(list.size());
+  OPWRAP_STABLE_CHECK(i >= -n && i < n, "index ", i, " out of range for a list of ", n, " sizes");
+  return list[i < 0 ? i + n : i];
+}
+
+inline int64_t shape_add(const char* op, int64_t a, int64_t b) {
+  int64_t out;
+  OPWRAP_STABLE_CHECK(!__builtin_add_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " + ", b);
+  return out;
+}
+
+inline int64_t shape_sub(const char* op, int64_t a, int64_t b) {
+  int64_t out;
+  OPWRAP_STABLE_CHECK(!__builtin_sub_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " - ", b);
+  return out;
+}
+
+inline int64_t shape_mul(const char* op, int64_t a, int64_t b) {
+  int64_t out;
+  OPWRAP_STABLE_CHECK(!__builtin_mul_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " * ", b);
+  return out;
+}
+
+inline int64_t floordiv(int64_t a, int64_t b) {
+  OPWRAP_STABLE_CHECK(b != 0, "division by zero in a shape expression");
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+inline std::vector<int64_t> concat(std::initializer_list<IntArrayRef> pieces) {
+  std::vector<int64_t> out;
+  for (IntArrayRef p : pieces) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t a, int64_t b,
+                           const char* what, const char* var) {
+  const int64_t size = t.size(dim);
+  const int64_t at = dim < 0 ? dim + t.dim() : dim;
+  OPWRAP_STABLE_CHECK(a != 0, op, ": argument '", arg, "' has size ", size, " at dimension ", at, ", but expected ",
+                      what, ", which cannot give ", var, ": its factor is 0 (shape ", shape_str(t.sizes()), ")");
+  int64_t rest;
+  OPWRAP_STABLE_CHECK(!__builtin_sub_overflow(size, b, &rest), op, ": a shape expression overflows int64: ", size,
+                      " - ", b);
+  if (rest % a != 0) {
+    if (b != 0) {
+      fail(op, ": argument '", arg, "' has size ", size, " at dimension ", at, ", but expected ", what, " (", size,
+           " - ", b, " = ", rest, " is not divisible by ", a, ") (shape ", shape_str(t.sizes()), ")");
+    }
+    fail(op, ": argument '", arg, "' has size ", size, " at dimension ", at, ", but expected ", what, " (", size,
+         " is not divisible by ", a, ") (shape ", shape_str(t.sizes()), ")");
+  }
+  const int64_t x = rest / a;
+  OPWRAP_STABLE_CHECK(x >= 0, op, ": argument '", arg, "' has size ", size, " at dimension ", at, ", but expected ",
+                      what, " (", var, " = ", x, " would be negative) (shape ", shape_str(t.sizes()), ")");
+  return x;
+}
+
+namespace abi {
+
+// The C kernel ABI's dtype and device codes are c10's, which headeronly's enums share.
+static_assert(OPWRAP_FLOAT32 == static_cast<int>(ScalarType::Float) &&
+                  OPWRAP_FLOAT64 == static_cast<int>(ScalarType::Double) &&
+                  OPWRAP_INT64 == static_cast<int>(ScalarType::Long) &&
+                  OPWRAP_BFLOAT16 == static_cast<int>(ScalarType::BFloat16) &&
+                  OPWRAP_FLOAT8_E8M0FNU == static_cast<int>(ScalarType::Float8_e8m0fnu),
+              "opwrap/kernel_abi.h's dtype codes are c10::ScalarType's");
+static_assert(OPWRAP_CPU == static_cast<int>(DeviceType::CPU) && OPWRAP_CUDA == static_cast<int>(DeviceType::CUDA),
+              "opwrap/kernel_abi.h's device codes are c10::DeviceType's");
+
+inline void fill(opwrap_tensor& v, const Tensor& t) {
+  v.data = const_cast<void*>(t.const_data_ptr());
+  v.sizes = t.sizes().data();
+  v.strides = t.strides().data();
+  v.ndim = t.dim();
+  v.dtype = static_cast<int32_t>(t.scalar_type());
+  v.device_type = static_cast<int32_t>(t.device().type());
+  v.device_index = t.device().index();
+  v.reserved = 0;
+}
+
+inline opwrap_tensor view(const Tensor& t) {
+  opwrap_tensor v;
+  fill(v, t);
+  v.handle = nullptr;
+  return v;
+}
+
+inline opwrap_tensor output(Tensor& t) {
+  opwrap_tensor v;
+  fill(v, t);
+  v.handle = &t;
+  return v;
+}
+
+class OptionalView {
+ public:
+  explicit OptionalView(const std::optional<Tensor>& t) : present_(t.has_value() && t->defined()) {
+    if (present_) view_ = view(*t);
+  }
+  const opwrap_tensor* get() const { return present_ ? &view_ : nullptr; }
+
+ private:
+  bool present_;
+  opwrap_tensor view_{};
+};
+
+inline int64_t arg(int64_t v) { return v; }
+inline double arg(double v) { return v; }
+inline bool arg(bool v) { return v; }
+inline int32_t arg(ScalarType v) { return static_cast<int32_t>(v); }
+inline opwrap_int_array arg(IntArrayRef v) { return {v.data(), static_cast<int64_t>(v.size())}; }
+inline opwrap_string arg(std::string_view v) { return {v.data(), static_cast<int64_t>(v.size())}; }
+inline opwrap_optional_int arg(const std::optional<int64_t>& v) { return {v.value_or(0), v.has_value()}; }
+inline opwrap_optional_float arg(const std::optional<double>& v) { return {v.value_or(0.0), v.has_value()}; }
+inline opwrap_optional_bool arg(const std::optional<bool>& v) { return {v.value_or(false), v.has_value()}; }
+inline opwrap_optional_dtype arg(const std::optional<ScalarType>& v) {
+  return {v.has_value() ? static_cast<int32_t>(*v) : -1, v.has_value()};
+}
+inline opwrap_optional_int_array arg(const std::optional<IntArrayRef>& v) {
+  if (!v.has_value()) return {nullptr, 0, false};
+  return {v->data(), static_cast<int64_t>(v->size()), true};
+}
+
+// One call of a kernel behind the C ABI: its context, its error, its scratch memory.
+class Call {
+ public:
+  Call(const char* op, DeviceType device_type, int32_t device_index, void* stream = nullptr) : op_(op) {
+    ctx_.abi_version = OPWRAP_KERNEL_ABI_VERSION;
+    ctx_.device_type = static_cast<int32_t>(device_type);
+    ctx_.device_index = device_index;
+    ctx_.num_threads = static_cast<int32_t>(torch::stable::get_num_threads());
+    ctx_.stream = stream;
+    ctx_.op = op;
+    ctx_.resize = &Call::resize;
+    ctx_.parallel_for = &Call::parallel_for;
+    ctx_.set_error = &Call::set_error;
+    ctx_.workspace = &Call::workspace;
+    ctx_.state = this;
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  opwrap_context* context() { return &ctx_; }
+
+  void check(int32_t status) {
+    if (status == OPWRAP_OK) return;
+    fail(op_, ": ", error_.empty() ? "the kernel failed (status " + std::to_string(status) + ") without a message"
+                                   : error_);
+  }
+
+ private:
+  static Call& of(opwrap_context* ctx) { return *static_cast<Call*>(ctx->state); }
+
+  static void set_error(opwrap_context* ctx, const char* message, int64_t len) {
+    of(ctx).error_.assign(message, message + (len > 0 ? len : 0));
+  }
+
+  // aten::resize_ through the dispatcher (the stable API has no resize_ of its own).
+  static int32_t resize(opwrap_context* ctx, opwrap_tensor* out, int64_t ndim, const int64_t* sizes) {
+    Call& call = of(ctx);
+    try {
+      OPWRAP_STABLE_CHECK(out != nullptr && out->handle != nullptr,
+                          "opwrap_resize: only an output the wrapper allocated can be resized");
+      OPWRAP_STABLE_CHECK(ndim >= 0 && (ndim == 0 || sizes != nullptr), "opwrap_resize: ndim ", ndim, " with no sizes");
+      Tensor& t = *static_cast<Tensor*>(out->handle);
+      const std::vector<int64_t> shape(sizes, sizes + ndim);
+      std::array<StableIValue, 3> stack{torch::stable::detail::from(t), torch::stable::detail::from(shape),
+                                        torch::stable::detail::from(std::nullopt)};
+      TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::resize_", "", stack.data(), TORCH_ABI_VERSION));
+      fill(*out, t);
+      return OPWRAP_OK;
+    } catch (const std::exception& e) {
+      call.error_ = e.what();
+      return OPWRAP_ERROR;
+    }
+  }
+
+  static void* workspace(opwrap_context* ctx, int64_t nbytes) {
+    Call& call = of(ctx);
+    try {
+      OPWRAP_STABLE_CHECK(nbytes >= 0, "opwrap_workspace: ", nbytes, " bytes");
+      const torch::stable::Device device(static_cast<DeviceType>(ctx->device_type),
+                                         static_cast<torch::stable::DeviceIndex>(ctx->device_index));
+      const std::vector<int64_t> size{nbytes > 0 ? nbytes : 1};
+      call.scratch_.push_back(torch::stable::empty(size, ScalarType::Byte, std::nullopt, device));
+      return call.scratch_.back().mutable_data_ptr();
+    } catch (const std::exception& e) {
+      call.error_ = e.what();
+    }
+    return nullptr;
+  }
+
+  static void parallel_for(opwrap_context*, int64_t begin, int64_t end, int64_t grain, opwrap_range_fn fn,
+                           void* data) {
+    torch::stable::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) { fn(data, b, e); });
+  }
+
+  opwrap_context ctx_{};
+  const char* op_;
+  std::string error_;
+  std::vector<Tensor> scratch_;
+};
+
+}  // namespace abi
+HIDDEN_NAMESPACE_END(opwrap, rt)

@@ -1,0 +1,320 @@
+"""The stable-ABI target (docs/stable-abi.md): a `codegen init` library with `target =
+"stable"`, one op with a hand-written C++ kernel against torch's stable API and one with a
+Rust kernel behind the C ABI, both with derivative formulas; its generated tree, values,
+argument errors, gradcheck, opcheck and torch.compile; the ABI check that fails a build
+needing a torch symbol outside the stable C shim; the one build loaded into another torch
+release of build/torch-matrix; and the declaration errors for what the target lacks.
+
+A library of its own, not a shared one: it is built in the other target, and the ABI check
+needs a build that fails (about 15 s of compiling at -O0 in all)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import ROOT, made_once, run_codegen
+
+DECLARATIONS = """\
+- func: scale(Tensor self, float factor) -> Tensor
+  doc: Elementwise self * factor, a C++ kernel against torch's stable API.
+  dtypes: [float32, float64]
+  kernels: {CPU: scale_cpu}
+  like: self
+  derivatives:
+    self: grad * factor
+
+- func: sqdist(Tensor a, Tensor b) -> Tensor
+  doc: Per row, the squared distance between a and b, in Rust.
+  dtypes: [float32, float64]
+  kernels: {CPU: {abi: rust}}
+  shape: {a: [N, D], b: [N, D], result: [N]}
+  derivatives:
+    a: 2 * grad.unsqueeze(-1) * (a - b)
+    b: -2 * grad.unsqueeze(-1) * (a - b)
+"""
+
+# The signature the docs show (docs/stable-abi.md): the schema's arguments in the stable
+# API's types, then one torch::stable::Tensor& per output the wrapper allocated.
+SCALE_H = """\
+#pragma once
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+
+namespace stablelib::kernels {
+
+template <typename scalar_t>
+void scale_cpu(const torch::stable::Tensor& self, double factor, torch::stable::Tensor& result) {
+  const scalar_t* in = self.const_data_ptr<scalar_t>();
+  scalar_t* out = result.mutable_data_ptr<scalar_t>();
+  torch::stable::parallel_for(0, result.numel(), 32768, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = static_cast<scalar_t>(in[i] * factor);
+  });
+}
+
+}  // namespace stablelib::kernels
+"""
+
+# A kernel that calls a libc10 function outside the stable C shim (declared by hand, as a
+# header of the full API would): the ABI check must fail the build naming it.
+OUTSIDE = """\
+namespace c10::detail {
+[[noreturn]] void torchCheckFail(const char* func, const char* file, uint32_t line, const char* msg);
+}
+"""
+
+CARGO = """\
+[package]
+name = "stablelib-kernels"
+version = "0.1.0"
+edition = "2021"
+
+[lib]
+crate-type = ["staticlib"]
+"""
+
+LIB_RS = """\
+#[path = "../../generated/rust/kernels.rs"]
+mod kernels;
+
+use kernels::{Context, Float, Result, TensorMut, TensorRef};
+
+fn sqdist<T: Float>(_ctx: &Context, a: TensorRef<'_, T>, b: TensorRef<'_, T>,
+                    mut result: TensorMut<'_, T>) -> Result<()> {
+    let d = a.sizes()[1] as usize;
+    let (a, b) = (a.as_slice().unwrap(), b.as_slice().unwrap());
+    for (i, o) in result.as_mut_slice().unwrap().iter_mut().enumerate() {
+        let mut acc = T::from_f64(0.0);
+        for k in 0..d {
+            let diff = a[i * d + k] - b[i * d + k];
+            acc = acc + diff * diff;
+        }
+        *o = acc;
+    }
+    Ok(())
+}
+"""
+
+
+def _build(lib: Path) -> list:
+    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)
+    return [r.returncode, r.stdout + r.stderr]
+
+
+def _make_stablelib(lib: Path) -> dict:
+    record: dict = {}
+    r = run_codegen("init", str(lib))
+    record["init"] = [r.returncode, r.stdout + r.stderr]
+    if r.returncode != 0:
+        return record
+    pyproject = lib / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        "[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\ncrates = ["rust"]\n'))
+    (lib / "declarations" / "scale.yaml").write_text(DECLARATIONS)
+    header = lib / "kernels" / "scale.h"
+    (lib / "rust" / "src").mkdir(parents=True)
+    (lib / "rust" / "Cargo.toml").write_text(CARGO)
+    (lib / "rust" / "src" / "lib.rs").write_text(LIB_RS)
+    # First a kernel reaching outside the stable API: the build fails and leaves no library.
+    header.write_text(SCALE_H.replace("namespace stablelib::kernels {", OUTSIDE + "namespace stablelib::kernels {")
+                      .replace("const scalar_t* in", "if (factor == 12345.0) c10::detail::torchCheckFail("
+                               "\"f\", \"f\", 0, \"m\");\n  const scalar_t* in"))
+    record["outside"] = _build(lib)
+    record["outside_left"] = (lib / "build" / "_C.so").exists()
+    header.write_text(SCALE_H)
+    record["build"] = _build(lib)
+    return record
+
+
+@pytest.fixture(scope="module")
+def stablelib(tmp_path_factory):
+    root, made = made_once(tmp_path_factory, "stablelib", _make_stablelib)
+    assert made["init"][0] == 0, made["init"][1]
+    assert made["build"][0] == 0, made["build"][1]
+    sys.path.insert(0, str(root / "stablelib"))
+    try:
+        import stablelib as module
+    finally:
+        sys.path.remove(str(root / "stablelib"))
+    return module, made, root / "stablelib"
+
+
+@pytest.mark.slow(40)
+def test_the_tree_includes_only_the_stable_api(stablelib):
+    _, made, lib = stablelib
+    gen = lib / "generated"
+    cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
+    assert cpp == ["stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp", "stable/registration.cpp",
+                   "units/stable.0.cpp"], cpp
+    for path in (gen / "stable").rglob("*.cpp"):
+        text = path.read_text()
+        assert "ATen/" not in text and "torch/library.h" not in text and "c10/" not in text, path
+    registration = (gen / "stable" / "registration.cpp").read_text()
+    assert 'm.def("scale(Tensor self, float factor) -> Tensor");' in registration
+    assert 'TORCH_BOX(&stablelib::generated::sqdist_cpu)' in (gen / "stable" / "cpu" / "sqdist.cpp").read_text()
+    assert not (gen / "python" / "_fast.cpp").exists()  # the fast bindings need torch's Python C++ API
+    assert "torch.library.register_autograd('stablelib::sqdist'" in (gen / "python" / "autograd.py").read_text()
+    # Built for the oldest claimed release, without OpenMP or the precompiled header.
+    ninja = (lib / "build" / "build.ninja").read_text()
+    assert "-DTORCH_TARGET_VERSION=0x020b000000000000" in ninja and "-fopenmp" not in ninja
+    manifest = json.loads((lib / "build" / "_C.json").read_text())
+    assert (manifest["target"], manifest["torch_min"]) == ("stable", "2.11")
+    assert "stable ABI check: _C.so needs no torch symbol outside the stable C shim" in made["build"][1]
+
+
+@pytest.mark.slow(40)
+def test_the_abi_check_fails_a_build_that_needs_more_of_torch(stablelib):
+    _, made, _ = stablelib
+    code, out = made["outside"]
+    assert code != 0, out
+    assert "outside torch's stable C shim" in out, out
+    assert "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)" in out, out
+    assert "referenced by stable.0.o" in out, out
+    assert not made["outside_left"]  # nothing loadable is left behind
+
+
+@pytest.mark.slow(40)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_values_and_argument_errors(stablelib, dtype):
+    module, _, _ = stablelib
+    a, b = torch.randn(5, 3, dtype=dtype), torch.randn(5, 3, dtype=dtype)
+    torch.testing.assert_close(module.ops.sqdist(a, b), ((a - b) ** 2).sum(1))
+    torch.testing.assert_close(module.ops.scale(a.t(), 2.5), a.t() * 2.5)  # made contiguous for the kernel
+    with pytest.raises(RuntimeError, match=r"^stablelib::sqdist: argument 'b' has size 2 at dimension 1, but "
+                                           r"expected D = 3 \(shape \[5, 2\]\)$"):
+        module.ops.sqdist(a, b[:, :2])
+    with pytest.raises(RuntimeError, match=r"^stablelib::sqdist: argument 'a' has dtype Int, but expected one of: "
+                                           r"float32, float64$"):
+        module.ops.sqdist(a.int(), b)
+    with pytest.raises(RuntimeError, match=r"stablelib::sqdist: argument 'a' must have 2 dimensions \[N, D\], "
+                                           r"but got 1 \(shape \[3\]\)"):
+        module.ops.sqdist(a[0], b[0])
+
+
+@pytest.mark.slow(40)
+def test_gradients_opcheck_and_compile(stablelib):
+    module, _, _ = stablelib
+    a = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    f = lambda x, y: module.ops.sqdist(module.ops.scale(x, 3.0), y)  # noqa: E731
+    assert torch.autograd.gradcheck(f, (a, b))
+    assert torch.autograd.gradgradcheck(f, (a, b))
+    for op, args in ((torch.ops.stablelib.scale.default, (a, 2.0)), (torch.ops.stablelib.sqdist.default, (a, b))):
+        result = torch.library.opcheck(op, args)
+        assert all(v == "SUCCESS" for v in result.values()), result
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(a, b), f(a, b))
+
+
+MATRIX_PROBE = """\
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import stablelib
+a = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+b = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+f = lambda x, y: stablelib.ops.sqdist(stablelib.ops.scale(x, 3.0), y)
+torch.testing.assert_close(f(a, b), ((3 * a - b) ** 2).sum(1))
+assert torch.autograd.gradcheck(f, (a, b))
+for op, args in ((torch.ops.stablelib.scale.default, (a, 2.0)), (torch.ops.stablelib.sqdist.default, (a, b))):
+    r = torch.library.opcheck(op, args)
+    assert all(v == "SUCCESS" for v in r.values()), r
+torch.testing.assert_close(torch.compile(f, fullgraph=True)(a, b), f(a, b))
+print("ok", torch.__version__)
+"""
+
+
+def _other_release() -> Path | None:
+    """The python of the oldest other torch release in build/torch-matrix (make torch-matrix)."""
+    for release in ("2.11", "2.12", "2.13", "2.15"):
+        python = ROOT / "build" / "torch-matrix" / release / "venv" / "bin" / "python"
+        if python.is_file() and release != ".".join(torch.__version__.split(".")[:2]):
+            return python
+    return None
+
+
+@pytest.mark.slow(60)
+def test_the_one_build_loads_into_another_torch_release(stablelib):
+    _, _, lib = stablelib
+    python = _other_release()
+    if python is None:
+        pytest.skip("no other torch release under build/torch-matrix (make torch-matrix makes them)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([str(python), "-c", MATRIX_PROBE, str(lib)], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 0 and "ok " in r.stdout, r.stdout + r.stderr
+
+
+def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
+    lib = tmp_path / "badstable"
+    assert run_codegen("init", str(lib)).returncode == 0
+    pyproject = lib / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
+        - func: a(Tensor self) -> Tensor
+          dtypes: floating
+          pointwise: self * 2
+        - func: b(Tensor self) -> Tensor
+          dtypes: [float32]
+          like: self
+          kernels: {CPU: {abi: c}, CUDA: {abi: c}}
+        - func: c(Tensor self, float f) -> Tensor
+          dtypes: [float32]
+          like: self
+          kernels: {CPU: {abi: c}}
+          derivatives:
+            self: at::mul(grad, f)
+        - func: d(Tensor self, float f) -> Tensor
+          dtypes: [float32]
+          like: self
+          kernels: {CPU: {abi: c}}
+          derivatives:
+            self: grad * f
+            result: self_t * f
+        - func: e(Tensor(a!) self) -> Tensor(a!)
+          dtypes: [float32]
+          kernels: {CPU: {abi: c}}
+        - func: f(Tensor self) -> Tensor
+          dtypes: [float32]
+          like: self
+          kernels: {CPU: {abi: c}}
+          autocast: lower_precision
+        - func: g(Tensor self, float f) -> Tensor
+          dtypes: [float32]
+          like: self
+          kernels: {CPU: g_cpu}
+        """))
+    r = run_codegen("check", cwd=lib)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if ": error: " in line]
+    expect = [
+        ("scale.yaml:3:", "cannot generate pointwise kernels yet: they are built on TensorIterator and at::vec"),
+        ("scale.yaml:7:", "the stable target builds CPU kernels only so far; 'CUDA' kernels"),
+        ("scale.yaml:13:", "runs derivative formulas in Python (torch.library.register_autograd): "
+                           "'at::mul(grad, f)' is C++"),
+        ("scale.yaml:20:", "register_autograd, which has no forward mode"),
+        ("scale.yaml:21:", "argument 'self' is written in place"),
+        ("scale.yaml:28:", "the stable target has no autocast kernels"),
+        ("scale.yaml:32:", "kernel header 'kernels/g.h' not found"),
+    ]
+    for where, message in expect:
+        assert any(where in e and message in e for e in errors), (where, message, errors)
+    assert "void g_cpu(const torch::stable::Tensor& self, double f, torch::stable::Tensor& result)" in r.stderr
+    assert len(errors) == len(expect), errors
+
+
+def test_an_unknown_target_is_a_configuration_error(tmp_path):
+    lib = tmp_path / "badtarget"
+    assert run_codegen("init", str(lib)).returncode == 0
+    pyproject = lib / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "abi3"\n'))
+    r = run_codegen("check", cwd=lib)
+    assert r.returncode == 2 and "[tool.codegen] target must be one of 'aten', 'stable', not 'abi3'" in r.stderr, \
+        r.stderr
