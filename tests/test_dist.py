@@ -80,7 +80,10 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     links, wheels = tmp_path / "links", tmp_path / "wheels"
     constraint = tmp_path / "build-constraints.txt"
     constraint.write_text(f"torch=={torch.__version__.split('+')[0]}\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPWRAP_")}
+    # None of this checkout's settings (OPWRAP_LIBRARY, ...) reach the user's environments,
+    # except where precompiled headers are kept: this run's, which the test libraries' -O0
+    # builds share (the same compiler, torch and options), not the developer's cache.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPWRAP_") or k == "OPWRAP_PCH_DIR"}
     env.update(PIP_BUILD_CONSTRAINT=str(constraint), PIP_DISABLE_PIP_VERSION_CHECK="1")
 
     # The toolchain: a pure Python wheel, built with isolation, compiling nothing.
@@ -112,10 +115,15 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     # Three isolated builds at once: the library and the repository (sdist, then a wheel from
     # it) with `python -m build`, and the repository installed into a fresh venv with a plain
     # `uv pip install <clone>` (its toolchain requirement is met from the clone's toolchain/:
-    # no find-links).  The repository holds two ops here (a selective build, -C ops=):
-    # compiling all of them is `make build`'s test; the packaging is this one's.
+    # no find-links).  The repository holds two ops in the clone's install (a selective
+    # build, -C ops=), which the script below runs; compiling all of them is `make build`'s
+    # test, the packaging is this one's.  The wheel built from the sdist holds one,
+    # fill_natural, whose Rust kernel needs the crate the sdist carries: that wheel's test is
+    # how it builds and its metadata, and a second pointwise op's units would add only
+    # compile time.
     settings = ["-C", "cuda=false", "-C", "optimize=0"]
     repo_settings = [*settings, "-C", "ops=myadd,fill_natural"]
+    sdist_settings = [*settings, "-C", "ops=fill_natural"]
     uv_env = {**env, **_uv_config(constraint, links)}
     # The toolchain's wheel is 0.1.0 at every commit, and uv takes a version's wheel from
     # find-links as immutable: a cached one of another commit (other templates) would be used
@@ -132,7 +140,7 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     python = venv / "bin" / "python"
     repo_install = subprocess.Popen([UV, "pip", "install", "-q", "--python", python, *repo_settings, "."], cwd=clone,
                                     env=uv_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    repo_build = _run([*build, "-o", wheels, *repo_settings, repo_copy], env=uv_env)
+    repo_build = _run([*build, "-o", wheels, *sdist_settings, repo_copy], env=uv_env)
     for process in (lib_build, repo_install):
         output = process.communicate()[0]
         assert process.returncode == 0, output[-4000:]
