@@ -40,6 +40,10 @@ def test_help_shows_schema_dtypes_devices_and_differentiability():
     assert "Differentiable: yes, with respect to input, weight, bias; twice" in doc
     assert "once (no double backward)" in ops.rms_norm.__doc__
     assert "Differentiable: no (its outputs are not differentiable)" in ops.bucketize_count.__doc__
+    # per-argument dtypes: each variable's, by the tensors that have it
+    assert "Dtypes: weight: float32, float64, float16, bfloat16; indices, offsets: int32, int64" in \
+        ops.embedding_bag_sum.__doc__
+    assert "Dtypes: self: int32, int64; weights: float32, float64 (float32 when absent)" in ops.bincount_fixed.__doc__
 
 
 def test_named_returns_are_named():

@@ -350,6 +350,19 @@ def method_parameters(schema: FunctionSchema) -> str:
 
 # ----------------------------------------------------------------------------------- docs
 
+def _dtype_doc(decl) -> str:
+    """The dtypes of the docstring: the shared list, or each dtype variable's by the tensors
+    that have it (an optional tensor's with the dtype it has when absent)."""
+    if not decl.dtype_vars:
+        return ", ".join(dt.name for dt in decl.dtypes)
+
+    def names(v) -> str:
+        return ", ".join([n for n, var in decl.dtype_owners if var == v.name] or [v.owner])
+
+    return "; ".join(f"{names(v)}: {', '.join(dt.name for dt in v.dtypes)}"
+                     + (f" ({v.absent.name} when absent)" if v.absent is not None else "") for v in decl.dtype_vars)
+
+
 def doc_lines(decl, ns: str) -> list[str]:
     """The docstring of an op's wrapper: `doc:`, then the schema, dtypes, devices and
     whether (and how often) it is differentiable."""
@@ -365,7 +378,7 @@ def doc_lines(decl, ns: str) -> list[str]:
         diff += "; once (no double backward)" if d.once_differentiable else "; twice (double backward works)"
     lines = textwrap.wrap(decl.doc, 88) if decl.doc else []
     lines += ["", f"Schema: {ns}::{decl.schema}",
-              "Dtypes: " + ", ".join(dt.name for dt in decl.dtypes),
+              "Dtypes: " + _dtype_doc(decl),
               "Devices: " + ", ".join(decl.devices),
               f"Differentiable: {diff}"]
     autocast = decl.extra_field("autocast")

@@ -77,7 +77,7 @@ def bincount_fixed(self: Tensor, bins: int, weights: Optional[Tensor] = None) ->
     minlength=bins).
 
     Schema: opwrap::bincount_fixed(Tensor self, int bins, Tensor? weights=None) -> Tensor
-    Dtypes: int32, int64
+    Dtypes: self: int32, int64; weights: float32, float64 (float32 when absent)
     Devices: CPU, CUDA
     Differentiable: yes, with respect to weights; twice (double backward works)
     """
@@ -207,7 +207,7 @@ def embedding_bag_sum(weight: Tensor, indices: Tensor, offsets: Tensor) -> Tenso
     ends at indices.size(0)), as F.embedding_bag(indices, weight, offsets, mode='sum').
 
     Schema: opwrap::embedding_bag_sum(Tensor weight, Tensor indices, Tensor offsets) -> Tensor
-    Dtypes: float32, float64, float16, bfloat16
+    Dtypes: weight: float32, float64, float16, bfloat16; indices, offsets: int32, int64
     Devices: CPU, CUDA
     Differentiable: yes, with respect to weight; twice (double backward works)
     """
@@ -222,7 +222,7 @@ def embedding_bag_sum_backward(grad_output: Tensor, indices: Tensor, offsets: Te
     i] (a scatter-add).
 
     Schema: opwrap::embedding_bag_sum_backward(Tensor grad_output, Tensor indices, Tensor offsets, SymInt num_weights) -> Tensor
-    Dtypes: float32, float64, float16, bfloat16
+    Dtypes: grad_output: float32, float64, float16, bfloat16; indices, offsets: int32, int64
     Devices: CPU, CUDA
     Differentiable: yes, with respect to grad_output; twice (double backward works)
     """
@@ -464,7 +464,7 @@ def quantize_fp8(input: Tensor, scale: Tensor, dtype: torch.dtype) -> Tensor:
     max).to(dtype).
 
     Schema: opwrap::quantize_fp8(Tensor input, Tensor scale, ScalarType dtype) -> Tensor
-    Dtypes: float32, float16, bfloat16
+    Dtypes: input: float32, float16, bfloat16; scale: float32; result: float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz
     Devices: CPU, CUDA
     Differentiable: no (its outputs are not differentiable)
     """
@@ -480,7 +480,7 @@ def reshape_and_cache(key: Tensor, value: Tensor, key_cache: Tensor, value_cache
     kv_cache_dtype 'auto' stores the key's dtype.
 
     Schema: opwrap::reshape_and_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, str kv_cache_dtype) -> ()
-    Dtypes: float32, float64, float16, bfloat16
+    Dtypes: key: float32, float64, float16, bfloat16; slot_mapping: int64
     Devices: CPU, CUDA
     Differentiable: no (derivative not implemented)
     """
@@ -649,7 +649,7 @@ def to_dtype(self: Tensor, dtype: torch.dtype) -> Tensor:
     self converted to dtype, as self.to(dtype).
 
     Schema: opwrap::to_dtype(Tensor self, ScalarType dtype) -> Tensor
-    Dtypes: float32, float64, float16, bfloat16, int32, int64
+    Dtypes: self: float32, float64, float16, bfloat16, int32, int64; result: float32, float64, float16, bfloat16, int32, int64
     Devices: CPU, CUDA
     Differentiable: yes, with respect to self; twice (double backward works)
     """
