@@ -50,7 +50,8 @@ from setuptools.command.sdist import sdist
 
 from .config import Config, line_of, load_config
 from .diagnostics import CodegenError
-from .torch_compat import requirement
+from .targets import target_named
+from .torch_compat import release_name, requirement
 
 # What an sdist or an editable install asks for (nothing is compiled yet): every torch release
 # opwrap supports (torch_compat.RELEASES).
@@ -170,8 +171,11 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
     subpackages = sorted(p.parent.relative_to(package_dir).as_posix().replace("/", ".")
                          for p in package_dir.rglob("__init__.py") if p.parent != package_dir)
     torch, requirements = TORCH_REQUIREMENT, list(config.dependencies)
+    target = target_named(config.target)
     if mode in ("wheel", "metadata"):
-        torch = f"torch=={build.torch_release()}.*"
+        # the release it compiled against; a stable-ABI build, every release from its oldest on
+        torch = (f"torch=={build.torch_release()}.*" if target.oldest is None
+                 else f"torch>={release_name(target.oldest)}")
         if not (config.root / "PKG-INFO").is_file():  # a checkout, not an unpacked sdist
             requirements = [_from_folder(r) for r in requirements]
 
@@ -205,7 +209,7 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
 
     ext_modules = []
     if mode == "wheel":
-        ext_modules.append(Extension(f"{package}.{config.library}", sources=[]))
+        ext_modules.append(Extension(f"{package}.{config.library}", sources=[], py_limited_api=target.py_limited_api))
         if build.fast_source(config) is not None:
             ext_modules.append(Extension(f"{package}._generated.{build.FAST_MODULE}", sources=[]))
     return dict(
@@ -218,9 +222,20 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
         cmdclass={"build_ext": BuildExt, "sdist": Sdist},
         # setuptools stages a wheel's files in <build_base>/lib*; kept apart from the ninja
         # build and emptied before each wheel (setuptools never removes what it staged there)
-        options={"build": {"build_base": str(_staging(config))}},
+        options={"build": {"build_base": str(_staging(config))},
+                 **({"bdist_wheel": {"py_limited_api": abi3_tag(config)}} if target.py_limited_api else {})},
         zip_safe=False,
     )
+
+
+def abi3_tag(config: Config) -> str:
+    """The limited-API tag of a stable-ABI wheel (`cp311`: cp311-abi3-<platform>), from the
+    oldest Python the project's `requires-python` allows (else the running one): the library
+    uses no Python API at all, so one wheel serves every Python from that one on."""
+    import re
+    project = tomllib.loads((config.root / "pyproject.toml").read_text(encoding="utf-8")).get("project", {})
+    m = re.search(r">=\s*3\.(\d+)", str(project.get("requires-python", "")))
+    return f"cp3{m.group(1)}" if m else f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 
 def sdist_sources(config: Config) -> list[str]:

@@ -3,10 +3,11 @@
 Rust kernel behind the C ABI, both with derivative formulas; its generated tree, values,
 argument errors, gradcheck, opcheck and torch.compile; the ABI check that fails a build
 needing a torch symbol outside the stable C shim; the one build loaded into another torch
-release of build/torch-matrix; and the declaration errors for what the target lacks.
+release of build/torch-matrix, as one abi3 wheel; and the declaration errors for what the target lacks.
 
 A library of its own, not a shared one: it is built in the other target, and the ABI check
-needs a build that fails (about 15 s of compiling at -O0 in all)."""
+needs a build that fails (about 15 s of compiling at -O0 in all).  Its abi3 wheel is
+installed into another torch release's venv of build/torch-matrix, where there is one."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -215,9 +217,8 @@ def test_gradients_opcheck_and_compile(stablelib):
 
 
 MATRIX_PROBE = """\
-import sys, torch
-sys.path.insert(0, sys.argv[1])
-import stablelib
+import torch, stablelib
+assert stablelib.library_path.endswith("_C.abi3.so"), stablelib.library_path  # the wheel's, not the build's
 a = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
 b = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
 f = lambda x, y: stablelib.ops.sqdist(stablelib.ops.scale(x, 3.0), y)
@@ -241,13 +242,27 @@ def _other_release() -> Path | None:
 
 
 @pytest.mark.slow(60)
-def test_the_one_build_loads_into_another_torch_release(stablelib):
+def test_one_abi3_wheel_installs_and_passes_in_another_torch_release(stablelib, tmp_path):
     _, _, lib = stablelib
+    # The wheel of the build the fixture made (-O0, no CUDA: nothing is compiled again).
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
+                        "-C", "optimize=0", "-C", "cuda=false", "-w", str(tmp_path / "wheels"), str(lib)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (wheel,) = (tmp_path / "wheels").glob("*.whl")
+    assert wheel.name == "stablelib-0.1.0-cp311-abi3-linux_x86_64.whl", wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        metadata = z.read("stablelib-0.1.0.dist-info/METADATA").decode().splitlines()
+    assert "Requires-Dist: torch>=2.11" in metadata, metadata
     python = _other_release()
     if python is None:
         pytest.skip("no other torch release under build/torch-matrix (make torch-matrix makes them)")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run([str(python), "-c", MATRIX_PROBE, str(lib)], capture_output=True, text=True, env=env,
+    site = tmp_path / "site"
+    r = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(site)}
+    r = subprocess.run([str(python), "-c", MATRIX_PROBE], cwd=tmp_path, capture_output=True, text=True, env=env,
                        timeout=600)
     assert r.returncode == 0 and "ok " in r.stdout, r.stdout + r.stderr
 
