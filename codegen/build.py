@@ -615,12 +615,14 @@ def pch_options(pch: Path | None) -> tuple[list[str], list[str]]:
 
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
-          need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = ()) -> Path:
+          need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = (),
+          glibc_compat: bool = False) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja,
     linking in the C files and crates the native step builds first (native_link_inputs).
     `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS).
     `need_gpu=False` (wheels) builds CUDA whenever torch and the toolkit can, GPU or not.
-    `optimize` is the -O level of the host compiler and nvcc (the sanitizer build keeps -O1)."""
+    `optimize` is the -O level of the host compiler and nvcc (the sanitizer build keeps -O1).
+    `glibc_compat` links glibc_compat_source into both modules (manylinux wheels)."""
     if optimize not in OPTIMIZE_LEVELS:
         raise ValueError(f"optimize must be one of {', '.join(map(str, OPTIMIZE_LEVELS))}, not {optimize!r}")
     if sanitize:
@@ -643,6 +645,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if obj in stems:
             raise ValueError(f"sources {stems[obj]} and {src} would compile to the same object {obj}")
         stems[obj] = src
+    if glibc_compat:  # a manylinux wheel built on a newer glibc (glibc_compat_source)
+        srcs.append(glibc_compat_source(build_dir))
     native = native_link_inputs(config, build_dir, log, optimize, sanitize, also_include)
     if unlink_if_older(build_dir / f"{config.library}.so", native):
         # cpp_extension skips its ninja run when a load in this process saw the same sources
@@ -671,7 +675,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     def build_fast():  # the Python bindings: a CPython module of their own, linked with libtorch_python
         fast_dir.mkdir(exist_ok=True)
         pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, cflags, log, units.PRECOMPILED_PYTHON))
-        cpp_extension.load(name=FAST_MODULE, sources=[str(fast)], extra_cflags=cflags + pch_flags, extra_ldflags=ldflags,
+        fast_sources = [str(fast), *([str(glibc_compat_source(build_dir))] if glibc_compat else [])]
+        cpp_extension.load(name=FAST_MODULE, sources=fast_sources, extra_cflags=cflags + pch_flags, extra_ldflags=ldflags,
                            extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
                            build_directory=str(fast_dir),
                            verbose=verbose, is_python_module=True, with_cuda=False)
@@ -705,6 +710,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     import torch
     manifest = {"cuda": env is not None, "sanitize": sanitize, "optimize": None if sanitize else optimize,
                 "selection": selection, "torch": torch_location(), "torch_version": torch.__version__}
+    if glibc_compat:
+        manifest["glibc_compat"] = True
     if target.oldest is not None:  # the loader accepts it on every torch from that release on (pyruntime)
         manifest.update(target=target.name, torch_min=f"{target.oldest[0]}.{target.oldest[1]}")
     write_if_changed(manifest_path(out), json.dumps(manifest, indent=2) + "\n")
@@ -717,6 +724,24 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     if ccache is not None:  # the cache's counters moved by this build (and by any other using it meanwhile)
         log(f"codegen build: ccache: {ccache_summary(stats_before, ccache_stats(ccache))}")
     return out
+
+
+# GCC 11+'s libstdc++ headers read glibc 2.32's `__libc_single_threaded` (shared_ptr's and
+# std::string's reference counts skip their atomic operations in a process with one thread),
+# which alone makes a library built on a newer glibc need GLIBC_2.32: manylinux_2_34 at best.
+# For an older manylinux tag the wheel's modules define their own copy instead, hidden (bound
+# within the module) and 0 ("maybe several threads"): the counts then always take the atomic
+# path, which is what they do on glibc before 2.32.
+GLIBC_COMPAT = """// Written by opwrap_codegen.build for manylinux wheels: see GLIBC_COMPAT there.
+extern "C" __attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
+"""
+
+
+def glibc_compat_source(build_dir: Path) -> Path:
+    path = build_dir / "manylinux" / "glibc_compat.cpp"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_if_changed(path, GLIBC_COMPAT)
+    return path
 
 
 def manifest_path(library: Path) -> Path:
@@ -798,7 +823,7 @@ def wheel_cuda() -> bool | None:
 
 
 def wheel_build_dir(config: Config, cuda: bool | None = None, optimize: int = DEFAULT_OPTIMIZE,
-                    selection: dict | None = None) -> Path:
+                    selection: dict | None = None, glibc_compat: bool = False) -> Path:
     """Where a wheel build compiles: the development build directory itself when the wheel
     wants what was built there (CUDA or not, the -O level, the selection) with this same
     torch, so that a wheel made after `make build` compiles nothing; otherwise
@@ -808,7 +833,8 @@ def wheel_build_dir(config: Config, cuda: bool | None = None, optimize: int = DE
     built = manifest(config.path("build") / f"{config.library}.so")
     same = not built or (bool(built.get("cuda")) == (env is not None) and not built.get("sanitize")
                          and built.get("optimize") == optimize and built.get("selection") == selection
-                         and built.get("torch") == torch_location())
+                         and built.get("torch") == torch_location()
+                         and bool(built.get("glibc_compat")) == glibc_compat)
     return config.path("build") if same else config.path("build") / "wheel"
 
 

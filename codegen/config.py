@@ -38,6 +38,10 @@ class Config:
     # The API the generated C++ is written against (codegen/targets.py): "aten" (the full
     # ATen API) or "stable" (torch's stable ABI: one build for every claimed torch release).
     target: str = "aten"
+    # Wheels (opwrap_codegen.backend; docs/shipping.md): a manylinux tag the wheel is repaired to
+    # with auditwheel ("" leaves it linux_<arch>), and a size past which the build warns ("" none).
+    manylinux: str = ""
+    wheel_size_budget: str | int = ""
 
     @property
     def python_package(self) -> str:
@@ -85,6 +89,7 @@ def load_config(project: Path | None = None) -> Config:
     if not isinstance(ns, str) or not ns.isidentifier():
         errors.append(Diagnostic(Loc(path, line, 1), "[tool.codegen] namespace must be a C++ identifier, e.g. 'mylib'"))
     errors.extend(Diagnostic(Loc(path, line, 1), m) for m in _check_values(table))
+    errors.extend(Diagnostic(Loc(path, key_line(pyproject, key, line), 1), m) for key, m in _check_shipping(table))
     if errors:
         raise CodegenError(errors)
     values = {}
@@ -92,6 +97,46 @@ def load_config(project: Path | None = None) -> Config:
         v = table[k]
         values[k] = tuple(v) if isinstance(v, list) else v
     return Config(root=pyproject.parent, **values)
+
+
+def key_line(path: Path, key: str, default: int = 1) -> int:
+    """The 1-based line of `path` that sets `key` (`key = ...`), or `default`."""
+    import re
+    for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return i
+    return default
+
+
+MANYLINUX = r"manylinux_2_(\d+)"
+_SIZE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+
+
+def size_in_bytes(value: str | int) -> int | None:
+    """A size as `wheel_size_budget` takes it: a whole number of MiB, or a string with its unit
+    ("400MiB", "1.5 GB"); None if it is neither."""
+    import re
+    if type(value) is int:
+        return value * 2**20 if value > 0 else None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)\s*", value if isinstance(value, str) else "", flags=re.I)
+    if m is None or float(m.group(1)) <= 0:
+        return None
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()])
+
+
+def _check_shipping(table: dict) -> list[tuple[str, str]]:
+    """(key, message) for the wheel keys, each reported at its own line."""
+    import re
+    errors = []
+    v = table.get("manylinux", "")
+    if not (isinstance(v, str) and (v == "" or re.fullmatch(MANYLINUX, v))):
+        errors.append(("manylinux", f"[tool.codegen] manylinux must be a manylinux tag such as 'manylinux_2_28' "
+                                    f"(PEP 600: manylinux_2_<glibc minor>), not {v!r}"))
+    v = table.get("wheel_size_budget", "")
+    if v != "" and size_in_bytes(v) is None:
+        errors.append(("wheel_size_budget", "[tool.codegen] wheel_size_budget must be a size: a whole number of MiB "
+                                            f"(400) or a string with its unit ('400MiB', '1.5GB'), not {v!r}"))
+    return errors
 
 
 def line_of(path: Path, needle: str) -> int:
