@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from conftest import made_once, run_codegen, torch_feature
+from conftest import made_once, one_unit_a_group, run_codegen, torch_feature
 from opwrap_codegen import torch_compat
 from opwrap_codegen.testing import returns_written
 
@@ -216,13 +216,14 @@ void rowmax_cpu(const at::Tensor& self, at::Tensor& values, at::Tensor& indices)
 # `sharedlib` would add their compile to every release.
 def _make_mutlib(lib) -> dict:
     """`codegen init`, `pointwise: true` added to its `scale` (an elementwise op: vmap batches
-    it, and `scale.out` through it), the ops above, `codegen build -O0`.  Returns the exit
+    it, and `scale.out` through it), the ops above, one unit a group, `codegen build -O0`.  Returns the exit
     statuses and outputs; asserts nothing itself."""
     record = {}
     r = run_codegen("init", str(lib))
     record["init"] = [r.returncode, r.stdout + r.stderr]
     if r.returncode != 0:
         return record
+    one_unit_a_group(lib)
     scale = lib / "declarations" / "scale.yaml"
     scale.write_text(scale.read_text() + "  pointwise: true\n")
     (lib / "declarations" / "mutable.yaml").write_text(DECLARATIONS)

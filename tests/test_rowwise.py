@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.library import opcheck
 
 import opwrap
-from conftest import made_once, run_codegen
+from conftest import made_once, one_unit_a_group, run_codegen
 
 DECLARATIONS = """\
 - func: pair(Tensor a, Tensor b) -> (Tensor total, Tensor product)
@@ -74,6 +74,7 @@ def _make_rowlib(lib: Path) -> dict:
     record["init"] = [r.returncode, r.stdout + r.stderr]
     if r.returncode != 0:
         return record
+    one_unit_a_group(lib)
     (lib / "declarations" / "ops.yaml").write_text(DECLARATIONS)
     r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)
     record["build"] = [r.returncode, r.stdout + r.stderr]
