@@ -48,6 +48,9 @@ TYPES: dict[str, str] = {
 # What the target's wrappers receive from the pipeline's locals (templates/stable/op.cpp.j2).
 TEMPLATE_LOCALS = ("kOp", "m")
 
+# The devices the target builds wrappers for (codegen/targets.py's rows of the same keys).
+DEVICE_KEYS = ("CPU", "CUDA")
+
 
 def type_key(a: Argument) -> str:
     return re.sub(r"\[\d+\]", "[]", str(a.type))
@@ -97,9 +100,13 @@ def problems(decl, device_keys: tuple[str, ...]) -> list[Problem]:
         out.append(Problem("split_types", "the stable target compiles each op in one unit; 'split_types' is for "
                            "the full target's C++ kernel templates", "leave 'split_types' out"))
     for key in decl.devices:
-        if key != "CPU":
-            out.append(Problem("kernels", f"the stable target builds CPU kernels only so far; '{key}' kernels "
-                               "need the stable target's device rows (not written yet)"))
+        if key not in DEVICE_KEYS:
+            out.append(Problem("kernels", f"the stable target builds CPU and CUDA kernels only; '{key}' kernels "
+                               "need a device row of their own"))
+        elif key != "CPU" and decl.foreign_kernel(key) is None:
+            out.append(Problem("kernels", f"the stable target's {key} kernels sit behind the C ABI so far "
+                               f"(`kernels: {{{key}: {{abi: c}}}}`, a CUDA C kernel): a {key} C++ template "
+                               "against torch::stable::Tensor is not generated yet"))
     for a in decl.schema.arguments:
         if type_key(a) not in TYPES:
             out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target takes "
@@ -142,6 +149,7 @@ def problems(decl, device_keys: tuple[str, ...]) -> list[Problem]:
 class StableCall:
     """Everything templates/stable/op.cpp.j2 lays out for one op."""
 
+    key: str  # the dispatch key it is registered for
     wrapper: str  # the function TORCH_BOX boxes
     params: str
     returns: str
@@ -149,34 +157,22 @@ class StableCall:
     dispatch: tuple[str, ...]  # the dtype switch calling the kernel
     result: str  # the return statement ("": none)
     includes: tuple[str, ...]  # the kernel's header (or its symbols' prototypes)
+    defines: tuple[str, ...] = ()  # macros defined before any header (CUDA: USE_CUDA, for the CUDA shim)
 
 
 def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
-    """Decide every statement of the stable wrapper of `decl` (which `problems` has passed)."""
+    """Decide every statement of the stable wrapper of `decl` (which `problems` has passed), in
+    the order of the wrapper's phases: the tensors' checks, the device guard, the shape rule's
+    contracts, the outputs, the kernel's inputs, the call."""
     s = decl.schema
     scope = Scope(TEMPLATE_LOCALS)
     ident = {a.name: scope.name(a.name) for a in s.arguments}
-    device = f"{DEVICE_TYPE}::{key}"
-    required = [a for a in s.arguments if is_tensor(a.type) and not a.is_optional]
-    first = required[0]
-    checks = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};"]
+    first = ident[next(a for a in s.arguments if is_tensor(a.type) and not a.is_optional).name]
     dtype_local: dict[str, tuple[str, str]] = {}  # variable -> (local, the argument it was read from)
-    for a in required:
-        name = ident[a.name]
-        checks.append(f"opwrap::rt::check_tensor(kOp, {cpp_string(a.name)}, {name}, {device});")
-        if a is not first:
-            checks.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, {name}, {ident[first.name]}, "
-                          f"{cpp_string(first.name)});")
-        checks.extend(_dtype_check(decl, a, name, dtype_local, scope))
-    for a in s.arguments:
-        if a.is_optional and is_tensor(unwrap_optional(a.type)):
-            name = ident[a.name]
-            checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
-            checks.append(f"  opwrap::rt::check_tensor(kOp, {cpp_string(a.name)}, *{name}, {device});")
-            checks.append(f"  opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, *{name}, {ident[first.name]}, "
-                          f"{cpp_string(first.name)});")
-            checks.extend("  " + c for c in _dtype_check(decl, a, f"*{name}", dtype_local, scope))
-            checks.append("}")
+    checks = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};",
+              *_tensor_checks(decl, ident, key, dtype_local, scope)]
+    if key != "CPU":  # outputs are allocated (and the kernel runs) on the first tensor's device
+        checks.append(f"const torch::stable::accelerator::DeviceGuard device_guard({first}.device().index());")
     names = dict(ident)
     if decl.shape_plan is not None:
         for v in sorted(variables(decl.shape_plan)):
@@ -192,7 +188,7 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
         checks.append(f"const std::vector<int64_t> {shape} = {expr};")
         checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.name)}, {shape}, {cpp_string(rule)});")
         checks.append(f"{TENSOR} {out} = opwrap::rt::empty(kOp, {cpp_string(o.name)}, {shape}, "
-                      f"{_output_dtype(o, ident, dispatched)}, {ident[first.name]}.device());")
+                      f"{_output_dtype(o, ident, dispatched)}, {first}.device());")
         outputs.append(out)
     args = []
     for a in s.arguments:
@@ -204,32 +200,64 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
             args.append(c)
         else:
             args.append(name)
-    args.extend(outputs)
-    foreign = decl.foreign_kernel(key)
-    if foreign is not None:
-        context = scope.fresh("abi")
-        checks.append(f"opwrap::rt::abi::Call {context}(kOp, {device}, {ident[first.name]}.device().index());")
-        passed = []
-        for value, p in zip(args, abi.params(decl)):
-            statements, arg = abi.wrapper_pass(p.kind, value, scope.fresh(f"{p.name}_abi") if p.kind != "value" else "")
-            checks.extend(statements)
-            passed.append(arg)
-        call = lambda combo: (f"{context}.check({foreign.symbol_for(combo)}({context}.context(), "  # noqa: E731
-                              f"{', '.join(passed)}));")
-        header = f"abi/{decl.ident}.h"
-    else:
-        kernel = f"::{namespace}::kernels::{decl.kernel(key)}"
-        call = lambda combo: f"{kernel}<{', '.join(d.cpp for d in combo)}>({', '.join(args)});"  # noqa: E731
-        header = decl.header
+    call, header = _kernel_call(decl, namespace, key, first, (*args, *outputs), scope, checks)
     returns = "void" if not outputs else TENSOR if len(outputs) == 1 else \
         f"std::tuple<{', '.join([TENSOR] * len(outputs))}>"
     result = "" if not outputs else f"return {outputs[0]};" if len(outputs) == 1 else \
         f"return std::make_tuple({', '.join(outputs)});"
     return StableCall(
-        wrapper=f"{decl.ident}_{key.lower()}",
+        key=key, wrapper=f"{decl.ident}_{key.lower()}", defines=("USE_CUDA",) if key == "CUDA" else (),
         params=", ".join(f"{cpp_type(a)} {ident[a.name]}" for a in s.arguments),
         returns=returns, checks=tuple(checks), dispatch=tuple(_switch(decl, dtype_local, call)), result=result,
         includes=(header,))
+
+
+def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, scope: Scope) -> list[str]:
+    """Every tensor defined, on the device (the first tensor's: cuda:0 and cuda:1 do not mix),
+    of its dtype variable's dtypes; an optional tensor where it is given."""
+    device = f"{DEVICE_TYPE}::{key}"
+    required = [a for a in decl.schema.arguments if is_tensor(a.type) and not a.is_optional]
+    first = required[0]
+    checks = []
+    for a in required:
+        name = ident[a.name]
+        checks.append(f"opwrap::rt::check_tensor(kOp, {cpp_string(a.name)}, {name}, {device});")
+        if a is not first:
+            checks.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, {name}, {ident[first.name]}, "
+                          f"{cpp_string(first.name)});")
+        checks.extend(_dtype_check(decl, a, name, dtype_local, scope))
+    for a in decl.schema.arguments:
+        if a.is_optional and is_tensor(unwrap_optional(a.type)):
+            name = ident[a.name]
+            checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
+            checks.append(f"  opwrap::rt::check_tensor(kOp, {cpp_string(a.name)}, *{name}, {device});")
+            checks.append(f"  opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, *{name}, {ident[first.name]}, "
+                          f"{cpp_string(first.name)});")
+            checks.extend("  " + c for c in _dtype_check(decl, a, f"*{name}", dtype_local, scope))
+            checks.append("}")
+    return checks
+
+
+def _kernel_call(decl, namespace: str, key: str, first: str, args: tuple[str, ...], scope: Scope,
+                 checks: list[str]):
+    """(the statement calling the kernel for one dtype combination, the header the wrapper
+    includes): a symbol behind the C ABI (its context and views appended to `checks`), or the
+    stable C++ kernel template."""
+    foreign = decl.foreign_kernel(key)
+    if foreign is None:
+        kernel = f"::{namespace}::kernels::{decl.kernel(key)}"
+        return (lambda combo: f"{kernel}<{', '.join(d.cpp for d in combo)}>({', '.join(args)});"), decl.header
+    context = scope.fresh("abi")
+    index = f"{first}.device().index()"
+    stream = f", opwrap::rt::current_cuda_stream({index})" if key == "CUDA" else ""
+    checks.append(f"opwrap::rt::abi::Call {context}(kOp, {DEVICE_TYPE}::{key}, {index}{stream});")
+    passed = []
+    for value, p in zip(args, abi.params(decl)):
+        statements, arg = abi.wrapper_pass(p.kind, value, scope.fresh(f"{p.name}_abi") if p.kind != "value" else "")
+        checks.extend(statements)
+        passed.append(arg)
+    return (lambda combo: f"{context}.check({foreign.symbol_for(combo)}({context}.context(), "
+                          f"{', '.join(passed)}));"), f"abi/{decl.ident}.h"
 
 
 def _dtype_check(decl, a: Argument, value: str, dtype_local: dict, scope: Scope) -> list[str]:

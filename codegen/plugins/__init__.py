@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 
 from ..config import Config
 from ..diagnostics import Diagnostics, Loc
-from ..targets import ATEN, CUDA, DEVICES, STABLE, Target, target_named
+from ..targets import ATEN, DEVICES, STABLE, Target, target_named
 from .base import Output, Plugin
 from .abi import AbiBindings
 from .autocast import Autocast
@@ -49,9 +49,7 @@ def stable_plugins() -> list[Plugin]:
     shared = [AbiBindings(), StableAutograd(), FakeKernels(), PythonLoader(), PythonOps(), Vmap()]
     kept = {type(p) for p in shared}
     fields = {name: f for p in builtin_plugins(ATEN) if type(p) not in kept for name, f in p.fields.items()}
-    checks = StableChecks(fields)
-    checks.device = CUDA  # accepted in `kernels:`, so that a CUDA kernel is the stable target's error, not the loader's
-    return [StableKernels(STABLE), checks, *shared]
+    return [*(StableKernels(STABLE, device) for device in DEVICES), StableChecks(fields), *shared]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

@@ -23,9 +23,10 @@ import keyword
 from dataclasses import dataclass
 
 from ..api import stable
+from ..api.kernel import check_foreign
 from ..api.names import cpp_string, py_string
 from ..schema import is_tensor, unwrap_optional
-from ..targets import CPU, Target
+from ..targets import CPU, Device, Target
 from .base import Output, Plugin
 
 __all__ = ["StableChecks", "StableKernels", "StableRegistration", "StableAutograd"]
@@ -40,6 +41,8 @@ class StableChecks(Plugin):
         self.fields = dict(fields or {})
 
     def validate(self, decl, lib, diag):
+        for key, _ in decl.foreign:  # what the C ABI cannot pass, a Rust kernel without a crate, ...
+            check_foreign(decl, key, diag, lib.config)
         for p in stable.problems(decl, ()):
             where = decl.field_loc(p.field) if p.field and p.field in dict(decl.field_locs) else decl.func_loc
             diag.error(where, p.message, p.hint)
@@ -53,23 +56,24 @@ class StableChecks(Plugin):
 
 
 class StableKernels(Plugin):
-    """The CPU wrappers of the stable target."""
+    """The stable target's wrappers of one device row (CPU, CUDA): `<cpp_dir>/<unit>/<op><suffix>`,
+    compiled in the units of group `stable` (CPU) or `stable.<unit>` (CUDA: by nvcc, where CUDA
+    is built, as the full target's CUDA sources are)."""
 
-    name = "stable-cpu"
-    device = CPU
-
-    def __init__(self, target: Target):
-        self.target = target
+    def __init__(self, target: Target, device: Device):
+        self.target, self.device = target, device
+        self.name = f"stable-{device.unit}"
 
     def emit(self, lib, ctx):
-        template = "stable/op.cpp.j2"
+        template, device = "stable/op.cpp.j2", self.device
+        group = "stable" if device == CPU else f"stable.{device.unit}"
         for d in lib.declarations:
-            if stable.problems(d, ()):
+            if device.key not in d.devices or stable.problems(d, ()):
                 continue
-            call = stable.plan(d, lib.namespace)
+            call = stable.plan(d, lib.namespace, device.key)
             text = ctx.render(template, namespace=lib.namespace, decl=d, call=call, target=self.target)
-            yield Output(f"{self.target.cpp_dir}/cpu/{d.ident}.cpp", text, (d.path, ctx.template_source(template)),
-                         unit="stable")
+            yield Output(f"{self.target.cpp_dir}/{device.unit}/{d.ident}{device.suffix}", text,
+                         (d.path, ctx.template_source(template)), unit=group)
 
 
 class StableRegistration(Plugin):

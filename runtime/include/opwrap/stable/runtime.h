@@ -10,6 +10,7 @@
 // the message alone, which torch raises as RuntimeError.
 #pragma once
 
+#include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
@@ -256,6 +257,15 @@ inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int
                       what, " (", var, " = ", x, " would be negative) (shape ", shape_str(t.sizes()), ")");
   return x;
 }
+
+#ifdef USE_CUDA
+// The current CUDA stream of a device (a cudaStream_t), given to CUDA C kernels.
+inline void* current_cuda_stream(int32_t device_index) {
+  void* stream = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device_index, &stream));
+  return stream;
+}
+#endif
 
 namespace abi {
 
