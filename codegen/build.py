@@ -558,7 +558,7 @@ def precompiled_header(cpp_extension, cflags: list[str], log=print, name: str = 
     if os.environ.get(PCH_ENV) == "0" or sys.platform != "linux":
         return None
     cxx = os.environ.get("CXX") or "c++"  # cpp_extension's compiler
-    if Path(cxx).parent.name == ".ccache-bin":  # ccache's `c++` link (ccache_wrapper): the c++ it runs
+    if Path(cxx).parent.name in (".ccache-bin", ".sccache-bin"):  # ccache's `c++` link, sccache's script: the c++ they run
         cxx = "c++"
     identity = _compiler_identity(cxx)
     std = _cpp_extension_std(cpp_extension)
@@ -616,13 +616,16 @@ def pch_options(pch: Path | None) -> tuple[list[str], list[str]]:
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
           need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = (),
-          glibc_compat: bool = False) -> Path:
+          glibc_compat: bool = False, compiler_cache: str | None = None) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja,
     linking in the C files and crates the native step builds first (native_link_inputs).
     `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS).
     `need_gpu=False` (wheels) builds CUDA whenever torch and the toolkit can, GPU or not.
     `optimize` is the -O level of the host compiler and nvcc (the sanitizer build keeps -O1).
-    `glibc_compat` links glibc_compat_source into both modules (manylinux wheels)."""
+    `glibc_compat` links glibc_compat_source into both modules (manylinux wheels).
+    `compiler_cache` (a wheel's -C compiler-cache=) and `use_ccache` (--ccache/--no-ccache)
+    choose the compiler cache over OPWRAP_COMPILER_CACHE and [tool.codegen] compiler_cache
+    (codegen/compiler_cache.py)."""
     if optimize not in OPTIMIZE_LEVELS:
         raise ValueError(f"optimize must be one of {', '.join(map(str, OPTIMIZE_LEVELS))}, not {optimize!r}")
     if sanitize:
@@ -630,6 +633,19 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
             raise ValueError("--sanitize builds the CPU kernels only; it cannot be combined with --cuda")
         cuda = False
     env = resolve_cuda(config, cuda, log, need_gpu)  # before cpp_extension is imported: it reads CUDA_HOME once
+    from . import compiler_cache as caches
+    engine = caches.choose(config.compiler_cache, use_ccache, compiler_cache)
+    if engine == "sccache" and "CXX" not in os.environ:
+        # A server of this build's own, for its C, C++ and CUDA units; then the same build through it
+        server = caches.Sccache.start(config.path("build"), config.root, env, log)
+        try:
+            return build(config, verbose=verbose, use_ccache=False, log=log, cuda=cuda, sanitize=sanitize,
+                         selection=selection, need_gpu=need_gpu, optimize=optimize, also_include=also_include,
+                         glibc_compat=glibc_compat)
+        finally:
+            log(f"codegen build: sccache: {server.summary()}")
+            server.stop()
+    use_ccache = {"ccache": True, "none": False}.get(engine)
     cpp_extension = import_cpp_extension(cuda_built=env is not None)  # no CUDA_HOME warning without CUDA
     opt = f"-O{optimize}"
     cflags, ldflags = (SANITIZER_CXX_FLAGS, SANITIZER_LD_FLAGS) if sanitize else ([opt, *CXX_FLAGS], [])

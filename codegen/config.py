@@ -42,6 +42,9 @@ class Config:
     # with auditwheel ("" leaves it linux_<arch>), and a size past which the build warns ("" none).
     manylinux: str = ""
     wheel_size_budget: str | int = ""
+    # The compiler cache builds compile through (codegen/compiler_cache.py): "auto" (ccache
+    # when installed), "ccache", "sccache" or "none"; OPWRAP_COMPILER_CACHE overrides it.
+    compiler_cache: str = "auto"
 
     @property
     def python_package(self) -> str:
@@ -125,7 +128,7 @@ def size_in_bytes(value: str | int) -> int | None:
 
 
 def _check_shipping(table: dict) -> list[tuple[str, str]]:
-    """(key, message) for the wheel keys, each reported at its own line."""
+    """(key, message) for the wheel and compiler-cache keys, each reported at its own line."""
     import re
     errors = []
     v = table.get("manylinux", "")
@@ -136,6 +139,10 @@ def _check_shipping(table: dict) -> list[tuple[str, str]]:
     if v != "" and size_in_bytes(v) is None:
         errors.append(("wheel_size_budget", "[tool.codegen] wheel_size_budget must be a size: a whole number of MiB "
                                             f"(400) or a string with its unit ('400MiB', '1.5GB'), not {v!r}"))
+    v = table.get("compiler_cache", "auto")
+    if v not in ("auto", "ccache", "sccache", "none"):
+        errors.append(("compiler_cache", "[tool.codegen] compiler_cache must be one of 'auto', 'ccache', 'sccache', "
+                                         f"'none', not {v!r}"))
     return errors
 
 
