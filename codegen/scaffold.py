@@ -218,7 +218,7 @@ namespace {ns}::kernels {{
 _STUB_KERNEL = '''
 // {op}
 {signature} {{
-  TORCH_CHECK(false, {message});{ret}
+  {check}(false, {message});{ret}
 }}
 '''
 
@@ -244,7 +244,7 @@ def kernel_stubs(lib: "Library") -> tuple[list[Stub], list[tuple["Declaration", 
         if not d.kernel("CPU") or d.foreign_kernel("CPU") is not None:
             continue  # none, generated (pointwise expressions), or behind the C ABI (generated/abi/<op>.h)
         try:
-            signature, returns = _kernel_signature(d, lib.namespace)
+            signature, returns = _kernel_signature(d, lib.namespace, lib.config.target)
         except Exception as e:  # an op the emitter cannot handle (yet): reported, not fatal
             failed.append((d, _describe(e)))
             continue
@@ -260,13 +260,24 @@ def _describe(e: Exception) -> str:
     return f"{type(e).__name__}: {e}{where}"
 
 
-def _kernel_signature(decl: "Declaration", namespace: str) -> tuple[str, str]:
-    """(the kernel template's declaration, its return type) for the CPU wrapper's call."""
+def _kernel_signature(decl: "Declaration", namespace: str, target: str = "aten") -> tuple[str, str]:
+    """(the kernel template's declaration, its return type) for the CPU wrapper's call; in the
+    stable-ABI target, against torch::stable::Tensor (docs/stable-abi.md)."""
+    if target == "stable":
+        from .api.stable import stable_signature
+        return stable_signature(decl), "void"
     from .api.kernel import kernel_return_type, kernel_signature
     return kernel_signature(decl, "CPU"), kernel_return_type(decl)
 
 
-def stub_header(namespace: str, stubs: list[Stub]) -> str:
+# What a skeleton header includes first, and the check its bodies fail with, per target:
+# (headers, the check, (a type the signatures may name, its header)...)
+_STUB_BASE = {"aten": (("ATen/core/Tensor.h",), "TORCH_CHECK", ()),
+              "stable": (("torch/csrc/stable/ops.h", "torch/csrc/stable/tensor.h", "torch/headeronly/util/Exception.h"),
+                         "STD_TORCH_CHECK", (("std::optional", "optional"), ("std::string_view", "string_view")))}
+
+
+def stub_header(namespace: str, stubs: list[Stub], target: str = "aten") -> str:
     """The text of one kernel header holding the skeletons `stubs` (all naming that header)."""
     from .api.names import cpp_string
     seen, kernels = set(), []
@@ -277,12 +288,13 @@ def stub_header(namespace: str, stubs: list[Stub]) -> str:
         ret = "" if s.returns == "void" else "\n  return {};"
         comment = f"{s.op}: {s.schema}".replace("\n", " ").rstrip("\\")  # a trailing \\ would continue the comment
         signature = s.signature.replace("> ", ">\n", 1)  # the template header on its own line
-        kernels.append(_STUB_KERNEL.format(op=comment, signature=signature,
+        kernels.append(_STUB_KERNEL.format(op=comment, signature=signature, check=_STUB_BASE[target][1],
                                            message=cpp_string(f"{s.op}: kernel not written"), ret=ret))
     text = " ".join(s.signature for s in stubs)
-    includes = ["#include <ATen/core/Tensor.h>"]
+    includes = [f"#include <{h}>" for h in _STUB_BASE[target][0]]
     for needle, header in (("c10::List", "ATen/core/List.h"), ("at::Generator", "ATen/core/Generator.h"),
-                           ("std::array", "array"), ("std::tuple", "tuple"), ("std::vector", "vector")):
+                           ("std::array", "array"), ("std::tuple", "tuple"), ("std::vector", "vector"),
+                           *_STUB_BASE[target][2]):
         if needle in text:
             includes.append(f"#include <{header}>")
     return _STUB_HEADER.format(ns=namespace, includes="\n".join(includes) + "\n", kernels="".join(kernels))
@@ -306,7 +318,7 @@ def write_stubs(lib: "Library") -> tuple[list[Path], list[str], list[tuple["Decl
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with open(path, "x", encoding="utf-8") as f:  # "x": never overwrite, even in a race
-                f.write(stub_header(lib.namespace, by_header[header]))
+                f.write(stub_header(lib.namespace, by_header[header], lib.config.target))
         except FileExistsError:
             existing.append(header)
             continue

@@ -352,6 +352,27 @@ def test_cuda_kernels_behind_the_c_abi(tmp_path):
         assert text in wrapper, text
 
 
+def test_stubs_are_written_against_the_stable_api(tmp_path):
+    lib = tmp_path / "stubstable"
+    assert run_codegen("init", str(lib)).returncode == 0
+    pyproject = lib / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    (lib / "kernels" / "scale.h").unlink()
+    (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
+        - func: scale(Tensor self, float factor, Tensor? w=None, str mode="a") -> Tensor
+          dtypes: [float32, float64]
+          kernels: {CPU: scale_cpu}
+          like: self
+        """))
+    r = run_codegen("stubs", cwd=lib)
+    assert r.returncode == 0, r.stderr
+    header = (lib / "kernels" / "scale.h").read_text()
+    assert "#include <torch/csrc/stable/tensor.h>" in header and "ATen" not in header, header
+    assert ("void scale_cpu(const torch::stable::Tensor& self, double factor, const "
+            "std::optional<torch::stable::Tensor>& w, std::string_view mode, torch::stable::Tensor& result) {\n"
+            "  STD_TORCH_CHECK(false, \"stubstable::scale: kernel not written\");") in header, header
+
+
 def test_an_unknown_target_is_a_configuration_error(tmp_path):
     lib = tmp_path / "badtarget"
     assert run_codegen("init", str(lib)).returncode == 0
