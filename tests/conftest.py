@@ -375,9 +375,17 @@ def mylib(tmp_path_factory):
 _STARTED = []
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that have ended (xdist's workers,
+    once the run shuts them down, with the compilers and tests they waited for)."""
+    import resource
+    return sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for field in ("ru_utime", "ru_stime"))
+
+
 def pytest_sessionstart(session):
     import time
-    _STARTED.append(time.monotonic())
+    _STARTED.append((time.monotonic(), _cpu_seconds()))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -385,7 +393,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     budget = os.environ.get("OPWRAP_PYTEST_BUDGET")
     if not budget or not _STARTED or os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    took = time.monotonic() - _STARTED[0]
+    took, cpu = time.monotonic() - _STARTED[0][0], _cpu_seconds() - _STARTED[0][1]
     # every phase of every item (passing setups and teardowns are filed under ""): a fixture
     # that builds a library counts against the first test that asked for it
     reports = [r for reports in terminalreporter.stats.values() for r in reports
@@ -395,6 +403,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         per_item[r.nodeid] = per_item.get(r.nodeid, 0.0) + r.duration
     slowest = sorted(per_item.items(), key=lambda kv: -kv[1])[:10]
     verdict = "within" if took <= float(budget) else "OVER"
-    terminalreporter.write_sep("=", f"pytest phase: {took:.0f}s, {verdict} its budget of {float(budget):.0f}s")
+    # CPU seconds too: wall time on a shared machine says as much about the neighbours
+    terminalreporter.write_sep("=", f"pytest phase: {took:.0f}s ({cpu:.0f}s of CPU), {verdict} its budget of "
+                                    f"{float(budget):.0f}s")
     for nodeid, secs in slowest:
         terminalreporter.write_line(f"{secs:8.1f}s  {nodeid}")
