@@ -41,6 +41,27 @@ DECLARATIONS = """\
   derivatives:
     a: 2 * grad.unsqueeze(-1) * (a - b)
     b: -2 * grad.unsqueeze(-1) * (a - b)
+
+- func: count_above(Tensor self, float threshold) -> SymInt
+  doc: How many elements are above threshold, in C (a value the kernel returns through a pointer).
+  dtypes: [float32, float64]
+  kernels: {CPU: {abi: c, symbol: stablelib_count_above}}
+"""
+
+C_SOURCE = """\
+#include "abi/count_above.h"
+
+#define COUNT(NAME, T)                                                                                        \\
+  int32_t NAME(opwrap_context* ctx, const opwrap_tensor* self, double threshold, int64_t* result) {           \\
+    (void)ctx;                                                                                                \\
+    const T* x = (const T*)self->data;                                                                        \\
+    int64_t count = 0;                                                                                        \\
+    for (int64_t i = 0, n = opwrap_numel(self); i < n; ++i) count += x[i] > threshold;                        \\
+    *result = count;                                                                                          \\
+    return OPWRAP_OK;                                                                                         \\
+  }
+COUNT(stablelib_count_above_float32, float)
+COUNT(stablelib_count_above_float64, double)
 """
 
 # The signature the docs show (docs/stable-abi.md): the schema's arguments in the stable
@@ -118,12 +139,14 @@ def _make_stablelib(lib: Path) -> dict:
         return record
     pyproject = lib / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(
-        "[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\ncrates = ["rust"]\n'))
+        "[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\ncrates = ["rust"]\nsources = ["csrc/*.c"]\n'))
     (lib / "declarations" / "scale.yaml").write_text(DECLARATIONS)
     header = lib / "kernels" / "scale.h"
     (lib / "rust" / "src").mkdir(parents=True)
     (lib / "rust" / "Cargo.toml").write_text(CARGO)
     (lib / "rust" / "src" / "lib.rs").write_text(LIB_RS)
+    (lib / "csrc").mkdir()
+    (lib / "csrc" / "count.c").write_text(C_SOURCE)
     # First a kernel reaching outside the stable API: the build fails and leaves no library.
     header.write_text(SCALE_H.replace("namespace stablelib::kernels {", OUTSIDE + "namespace stablelib::kernels {")
                       .replace("const scalar_t* in", "if (factor == 12345.0) c10::detail::torchCheckFail("
@@ -153,8 +176,8 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     _, made, lib = stablelib
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
-    assert cpp == ["stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp", "stable/registration.cpp",
-                   "units/stable.0.cpp"], cpp
+    assert cpp == ["stable/cpu/count_above.cpp", "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp",
+                   "stable/registration.cpp", "units/stable.0.cpp"], cpp
     for path in (gen / "stable").rglob("*.cpp"):
         text = path.read_text()
         assert "ATen/" not in text and "torch/library.h" not in text and "c10/" not in text, path
@@ -198,6 +221,18 @@ def test_values_and_argument_errors(stablelib, dtype):
     with pytest.raises(RuntimeError, match=r"stablelib::sqdist: argument 'a' must have 2 dimensions \[N, D\], "
                                            r"but got 1 \(shape \[3\]\)"):
         module.ops.sqdist(a[0], b[0])
+
+
+@pytest.mark.slow(40)
+def test_a_value_the_c_kernel_returns(stablelib):
+    module, _, _ = stablelib
+    x = torch.tensor([1.0, 5.0, 7.0, -2.0])
+    assert module.ops.count_above(x, 2.0) == 2
+    result = torch.library.opcheck(torch.ops.stablelib.count_above.default, (x, 2.0))
+    assert all(v == "SUCCESS" for v in result.values()), result
+    torch._dynamo.reset()
+    f = torch.compile(lambda t: t.new_zeros(module.ops.count_above(t, 2.0)), fullgraph=True)  # data-dependent
+    assert f(x).shape == (2,)
 
 
 @pytest.mark.slow(40)

@@ -45,6 +45,9 @@ TYPES: dict[str, str] = {
     "int[]?": f"std::optional<{INT_LIST}>",
 }
 
+# The value returns a kernel behind the C ABI makes (through a pointer), as the wrapper returns them.
+RETURNED: dict[str, str] = {"int": "int64_t", "SymInt": "int64_t", "float": "double", "bool": "bool"}
+
 # What the target's wrappers receive from the pipeline's locals (templates/stable/op.cpp.j2).
 TEMPLATE_LOCALS = ("kOp", "m")
 
@@ -118,9 +121,15 @@ def problems(decl, device_keys: tuple[str, ...]) -> list[Problem]:
     if not any(is_tensor(a.type) and not a.is_optional for a in decl.schema.arguments):
         out.append(Problem("", "the stable target dispatches on the first Tensor argument, and this op has no "
                            "required Tensor argument"))
+    foreign_only = all(decl.foreign_kernel(k) is not None for k in decl.devices)
     for o, r in zip(decl.outputs(), decl.schema.returns):
-        if r.type != BaseType("Tensor"):
-            out.append(Problem("", f"return '{o.name}' of type {r.type}: the stable target returns tensors only so far"))
+        if str(r.type) in RETURNED:
+            if not foreign_only:
+                out.append(Problem("", f"return '{o.name}' of type {r.type}: in the stable target a value return is "
+                                   "made by a kernel behind the C ABI so far (a C++ kernel returns void)"))
+        elif r.type != BaseType("Tensor"):
+            out.append(Problem("", f"return '{o.name}' of type {r.type}: the stable target returns tensors and "
+                               f"{', '.join(RETURNED)} so far"))
         elif o.made_by == "alias":  # a written argument, reported above
             continue
         elif o.made_by != "wrapper":
@@ -182,6 +191,8 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
     dispatched = dtype_local[decl.variables[0].name][0]
     outputs = []
     for o in decl.outputs():
+        if o.made_by != "wrapper":  # a value the kernel returns (RETURNED)
+            continue
         out, shape = scope.fresh(o.name), scope.fresh(f"{o.name}_shape")
         rule = o.shape.text if o.shape is not None else "like " + decl.like
         expr = cpp_output_shape(o.shape, names) if o.shape is not None else f"{ident[decl.like]}.sizes().vec()"
@@ -200,11 +211,13 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
             args.append(c)
         else:
             args.append(name)
-    call, header = _kernel_call(decl, namespace, key, first, (*args, *outputs), scope, checks)
-    returns = "void" if not outputs else TENSOR if len(outputs) == 1 else \
-        f"std::tuple<{', '.join([TENSOR] * len(outputs))}>"
-    result = "" if not outputs else f"return {outputs[0]};" if len(outputs) == 1 else \
-        f"return std::make_tuple({', '.join(outputs)});"
+    call, header, returned = _kernel_call(decl, namespace, key, first, (*args, *outputs), scope, checks)
+    made, values = iter(outputs), iter(returned)
+    results = [next(values) if str(r.type) in RETURNED else next(made) for r in s.returns]
+    types = [RETURNED.get(str(r.type), TENSOR) for r in s.returns]
+    returns = "void" if not results else types[0] if len(results) == 1 else f"std::tuple<{', '.join(types)}>"
+    result = "" if not results else f"return {results[0]};" if len(results) == 1 else \
+        f"return std::make_tuple({', '.join(results)});"
     return StableCall(
         key=key, wrapper=f"{decl.ident}_{key.lower()}", defines=("USE_CUDA",) if key == "CUDA" else (),
         params=", ".join(f"{cpp_type(a)} {ident[a.name]}" for a in s.arguments),
@@ -241,23 +254,30 @@ def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, sco
 def _kernel_call(decl, namespace: str, key: str, first: str, args: tuple[str, ...], scope: Scope,
                  checks: list[str]):
     """(the statement calling the kernel for one dtype combination, the header the wrapper
-    includes): a symbol behind the C ABI (its context and views appended to `checks`), or the
-    stable C++ kernel template."""
+    includes, the locals holding the values it returns): a symbol behind the C ABI (its
+    context, views and returned values' locals appended to `checks`), or the stable C++
+    kernel template."""
     foreign = decl.foreign_kernel(key)
     if foreign is None:
         kernel = f"::{namespace}::kernels::{decl.kernel(key)}"
-        return (lambda combo: f"{kernel}<{', '.join(d.cpp for d in combo)}>({', '.join(args)});"), decl.header
+        return (lambda combo: f"{kernel}<{', '.join(d.cpp for d in combo)}>({', '.join(args)});"), decl.header, []
     context = scope.fresh("abi")
     index = f"{first}.device().index()"
     stream = f", opwrap::rt::current_cuda_stream({index})" if key == "CUDA" else ""
     checks.append(f"opwrap::rt::abi::Call {context}(kOp, {DEVICE_TYPE}::{key}, {index}{stream});")
-    passed = []
-    for value, p in zip(args, abi.params(decl)):
+    passed, returned = [], []
+    params = abi.params(decl)
+    for value, p in zip(args, params):
         statements, arg = abi.wrapper_pass(p.kind, value, scope.fresh(f"{p.name}_abi") if p.kind != "value" else "")
         checks.extend(statements)
         passed.append(arg)
+    for p in params[len(args):]:  # a pointer per value the kernel returns
+        local = scope.fresh(f"{p.name}_abi")
+        checks.append(f"{p.c.pointee()} {local}{{}};")
+        passed.append(f"&{local}")
+        returned.append(local)
     return (lambda combo: f"{context}.check({foreign.symbol_for(combo)}({context}.context(), "
-                          f"{', '.join(passed)}));"), f"abi/{decl.ident}.h"
+                          f"{', '.join(passed)}));"), f"abi/{decl.ident}.h", returned
 
 
 def _dtype_check(decl, a: Argument, value: str, dtype_local: dict, scope: Scope) -> list[str]:
