@@ -192,12 +192,17 @@ def cuda_include_flags(env) -> list[str]:
 
 
 def cuda_archs_flags(build_dir: Path, env) -> list[str]:
-    """The include path of the header that tells the generated CUDA wrappers of ops declared
-    with `cuda_archs:` what this build compiles for (codegen/cuda_archs.py), for nvcc only."""
+    """nvcc's architecture flags, and the include path of the header that tells the generated
+    CUDA wrappers of ops declared with `cuda_archs:` what they are (codegen/cuda_archs.py).
+    The flags are torch's own (from TORCH_CUDA_ARCH_LIST), given explicitly: cpp_extension
+    adds them itself only when no flag of extra_cuda_cflags contains the text 'arch', and an
+    include path can (a project under ~/research, this header's folder)."""
     if env is None:
         return []
-    from .cuda_archs import write_build_header
-    return [f"-I{write_build_header(build_dir / 'cuda-archs', os.environ.get('TORCH_CUDA_ARCH_LIST', ''))}"]
+    from .cuda_archs import gencode_flags, write_build_header
+    flags = gencode_flags()
+    folder = write_build_header(build_dir / "cuda-archs", os.environ.get("TORCH_CUDA_ARCH_LIST", ""), flags)
+    return [*flags, f"-I{folder}"]
 
 
 def ninja_beside_python() -> str | None:

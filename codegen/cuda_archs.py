@@ -120,11 +120,16 @@ def parse_gencode(flags: list[str]) -> tuple[tuple[CudaArch, bool], ...]:
     return tuple(out)
 
 
-def build_archs() -> tuple[tuple[CudaArch, bool], ...]:
-    """What this build's nvcc compiles for: torch's flags from TORCH_CUDA_ARCH_LIST (or, unset,
+def gencode_flags() -> list[str]:
+    """nvcc's -gencode flags for this build: torch's own, from TORCH_CUDA_ARCH_LIST (or, unset,
     the visible GPUs' architectures)."""
     from torch.utils import cpp_extension
-    return parse_gencode(cpp_extension._get_cuda_arch_flags())
+    return list(cpp_extension._get_cuda_arch_flags())
+
+
+def build_archs(flags: list[str] | None = None) -> tuple[tuple[CudaArch, bool], ...]:
+    """What this build's nvcc compiles for (`flags`, or gencode_flags())."""
+    return parse_gencode(gencode_flags() if flags is None else flags)
 
 
 def build_header_text(built: tuple[tuple[CudaArch, bool], ...], arch_list: str) -> str:
@@ -136,12 +141,12 @@ def build_header_text(built: tuple[tuple[CudaArch, bool], ...], arch_list: str) 
             f"#define OPWRAP_CUDA_BUILD_ARCHS {entries}\n")
 
 
-def write_build_header(directory: Path, arch_list: str) -> Path:
-    """Writes BUILD_HEADER for this build into `directory` (only when it changed) and returns
-    the directory, for nvcc's include path."""
+def write_build_header(directory: Path, arch_list: str, flags: list[str] | None = None) -> Path:
+    """Writes BUILD_HEADER for a build compiling with `flags` (gencode_flags() by default) into
+    `directory` (only when it changed) and returns the directory, for nvcc's include path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / BUILD_HEADER
-    text = build_header_text(build_archs(), arch_list)
+    text = build_header_text(build_archs(flags), arch_list)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
     return directory

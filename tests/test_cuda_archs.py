@@ -130,3 +130,18 @@ def test_runtime_rules_agree_with_python(tmp_path):
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     assert got == "".join(expected)
     assert "1" in got and "0" in got
+
+
+def test_the_build_gives_nvcc_torchs_arch_flags_itself(monkeypatch, tmp_path):
+    """cpp_extension leaves out its -gencode flags when any flag of extra_cuda_cflags contains
+    'arch' (this header's include path does; so does any path under a folder named research):
+    the build passes torch's flags itself, and the header says what they are."""
+    from codegen.build import cuda_archs_flags
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX")
+    flags = cuda_archs_flags(tmp_path / "research" / "build", env=object())
+    assert "-gencode=arch=compute_80,code=sm_80" in flags and "-gencode=arch=compute_90,code=compute_90" in flags
+    include = [f for f in flags if f.startswith("-I")]
+    assert include == [f"-I{tmp_path / 'research' / 'build' / 'cuda-archs'}"]
+    header = (tmp_path / "research" / "build" / "cuda-archs" / cuda_archs.BUILD_HEADER).read_text()
+    assert all(f"OPWRAP_CUDA_BUILT({c})" in header for c in ("800, 0", "900, 1", "900, 0")), header
+    assert cuda_archs_flags(tmp_path, env=None) == []
