@@ -637,12 +637,12 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if cuda:
             raise ValueError("--sanitize builds the CPU kernels only; it cannot be combined with --cuda")
         cuda = False
-    env = resolve_cuda(config, cuda, log, need_gpu)  # before cpp_extension is imported: it reads CUDA_HOME once
     from . import compiler_cache as caches
     engine = caches.choose(config.compiler_cache, use_ccache, compiler_cache)
     if engine == "sccache" and "CXX" not in os.environ:
         # A server of this build's own, for its C, C++ and CUDA units; then the same build through it
-        server = caches.Sccache.start(config.path("build"), config.root, env, log)
+        quiet = resolve_cuda(config, cuda, lambda *_: None, need_gpu)  # its nvcc; the build itself says the rest
+        server = caches.Sccache.start(config.path("build"), config.root, quiet, log)
         try:
             return build(config, verbose=verbose, use_ccache=False, log=log, cuda=cuda, sanitize=sanitize,
                          selection=selection, need_gpu=need_gpu, optimize=optimize, also_include=also_include,
@@ -651,6 +651,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
             log(f"codegen build: sccache: {server.summary()}")
             server.stop()
     use_ccache = {"ccache": True, "none": False}.get(engine)
+    env = resolve_cuda(config, cuda, log, need_gpu)  # before cpp_extension is imported: it reads CUDA_HOME once
     cpp_extension = import_cpp_extension(cuda_built=env is not None)  # no CUDA_HOME warning without CUDA
     opt = f"-O{optimize}"
     cflags, ldflags = (SANITIZER_CXX_FLAGS, SANITIZER_LD_FLAGS) if sanitize else ([opt, *CXX_FLAGS], [])
