@@ -46,6 +46,13 @@ DECLARATIONS = """\
   doc: How many elements are above threshold, in C (a value the kernel returns through a pointer).
   dtypes: [float32, float64]
   kernels: {CPU: {abi: c, symbol: stablelib_count_above}}
+
+- func: gather_rows(Tensor weight, Tensor indices) -> Tensor
+  doc: weight[indices], in C; a dtype variable per tensor, and index bounds.
+  dtypes: {weight: [float32], indices: [int64, int32]}
+  kernels: {CPU: {abi: c, symbol: stablelib_gather_rows}}
+  index: {indices: weight.size(0)}
+  shape: {weight: [V, D], indices: [N], result: [N, D]}
 """
 
 C_SOURCE = """\
@@ -62,6 +69,23 @@ C_SOURCE = """\
   }
 COUNT(stablelib_count_above_float32, float)
 COUNT(stablelib_count_above_float64, double)
+
+#include "abi/gather_rows.h"
+
+#define GATHER(NAME, I)                                                                                       \\
+  int32_t NAME(opwrap_context* ctx, const opwrap_tensor* weight, const opwrap_tensor* indices,                \\
+               opwrap_tensor* result) {                                                                       \\
+    (void)ctx;                                                                                                \\
+    const float* w = (const float*)weight->data;                                                              \\
+    const I* idx = (const I*)indices->data;                                                                   \\
+    float* out = (float*)result->data;                                                                        \\
+    const int64_t d = weight->sizes[1];                                                                       \\
+    for (int64_t i = 0; i < indices->sizes[0]; ++i)                                                           \\
+      for (int64_t k = 0; k < d; ++k) out[i * d + k] = w[idx[i] * d + k];                                     \\
+    return OPWRAP_OK;                                                                                         \\
+  }
+GATHER(stablelib_gather_rows_float32_int64, int64_t)
+GATHER(stablelib_gather_rows_float32_int32, int32_t)
 """
 
 # The signature the docs show (docs/stable-abi.md): the schema's arguments in the stable
@@ -176,8 +200,8 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     _, made, lib = stablelib
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
-    assert cpp == ["stable/cpu/count_above.cpp", "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp",
-                   "stable/registration.cpp", "units/stable.0.cpp"], cpp
+    assert cpp == ["stable/cpu/count_above.cpp", "stable/cpu/gather_rows.cpp", "stable/cpu/scale.cpp",
+                   "stable/cpu/sqdist.cpp", "stable/registration.cpp", "units/stable.0.cpp"], cpp
     for path in (gen / "stable").rglob("*.cpp"):
         text = path.read_text()
         assert "ATen/" not in text and "torch/library.h" not in text and "c10/" not in text, path
@@ -233,6 +257,24 @@ def test_a_value_the_c_kernel_returns(stablelib):
     torch._dynamo.reset()
     f = torch.compile(lambda t: t.new_zeros(module.ops.count_above(t, 2.0)), fullgraph=True)  # data-dependent
     assert f(x).shape == (2,)
+
+
+@pytest.mark.slow(40)
+def test_dtype_variables_and_index_bounds(stablelib):
+    module, _, _ = stablelib
+    w, i = torch.randn(5, 3), torch.tensor([4, 0, 2])
+    torch.testing.assert_close(module.ops.gather_rows(w, i), w[i])
+    torch.testing.assert_close(module.ops.gather_rows(w, i.int()), w[i])
+    with pytest.raises(RuntimeError, match=r"^stablelib::gather_rows: argument 'indices' holds 5, out of range: its "
+                                           r"values must lie in \[0, 5\) \(index: weight.size\(0\)\)$"):
+        module.ops.gather_rows(w, torch.tensor([1, 5]))
+    with pytest.raises(RuntimeError, match=r"^stablelib::gather_rows: argument 'indices' holds -1, out of range"):
+        module.ops.gather_rows(w, torch.tensor([-1, 2]))
+    with pytest.raises(RuntimeError, match=r"^stablelib::gather_rows: argument 'indices' has dtype Float, but "
+                                           r"expected one of: int64, int32$"):
+        module.ops.gather_rows(w, torch.tensor([1.0]))
+    result = torch.library.opcheck(torch.ops.stablelib.gather_rows.default, (w, i))
+    assert all(v == "SUCCESS" for v in result.values()), result
 
 
 @pytest.mark.slow(40)

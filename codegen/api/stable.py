@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from ..schema import Argument, BaseType, is_tensor, unwrap_optional
-from ..shapes import cpp_input_checks, cpp_output_shape, variables
+from ..shapes import cpp_input_checks, cpp_output_shape, render_cpp, variables
 from . import abi
 from .names import Scope, cpp_string
 
@@ -147,8 +147,6 @@ def problems(decl, device_keys: tuple[str, ...]) -> list[Problem]:
         if s.target in optional_tensors:
             out.append(Problem("shape", f"the stable target does not check shape rules of optional tensors "
                                f"('{s.target}') yet"))
-    if decl.index_bounds:
-        out.append(Problem("index", "the stable target does not check 'index:' bounds yet"))
     if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") is None and not out:
         out.append(Problem("kernels", "the stable target needs a CPU kernel"))
     return out
@@ -188,6 +186,8 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
             if s.argument(v) is None:
                 names[v] = scope.fresh(v)
         checks.extend(cpp_input_checks(decl.shape_plan, "kOp", s, names))
+    if key == "CPU":  # on a GPU the kernel asserts (a check here would synchronize the stream)
+        checks.extend(_index_checks(decl, names))
     dispatched = dtype_local[decl.variables[0].name][0]
     outputs = []
     for o in decl.outputs():
@@ -249,6 +249,19 @@ def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, sco
             checks.extend("  " + c for c in _dtype_check(decl, a, f"*{name}", dtype_local, scope))
             checks.append("}")
     return checks
+
+
+def _index_checks(decl, names: dict[str, str]) -> list[str]:
+    """`index:`: the values of each integer tensor lie in [low, high) (the full target's checks)."""
+    out = []
+    for b in decl.index_bounds:
+        a = decl.schema.argument(b.argument)
+        value = names.get(a.name, a.name)
+        low, high = render_cpp(b.low, names), render_cpp(b.high, names)
+        check = f"opwrap::rt::check_index(kOp, {cpp_string(a.name)}, {{}}, {low}, {high}, {cpp_string(b.text)});"
+        out.append(f"if ({value}.has_value() && {value}->defined()) " + check.format(f"*{value}") if a.is_optional
+                   else check.format(value))
+    return out
 
 
 def _kernel_call(decl, namespace: str, key: str, first: str, args: tuple[str, ...], scope: Scope,

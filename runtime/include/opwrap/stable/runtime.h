@@ -258,6 +258,42 @@ inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int
   return x;
 }
 
+// `index: {indices: weight.size(0)}`: every value of an integer tensor lies in [low, high),
+// checked on the CPU before the kernel reads memory through it (on CUDA a check would
+// synchronize the stream: kernels assert, as aten's do).
+template <typename T>
+void index_extremes(const Tensor& t, int64_t& min, int64_t& max) {
+  const T* p = static_cast<const T*>(t.const_data_ptr());
+  min = max = static_cast<int64_t>(p[0]);
+  for (int64_t i = 1, n = t.numel(); i < n; ++i) {
+    const int64_t v = static_cast<int64_t>(p[i]);
+    min = v < min ? v : min;
+    max = v > max ? v : max;
+  }
+}
+
+inline void check_index(const char* op, const char* arg, const Tensor& t, int64_t low, int64_t high,
+                        const char* rule) {
+  const ScalarType dtype = t.scalar_type();
+  int64_t min = 0, max = 0;
+  const Tensor c = t.numel() > 0 ? contiguous(op, arg, t) : t;
+  switch (dtype) {
+    case ScalarType::Byte: if (t.numel()) index_extremes<uint8_t>(c, min, max); break;
+    case ScalarType::Char: if (t.numel()) index_extremes<int8_t>(c, min, max); break;
+    case ScalarType::Short: if (t.numel()) index_extremes<int16_t>(c, min, max); break;
+    case ScalarType::Int: if (t.numel()) index_extremes<int32_t>(c, min, max); break;
+    case ScalarType::Long: if (t.numel()) index_extremes<int64_t>(c, min, max); break;
+    case ScalarType::UInt16: if (t.numel()) index_extremes<uint16_t>(c, min, max); break;
+    case ScalarType::UInt32: if (t.numel()) index_extremes<uint32_t>(c, min, max); break;
+    case ScalarType::UInt64: if (t.numel()) index_extremes<uint64_t>(c, min, max); break;
+    default:
+      fail(op, ": argument '", arg, "' holds indices, so it must have an integer dtype, not ", dtype);
+  }
+  if (t.numel() == 0) return;
+  OPWRAP_STABLE_CHECK(min >= low && max < high, op, ": argument '", arg, "' holds ", (min < low ? min : max),
+                      ", out of range: its values must lie in [", low, ", ", high, ") (index: ", rule, ")");
+}
+
 #ifdef USE_CUDA
 // The current CUDA stream of a device (a cudaStream_t), given to CUDA C kernels.
 inline void* current_cuda_stream(int32_t device_index) {
