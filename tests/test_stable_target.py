@@ -450,6 +450,26 @@ def test_stubs_are_written_against_the_stable_api(tmp_path):
             "  STD_TORCH_CHECK(false, \"stubstable::scale: kernel not written\");") in header, header
 
 
+def test_the_loader_takes_a_stable_build_on_newer_torch_only_with_its_own_modules(tmp_path):
+    from opwrap_codegen.pyruntime import Library
+    library = tmp_path / "_C.so"
+    library.write_bytes(b"")
+    manifest = tmp_path / "_C.json"
+
+    def check(made: dict, target: str) -> None:
+        manifest.write_text(json.dumps({"torch_version": "2.11.0", **made}))
+        Library("pkg", "ns", "_C", tmp_path, ".", "NS_LIBRARY", (), target).check_torch(str(library))
+
+    check({"target": "stable", "torch_min": "2.11"}, "stable")  # built against 2.11, loaded into this torch
+    with pytest.raises(ImportError, match=r"built for torch 99.0 and later \(the stable ABI\)"):
+        check({"target": "stable", "torch_min": "99.0"}, "stable")
+    with pytest.raises(ImportError, match=r"was built for the 'stable' target, but the package's generated modules "
+                                          r"are the 'aten' target's"):
+        check({"target": "stable", "torch_min": "2.11"}, "aten")
+    with pytest.raises(ImportError, match=r"was built for the 'aten' target"):
+        check({"torch_version": torch.__version__}, "stable")
+
+
 def test_an_unknown_target_is_a_configuration_error(tmp_path):
     lib = tmp_path / "badtarget"
     assert run_codegen("init", str(lib)).returncode == 0

@@ -24,6 +24,7 @@ class PythonLoader(Plugin):
             template, namespace=lib.namespace, package=cfg.python_package, library=cfg.library,
             build_rel=build_rel.replace(os.sep, "/"), env_var=f"{cfg.python_package.upper()}_LIBRARY",
             ops=[d.op_name for d in lib.declarations], companions=_tuple(companions(cfg.target)),
+            target_argument="" if cfg.target == "aten" else f', target="{cfg.target}"',
         )
         yield Output("python/__init__.py", text, lib.sources + (ctx.template_source(template),))
         yield Output("python/_runtime.py", runtime_text(), (RUNTIME_SOURCE,))

@@ -120,10 +120,12 @@ class Library:
 
     `here` is the generated package's folder; `build_rel` the build directory relative to
     it in a source checkout; `env_var` names an environment variable that may point at the
-    library file; `companions` are the generated modules imported once it is loaded."""
+    library file; `companions` are the generated modules imported once it is loaded; `target`
+    the build target (codegen/targets.py) they were generated for, which the library's build
+    must be."""
 
     def __init__(self, package: str, namespace: str, library: str, here: Path, build_rel: str, env_var: str,
-                 companions: Sequence[str]) -> None:
+                 companions: Sequence[str], target: str = "aten") -> None:
         self.package = package
         self.namespace = namespace
         self.library = library
@@ -131,6 +133,7 @@ class Library:
         self.build_rel = build_rel
         self.env_var = env_var
         self.companions = tuple(companions)
+        self.target = target
         self.path: str | None = None
 
     def candidates(self) -> list[Path]:
@@ -169,8 +172,13 @@ class Library:
                 made = json.load(f)
             built = str(made.get("torch_version") or "")
             oldest = str(made.get("torch_min") or "")  # the stable-ABI target: every release from it on
+            target = str(made.get("target") or "aten")
         except (OSError, ValueError, AttributeError):
             return
+        if target != self.target:  # e.g. `codegen build --target stable` of an aten project
+            raise ImportError(f"{self.namespace}: {path} was built for the '{target}' target, but the package's "
+                              f"generated modules are the '{self.target}' target's (its autograd differs); build the "
+                              f"project's own target, or set [tool.codegen] target = \"{target}\" and regenerate")
         if oldest:
             if torch_before(tuple(int(x) for x in oldest.split(".")[:2])):  # type: ignore[arg-type]
                 raise ImportError(f"{self.namespace}: {path} was built for torch {oldest} and later (the stable ABI), "
