@@ -415,6 +415,7 @@ def test_cuda_kernels_behind_the_c_abi(tmp_path):
           dtypes: [float32, float64]
           kernels: {CPU: {abi: c, symbol: cs_scale}, CUDA: {abi: c, symbol: cs_scale_cuda}}
           like: self
+          pointwise: true  # beside a kernel: elementwise, for vmap (no generated kernel), as bundled huber
         """))
     r = run_codegen("generate", cwd=lib)
     assert r.returncode == 0, r.stderr

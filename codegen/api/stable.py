@@ -85,7 +85,7 @@ class Problem:
 def problems(decl, device_keys: tuple[str, ...]) -> list[Problem]:
     """Every feature of `decl` the stable target lacks, each naming what the stable API has not."""
     out: list[Problem] = []
-    if decl.expression is not None or decl.pointwise:
+    if decl.expression is not None:  # (`pointwise: true` beside a kernel only says it is elementwise: for vmap)
         out.append(Problem("pointwise", "the stable target cannot generate pointwise kernels yet: they are built on "
                            "TensorIterator and at::vec, which torch's stable API does not have",
                            "write the kernel behind the C ABI (`kernels: {CPU: {abi: c}}` or `abi: rust`)"))
