@@ -53,6 +53,15 @@ DECLARATIONS = """\
   kernels: {CPU: {abi: c, symbol: stablelib_gather_rows}}
   index: {indices: weight.size(0)}
   shape: {weight: [V, D], indices: [N], result: [N, D]}
+
+- func: axpy(Tensor x, Tensor? y=None, float alpha=1.0) -> Tensor
+  doc: alpha * x + y (y absent, alpha * x), in C; an optional tensor.
+  dtypes: [float32]
+  kernels: {CPU: {abi: c, symbol: stablelib_axpy}}
+  like: x
+  derivatives:
+    x: grad * alpha
+    y: grad
 """
 
 C_SOURCE = """\
@@ -86,6 +95,18 @@ COUNT(stablelib_count_above_float64, double)
   }
 GATHER(stablelib_gather_rows_float32_int64, int64_t)
 GATHER(stablelib_gather_rows_float32_int32, int32_t)
+
+#include "abi/axpy.h"
+
+int32_t stablelib_axpy_float32(opwrap_context* ctx, const opwrap_tensor* x, const opwrap_tensor* y, double alpha,
+                               opwrap_tensor* result) {
+  (void)ctx;
+  const float* xs = (const float*)x->data;
+  const float* ys = y ? (const float*)y->data : 0;
+  float* out = (float*)result->data;
+  for (int64_t i = 0, n = opwrap_numel(x); i < n; ++i) out[i] = (float)(alpha * xs[i] + (ys ? ys[i] : 0.0f));
+  return OPWRAP_OK;
+}
 """
 
 # The signature the docs show (docs/stable-abi.md): the schema's arguments in the stable
@@ -200,8 +221,8 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     _, made, lib = stablelib
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
-    assert cpp == ["stable/cpu/count_above.cpp", "stable/cpu/gather_rows.cpp", "stable/cpu/scale.cpp",
-                   "stable/cpu/sqdist.cpp", "stable/registration.cpp", "units/stable.0.cpp"], cpp
+    assert cpp == ["stable/cpu/axpy.cpp", "stable/cpu/count_above.cpp", "stable/cpu/gather_rows.cpp",
+                   "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp", "stable/registration.cpp", "units/stable.0.cpp"], cpp
     for path in (gen / "stable").rglob("*.cpp"):
         text = path.read_text()
         assert "ATen/" not in text and "torch/library.h" not in text and "c10/" not in text, path
@@ -275,6 +296,25 @@ def test_dtype_variables_and_index_bounds(stablelib):
         module.ops.gather_rows(w, torch.tensor([1.0]))
     result = torch.library.opcheck(torch.ops.stablelib.gather_rows.default, (w, i))
     assert all(v == "SUCCESS" for v in result.values()), result
+
+
+@pytest.mark.slow(40)
+def test_an_optional_tensor(stablelib):
+    module, _, _ = stablelib
+    x = torch.randn(3, 2, requires_grad=True)
+    y = torch.randn(3, 2, requires_grad=True)
+    torch.testing.assert_close(module.ops.axpy(x, y, 2.0), 2 * x + y)
+    torch.testing.assert_close(module.ops.axpy(x, alpha=3.0), 3 * x)
+    torch.testing.assert_close(module.ops.axpy(x, None), x)
+    with pytest.raises(RuntimeError, match=r"^stablelib::axpy: argument 'y' has dtype Double, but expected Float "
+                                           r"\(the dtype of 'x'\)$"):
+        module.ops.axpy(x, y.double())
+    module.ops.axpy(x, y, 2.0).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+    torch.testing.assert_close(y.grad, torch.ones_like(y))
+    for args in ((x, y, 2.0), (x, None, 2.0)):
+        result = torch.library.opcheck(torch.ops.stablelib.axpy.default, args)
+        assert all(v == "SUCCESS" for v in result.values()), result
 
 
 @pytest.mark.slow(40)
