@@ -246,6 +246,25 @@ def test_an_optional_tensor_with_dtypes_of_its_own(ops):
             ops.weighted(torch.empty(3, dtype=torch.int64), torch.empty(3, dtype=torch.float16))
 
 
+def test_the_testing_library_samples_and_checks_the_new_dtypes(sharedlib, ops):
+    """opwrap_codegen.testing, as a library's own tests use it, on the new dtypes: samples of
+    a float8 input, results of every new dtype against the reference, and opcheck (which
+    leaves test_schema out for float8 samples)."""
+    from opwrap_codegen import testing
+    decl = next(d for d in testing.declared_ops(sharedlib.path) if d.name == "convert")
+    checked = 0
+    for combo in testing.dtype_combinations(decl):
+        source, result = combo["scalar_t"], combo["result_t"]
+        if source.name == "int32" or (source.name == "float32" and result.vectorized):
+            continue
+        for sample in testing.sample_inputs(decl, testing.torch_dtype(source), dtypes=combo):
+            testing.check_reference(decl, ops.convert.default, sample, lambda self, dtype: self.to(dtype))
+            if result.name in ("float64", "float8_e4m3fn", "float8_e8m0fnu", "uint64", "complex32"):  # opcheck: 0.15 s
+                testing.check_opcheck(ops.convert.default, sample)
+            checked += 1
+    assert checked == 9 + 12, checked  # float32 to each new dtype, float8_e5m2 to every result dtype
+
+
 def test_a_result_dtype_outside_its_list_is_refused(ops):
     with pytest.raises(RuntimeError, match=r"sharedlib::convert: output 'result' would have dtype Float \(dtype: "
                                            r"dtype\), but expected one of: float64, int64, bfloat16, "
