@@ -62,6 +62,13 @@ DECLARATIONS = """\
   derivatives:
     x: grad * alpha
     y: grad
+
+- func: convert(Tensor self, ScalarType dtype) -> Tensor
+  doc: self converted to dtype, in C; the result's dtype variable comes from a ScalarType argument.
+  dtypes: {self: [float32, int64], result: [float64, int32]}
+  dtype: {result: dtype}
+  like: self
+  kernels: {CPU: {abi: c, symbol: stablelib_convert}}
 """
 
 C_SOURCE = """\
@@ -107,6 +114,22 @@ int32_t stablelib_axpy_float32(opwrap_context* ctx, const opwrap_tensor* x, cons
   for (int64_t i = 0, n = opwrap_numel(x); i < n; ++i) out[i] = (float)(alpha * xs[i] + (ys ? ys[i] : 0.0f));
   return OPWRAP_OK;
 }
+
+#include "abi/convert.h"
+
+#define CONVERT(NAME, A, B)                                                                                   \\
+  int32_t NAME(opwrap_context* ctx, const opwrap_tensor* self, int32_t dtype, opwrap_tensor* result) {        \\
+    (void)ctx;                                                                                                \\
+    (void)dtype;                                                                                              \\
+    const A* x = (const A*)self->data;                                                                        \\
+    B* out = (B*)result->data;                                                                                \\
+    for (int64_t i = 0, n = opwrap_numel(self); i < n; ++i) out[i] = (B)x[i];                                 \\
+    return OPWRAP_OK;                                                                                         \\
+  }
+CONVERT(stablelib_convert_float32_float64, float, double)
+CONVERT(stablelib_convert_float32_int32, float, int32_t)
+CONVERT(stablelib_convert_int64_float64, int64_t, double)
+CONVERT(stablelib_convert_int64_int32, int64_t, int32_t)
 """
 
 # The signature the docs show (docs/stable-abi.md): the schema's arguments in the stable
@@ -221,8 +244,9 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     _, made, lib = stablelib
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
-    assert cpp == ["stable/cpu/axpy.cpp", "stable/cpu/count_above.cpp", "stable/cpu/gather_rows.cpp",
-                   "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp", "stable/registration.cpp", "units/stable.0.cpp"], cpp
+    assert cpp == ["stable/cpu/axpy.cpp", "stable/cpu/convert.cpp", "stable/cpu/count_above.cpp",
+                   "stable/cpu/gather_rows.cpp", "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp",
+                   "stable/registration.cpp", "units/stable.0.cpp"], cpp
     for path in (gen / "stable").rglob("*.cpp"):
         text = path.read_text()
         assert "ATen/" not in text and "torch/library.h" not in text and "c10/" not in text, path
@@ -295,6 +319,15 @@ def test_dtype_variables_and_index_bounds(stablelib):
                                            r"expected one of: int64, int32$"):
         module.ops.gather_rows(w, torch.tensor([1.0]))
     result = torch.library.opcheck(torch.ops.stablelib.gather_rows.default, (w, i))
+    assert all(v == "SUCCESS" for v in result.values()), result
+    # A return's dtype variable, from a ScalarType argument.
+    x = torch.tensor([1.5, -2.0, 3.25])
+    for source, dtype in ((x, torch.float64), (x, torch.int32), (x.long(), torch.float64)):
+        torch.testing.assert_close(module.ops.convert(source, dtype), source.to(dtype))
+    with pytest.raises(RuntimeError, match=r"^stablelib::convert: output 'result' would have dtype Half "
+                                           r"\(dtype: dtype\), but expected one of: float64, int32$"):
+        module.ops.convert(x, torch.float16)
+    result = torch.library.opcheck(torch.ops.stablelib.convert.default, (x, torch.int32))
     assert all(v == "SUCCESS" for v in result.values()), result
 
 

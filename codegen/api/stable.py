@@ -135,13 +135,14 @@ def problems(decl, device_keys: tuple[str, ...]) -> list[Problem]:
         elif o.made_by != "wrapper":
             out.append(Problem("shape", f"return '{o.name}' has no shape rule: the stable target allocates every "
                                "output from its shape rule ('shape:' or 'like:') so far"))
-        elif o.dtype_rule is not None and o.dtype_rule.kind not in ("dtype", "tensor"):
-            out.append(Problem("dtype", f"return '{o.name}': the stable target takes a dtype name or a Tensor "
-                               f"argument as a dtype rule so far, not '{o.dtype_rule.text}'"))
-    if dict(decl.dtype_owners).keys() - {a.name for a in decl.schema.arguments if is_tensor(a.type)
-                                         and not a.is_optional}:
+        elif o.dtype_rule is not None and (o.dtype_rule.kind not in ("dtype", "tensor", "arg")
+                                           or o.dtype_rule.fallback):
+            out.append(Problem("dtype", f"return '{o.name}': the stable target takes a dtype name, a Tensor "
+                               f"argument or a ScalarType argument as a dtype rule so far, not '{o.dtype_rule.text}'"))
+    readable = {a.name for a in decl.schema.arguments if is_tensor(a.type) and not a.is_optional}
+    if dict(decl.dtype_owners).keys() - readable - {o.name for o in decl.outputs() if o.made_by == "wrapper"}:
         out.append(Problem("dtypes", "the stable target reads every dtype variable from a required Tensor "
-                           "argument so far"))
+                           "argument or a return it allocates so far"))
     optional_tensors = {a.name for a in decl.schema.arguments if a.is_optional and is_tensor(unwrap_optional(a.type))}
     for s in decl.shapes:
         if s.target in optional_tensors:
@@ -193,13 +194,23 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
     for o in decl.outputs():
         if o.made_by != "wrapper":  # a value the kernel returns (RETURNED)
             continue
+        dtype = _output_dtype(o, ident, dispatched)
+        owned = dict(decl.dtype_owners).get(o.name)
+        if owned:  # the return declares a dtype variable: its rule's value, checked against the variable's list
+            var, local = decl.variable(owned), scope.fresh(f"{o.name}_dtype")
+            dtype_local[owned] = (local, o.name)
+            checks.append(f"const {SCALAR_TYPE} {local} = {dtype};")
+            checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
+                          f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_allowed(var)}, "
+                          f"{cpp_string(', '.join(d.name for d in var.dtypes))});")
+            dtype = local
         out, shape = scope.fresh(o.name), scope.fresh(f"{o.name}_shape")
         rule = o.shape.text if o.shape is not None else "like " + decl.like
         expr = cpp_output_shape(o.shape, names) if o.shape is not None else f"{ident[decl.like]}.sizes().vec()"
         checks.append(f"const std::vector<int64_t> {shape} = {expr};")
         checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.name)}, {shape}, {cpp_string(rule)});")
-        checks.append(f"{TENSOR} {out} = opwrap::rt::empty(kOp, {cpp_string(o.name)}, {shape}, "
-                      f"{_output_dtype(o, ident, dispatched)}, {first}.device());")
+        checks.append(f"{TENSOR} {out} = opwrap::rt::empty(kOp, {cpp_string(o.name)}, {shape}, {dtype}, "
+                      f"{first}.device());")
         outputs.append(out)
     args = []
     for a in s.arguments:
@@ -302,10 +313,13 @@ def _dtype_check(decl, a: Argument, value: str, dtype_local: dict, scope: Scope)
         return [f"opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, {value}, {local}, {cpp_string(source)});"]
     local = scope.fresh(f"{a.name}_dtype")
     dtype_local[var.name] = (local, a.name)
-    allowed = "{" + ", ".join(f"{SCALAR_TYPE}::{d.scalar_type}" for d in var.dtypes) + "}"
-    return [f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, {value}, {allowed}, "
+    return [f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, {value}, {_allowed(var)}, "
             f"{cpp_string(', '.join(d.name for d in var.dtypes))});",
             f"const {SCALAR_TYPE} {local} = {value}.scalar_type();"]
+
+
+def _allowed(var) -> str:
+    return "{" + ", ".join(f"{SCALAR_TYPE}::{d.scalar_type}" for d in var.dtypes) + "}"
 
 
 def _output_dtype(o, ident: dict[str, str], dispatched: str) -> str:
@@ -314,6 +328,8 @@ def _output_dtype(o, ident: dict[str, str], dispatched: str) -> str:
         return dispatched
     if rule.kind == "dtype":
         return f"{SCALAR_TYPE}::{rule.fixed.scalar_type}"
+    if rule.kind == "arg":  # a ScalarType argument (a `ScalarType?` one has a fallback: a problem above)
+        return ident[rule.names[0]]
     return f"{ident[rule.names[0]]}.scalar_type()"
 
 

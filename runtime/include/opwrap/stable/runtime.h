@@ -114,6 +114,15 @@ inline void check_same_dtype(const char* op, const char* arg, const Tensor& t, S
                       ", but expected ", expected, " (the dtype of '", reference, "')");
 }
 
+// An output whose dtype comes from a rule (`dtype: {result: dtype}`) and declares a dtype variable.
+inline void check_output_dtype_in(const char* op, const char* name, ScalarType dtype, const char* rule,
+                                  std::initializer_list<ScalarType> allowed, const char* names) {
+  for (ScalarType s : allowed) {
+    if (dtype == s) return;
+  }
+  fail(op, ": output '", name, "' would have dtype ", dtype, " (dtype: ", rule, "), but expected one of: ", names);
+}
+
 [[noreturn]] inline void unsupported_dtype(const char* op, const char* arg, ScalarType dtype, const char* names) {
   fail(op, ": dtype ", dtype, " of '", arg, "' is not supported; expected one of: ", names);
 }
