@@ -69,6 +69,14 @@ DECLARATIONS = """\
   dtype: {result: dtype}
   like: self
   kernels: {CPU: {abi: c, symbol: stablelib_convert}}
+
+- func: sumsq(Tensor x) -> (Tensor s, Tensor sq)
+  doc: Per row, the sum and the sum of squares, in C; two returns, both differentiable.
+  dtypes: [float32, float64]
+  kernels: {CPU: {abi: c, symbol: stablelib_sumsq}}
+  shape: {x: [N, D], s: [N], sq: [N]}
+  derivatives:
+    x: grad_s.unsqueeze(-1) + 2 * grad_sq.unsqueeze(-1) * x
 """
 
 C_SOURCE = """\
@@ -130,6 +138,24 @@ CONVERT(stablelib_convert_float32_float64, float, double)
 CONVERT(stablelib_convert_float32_int32, float, int32_t)
 CONVERT(stablelib_convert_int64_float64, int64_t, double)
 CONVERT(stablelib_convert_int64_int32, int64_t, int32_t)
+
+#include "abi/sumsq.h"
+
+#define SUMSQ(NAME, T)                                                                                        \\
+  int32_t NAME(opwrap_context* ctx, const opwrap_tensor* x, opwrap_tensor* s, opwrap_tensor* sq) {           \\
+    (void)ctx;                                                                                                \\
+    const T* in = (const T*)x->data;                                                                          \\
+    const int64_t n = x->sizes[0], d = x->sizes[1];                                                           \\
+    for (int64_t i = 0; i < n; ++i) {                                                                         \\
+      T a = 0, b = 0;                                                                                         \\
+      for (int64_t k = 0; k < d; ++k) { a += in[i * d + k]; b += in[i * d + k] * in[i * d + k]; }            \\
+      ((T*)s->data)[i] = a;                                                                                   \\
+      ((T*)sq->data)[i] = b;                                                                                  \\
+    }                                                                                                         \\
+    return OPWRAP_OK;                                                                                         \\
+  }
+SUMSQ(stablelib_sumsq_float32, float)
+SUMSQ(stablelib_sumsq_float64, double)
 """
 
 # The signature the docs show (docs/stable-abi.md): the schema's arguments in the stable
@@ -246,7 +272,7 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
     assert cpp == ["stable/cpu/axpy.cpp", "stable/cpu/convert.cpp", "stable/cpu/count_above.cpp",
                    "stable/cpu/gather_rows.cpp", "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp",
-                   "stable/registration.cpp", "units/stable.0.cpp"], cpp
+                   "stable/cpu/sumsq.cpp", "stable/registration.cpp", "units/stable.0.cpp"], cpp
     for path in (gen / "stable").rglob("*.cpp"):
         text = path.read_text()
         assert "ATen/" not in text and "torch/library.h" not in text and "c10/" not in text, path
@@ -348,6 +374,23 @@ def test_an_optional_tensor(stablelib):
     for args in ((x, y, 2.0), (x, None, 2.0)):
         result = torch.library.opcheck(torch.ops.stablelib.axpy.default, args)
         assert all(v == "SUCCESS" for v in result.values()), result
+
+
+@pytest.mark.slow(40)
+def test_two_differentiable_returns(stablelib):
+    module, _, _ = stablelib
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    s, sq = module.ops.sumsq(x)
+    torch.testing.assert_close(s, x.sum(1))
+    torch.testing.assert_close(sq, (x * x).sum(1))
+    assert torch.autograd.gradcheck(lambda t: module.ops.sumsq(t), (x,))
+    assert torch.autograd.gradcheck(lambda t: module.ops.sumsq(t)[1], (x,))  # one return's gradient only
+    assert torch.autograd.gradgradcheck(lambda t: module.ops.sumsq(t), (x,))
+    result = torch.library.opcheck(torch.ops.stablelib.sumsq.default, (x,))
+    assert all(v == "SUCCESS" for v in result.values()), result
+    torch._dynamo.reset()
+    f = torch.compile(lambda t: module.ops.sumsq(t)[1].sum(), fullgraph=True)
+    torch.testing.assert_close(torch.autograd.grad(f(x), x)[0], 2 * x)
 
 
 @pytest.mark.slow(40)

@@ -93,12 +93,11 @@ class StableRegistration(Plugin):
 
 
 # Names a formula may not shadow: the generated functions' own.
-_RESERVED = ("ctx", "grad", "torch", "inputs", "output")
+_RESERVED = ("ctx", "grad", "grads", "torch", "inputs", "output")
 
 
 def _formula_names(decl) -> set[str]:
-    s = decl.schema
-    return {a.name for a in s.arguments} | set(decl.return_names) | {"result", "grad", "torch"}
+    return {a.name for a in decl.schema.arguments} | set(_result_names(decl)) | set(_grad_names(decl)) | {"torch"}
 
 
 def autograd_problems(decl) -> list[tuple]:
@@ -112,8 +111,6 @@ def autograd_problems(decl) -> list[tuple]:
     if d.forward:
         out.append((d.forward[0].loc, "the stable target registers derivatives with torch.library.register_autograd, "
                     "which has no forward mode: leave the forward formula ('result:') out", ""))
-    if sum(d.output_differentiability) != 1 or len(decl.schema.returns) != 1:
-        out.append((loc, "the stable target differentiates ops with one Tensor return so far", ""))
     if d.once_differentiable or not d.materialize_grads:
         out.append((loc, "the stable target has no 'once_differentiable' or 'materialize_grads' yet", ""))
     for a in decl.schema.arguments:
@@ -152,25 +149,13 @@ def python_formula_problem(text: str, allowed: set[str]) -> str | None:
 
 @dataclass(frozen=True)
 class _Backward:
-    """One op's generated setup_context and backward functions."""
+    """One op's generated setup_context and backward functions, as their statements."""
 
     op: str  # "namespace::name.overload"
     ident: str
-    inputs: tuple[str, ...]  # the schema's arguments, in order
-    tensors: tuple[str, ...]  # what save_for_backward keeps: used tensor arguments, then the result
-    values: tuple[str, ...]  # non-tensor arguments the formulas use, kept on ctx
-    results: tuple[str, ...]  # the names the formulas give the result (none: unused)
-    grads: tuple[str, ...]  # per argument: its gradient expression, or "None"
-
-    @property
-    def saved(self) -> tuple[str, ...]:
-        """The names backward unpacks from ctx.saved_tensors."""
-        return self.tensors + self.results[:1]
-
-    @property
-    def saved_values(self) -> tuple[str, ...]:
-        """What setup_context saves: the tensor arguments, then the output."""
-        return self.tensors + (("output",) if self.results else ())
+    setup: tuple[str, ...]  # setup_context's body
+    head: tuple[str, ...]  # backward's statements before its return
+    grads: tuple[str, ...]  # per argument: its gradient expression (guarded by needs_input_grad), or "None"
 
 
 class StableAutograd(Plugin):
@@ -189,7 +174,30 @@ class StableAutograd(Plugin):
                      sources + (ctx.template_source(template),))
 
 
+def _result_names(decl) -> dict[str, int]:
+    """The names formulas give the returns: `result` (one return) or `result<i>`, and each
+    return's own name (as derivatives.py reads them)."""
+    names = decl.return_names
+    out = {"result": 0} if len(names) == 1 else {f"result{i}": i for i in range(len(names))}
+    out.update({n: i for i, n in enumerate(names)})
+    return out
+
+
+def _grad_names(decl) -> dict[str, str]:
+    """The names formulas give the returns' gradients: `grads` (all), `grad_<return>`, and `grad`
+    (the one differentiable return's), as Python expressions over backward's `grads`."""
+    d = decl.derivatives
+    out = {"grads": "grads", **{f"grad_{n}": f"grads[{i}]" for i, n in enumerate(decl.return_names)}}
+    differentiable = [i for i, flag in enumerate(d.output_differentiability) if flag]
+    if len(differentiable) == 1:
+        out["grad"] = f"grads[{differentiable[0]}]"
+    return out
+
+
 def _backward(decl, namespace: str) -> _Backward | None:
+    """Decide setup_context and backward: save the tensor arguments and results the formulas
+    use (the other arguments on ctx), mark the returns that are not differentiable, and give
+    each input that needs a gradient its formula's value."""
     d = decl.derivatives
     if d is None or not d.differentiable or autograd_problems(decl):
         return None
@@ -198,13 +206,26 @@ def _backward(decl, namespace: str) -> _Backward | None:
     for f in d.formulas:
         if f.differentiable:
             used |= {n.id for n in ast.walk(ast.parse(f.text, mode="eval")) if isinstance(n, ast.Name)}
-    result_names = {"result", *decl.return_names} & used
-    tensors = tuple(a.name for a in args if is_tensor(unwrap_optional(a.type)) and a.name in used)
-    values = tuple(a.name for a in args if not is_tensor(unwrap_optional(a.type)) and a.name in used)
+    single = len(decl.schema.returns) == 1
+    results = {name: i for name, i in _result_names(decl).items() if name in used}
+    kept = sorted(set(results.values()))  # the returns backward needs
+    tensors = [a.name for a in args if is_tensor(unwrap_optional(a.type)) and a.name in used]
+    values = [a.name for a in args if not is_tensor(unwrap_optional(a.type)) and a.name in used]
+    output = (lambda i: "output") if single else (lambda i: f"output[{i}]")
+    setup = [f"{', '.join(a.name for a in args)}, = inputs",
+             f"ctx.save_for_backward({', '.join([*tensors, *(output(i) for i in kept)])})",
+             *(f"ctx.{name} = {name}" for name in values),
+             *(f"ctx.mark_non_differentiable({output(i)})" for i, flag in enumerate(d.output_differentiability)
+               if not flag and is_tensor(decl.schema.returns[i].type))]
+    saved = [*tensors, *(f"saved_result{i}" for i in kept)]
+    head = [f"{', '.join(saved)}, = ctx.saved_tensors"] if saved else []
+    head += [f"{name} = saved_result{i}" for name, i in sorted(results.items())]
+    head += [f"{name} = ctx.{name}" for name in values]
+    head += [f"{name} = {expr}" for name, expr in _grad_names(decl).items() if name in used and name != "grads"]
     grads = []
-    for a in args:
+    for k, a in enumerate(args):
         f = d.formula_for(a.name)
-        grads.append(f"({f.text})" if f is not None and f.differentiable and is_tensor(unwrap_optional(a.type))
-                     else "None")
-    return _Backward(op=f"{namespace}::{decl.op_name}", ident=decl.ident, inputs=tuple(a.name for a in args),
-                     tensors=tensors, values=values, results=tuple(sorted(result_names)), grads=tuple(grads))
+        differentiable = f is not None and f.differentiable and is_tensor(unwrap_optional(a.type))
+        grads.append(f"({f.text}) if ctx.needs_input_grad[{k}] else None" if differentiable else "None")
+    return _Backward(op=f"{namespace}::{decl.op_name}", ident=decl.ident, setup=tuple(setup), head=tuple(head),
+                     grads=tuple(grads))
