@@ -111,8 +111,12 @@ def autograd_problems(decl) -> list[tuple]:
     if d.forward:
         out.append((d.forward[0].loc, "the stable target registers derivatives with torch.library.register_autograd, "
                     "which has no forward mode: leave the forward formula ('result:') out", ""))
-    if d.once_differentiable or not d.materialize_grads:
-        out.append((loc, "the stable target has no 'once_differentiable' or 'materialize_grads' yet", ""))
+    if d.once_differentiable:  # torch's decorator, tried, left double backward silently zero under register_autograd
+        out.append((loc, "the stable target has no 'once_differentiable' yet: the backward of a formula is "
+                    "differentiable again", "leave 'once_differentiable' out"))
+    if not d.materialize_grads:  # a formula would see None, which no formula the core accepts can test
+        out.append((loc, "the stable target has no 'materialize_grads: false' yet: its formulas see zeros for "
+                    "the returns without a gradient", "leave 'materialize_grads' out"))
     for a in decl.schema.arguments:
         if keyword.iskeyword(a.name) or a.name in _RESERVED:
             out.append((decl.func_loc, f"argument '{a.name}' is a Python keyword or a name the stable target's "
@@ -156,7 +160,6 @@ class _Backward:
     setup: tuple[str, ...]  # setup_context's body
     head: tuple[str, ...]  # backward's statements before its return
     grads: tuple[str, ...]  # per argument: its gradient expression (guarded by needs_input_grad), or "None"
-
 
 class StableAutograd(Plugin):
     """`python/autograd.py`: each differentiable op's formulas, registered with
