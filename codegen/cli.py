@@ -130,12 +130,12 @@ def check(project):
               "<build>/sanitize unless --build-dir is given, and print how to load that build.")
 @click.option("--optimize", "-O", "optimize", type=click.IntRange(0, 3), default=3, show_default=True, metavar="N",
               help="The compilers' -O level. -O0 compiles in about two thirds of the time: for kernels being written.")
-@click.option("--target", type=click.Choice([t.name for t in TARGETS]), default=None,
+@click.option("--target", "target_name", type=click.Choice([t.name for t in TARGETS]), default=None,
               help="The API the generated C++ is written against (default: [tool.codegen] target): 'aten', the "
               "full ATen API, or 'stable', torch's stable ABI (one build for every torch release from the oldest "
               "claimed). Another target than the project's is generated and built into <build>/<target>.")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
-def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verbose, ops, dtypes, target):
+def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verbose, ops, dtypes, target_name):
     import dataclasses
 
     from . import build as build_mod
@@ -153,7 +153,7 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verb
         config = dataclasses.replace(config, build=str(target))
     try:
         out = build_mod.build_project(config, selection=selection, verbose=verbose, use_ccache=ccache, cuda=cuda,
-                                      log=_log, sanitize=sanitize, optimize=optimize, target=target)
+                                      log=_log, sanitize=sanitize, optimize=optimize, target=target_name)
     except CodegenError as e:
         raise _bad_declarations(e) from None
     except (RuntimeError, ValueError, OSError) as e:
