@@ -22,6 +22,7 @@ from opwrap_codegen import reference
 from opwrap_codegen.config import load_config
 from opwrap_codegen.diagnostics import CodegenError
 from opwrap_codegen.pipeline import generate
+from opwrap_codegen.plugins.cuda_archs import CudaArchName
 from opwrap_codegen.schema import FunctionSchema, SchemaError
 from conftest import run_codegen
 
@@ -261,6 +262,8 @@ def _of_type(t):
         return st.tuples(plain, fixed).map(lambda kv: {**kv[0], **kv[1]})
     if isinstance(t, F.OneOf):
         return st.one_of([of_type(a) for a in t.alternatives])
+    if isinstance(t, CudaArchName):  # numbers as YAML reads them, and strings it must refuse
+        return st.sampled_from([8.0, 9.0, 8.6, 7, "9.0a", "8.0a", "10.0", "sm_90", "9.x", ""])
     raise AssertionError(f"no strategy for field type {t!r}: add one")
 
 
