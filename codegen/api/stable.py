@@ -82,7 +82,7 @@ class Problem:
     hint: str = "build this library in the full ATen target ([tool.codegen] target = \"aten\")"
 
 
-def problems(decl, device_keys: tuple[str, ...]) -> list[Problem]:
+def problems(decl) -> list[Problem]:
     """Every feature of `decl` the stable target lacks, each naming what the stable API has not."""
     out: list[Problem] = []
     if decl.expression is not None:  # (`pointwise: true` beside a kernel only says it is elementwise: for vmap)

@@ -43,14 +43,14 @@ class StableChecks(Plugin):
     def validate(self, decl, lib, diag):
         for key, _ in decl.foreign:  # what the C ABI cannot pass, a Rust kernel without a crate, ...
             check_foreign(decl, key, diag, lib.config)
-        for p in stable.problems(decl, ()):
+        for p in stable.problems(decl):
             where = decl.field_loc(p.field) if p.field and p.field in dict(decl.field_locs) else decl.func_loc
             diag.error(where, p.message, p.hint)
         for p in autograd_problems(decl):
             diag.error(p[0], p[1], p[2])
         if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") and not decl.failed("header"):
             path = lib.config.path("kernels") / decl.header
-            if not path.is_file() and not stable.problems(decl, ()):
+            if not path.is_file() and not stable.problems(decl):
                 diag.error(decl.field_loc("kernels"), f"kernel header '{lib.config.kernels}/{decl.header}' not found",
                            f"write there, against torch's stable API: `{stable.stable_signature(decl)}`")
 
@@ -68,7 +68,7 @@ class StableKernels(Plugin):
         template, device = "stable/op.cpp.j2", self.device
         group = "stable" if device == CPU else f"stable.{device.unit}"
         for d in lib.declarations:
-            if device.key not in d.devices or stable.problems(d, ()):
+            if device.key not in d.devices or stable.problems(d):
                 continue
             call = stable.plan(d, lib.namespace, device.key)
             text = ctx.render(template, namespace=lib.namespace, decl=d, call=call, target=self.target)
