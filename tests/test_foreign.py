@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import made_once, run_codegen
+from conftest import made_once, one_unit_a_group, run_codegen
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
@@ -144,6 +144,7 @@ def _make_foreignlib(lib: Path) -> dict:
     pyproject = lib / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace(
         "[tool.codegen]\n", '[tool.codegen]\ncrates = ["rust"]\nsources = ["csrc/*.c"]\n'))
+    one_unit_a_group(lib)
     (lib / "declarations" / "ops.yaml").write_text(DECLARATIONS)
     (lib / "rust" / "src").mkdir(parents=True)
     (lib / "rust" / "Cargo.toml").write_text(CARGO)
