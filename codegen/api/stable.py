@@ -32,6 +32,7 @@ INT_LIST = "torch::headeronly::IntHeaderOnlyArrayRef"
 TYPES: dict[str, str] = {
     "Tensor": f"const {TENSOR}&",
     "Tensor?": f"const std::optional<{TENSOR}>&",
+    "Tensor[]": f"const std::vector<{TENSOR}>&",
     "int": "int64_t",
     "float": "double",
     "bool": "bool",
@@ -139,15 +140,17 @@ def problems(decl) -> list[Problem]:
                                            or o.dtype_rule.fallback):
             out.append(Problem("dtype", f"return '{o.name}': the stable target takes a dtype name, a Tensor "
                                f"argument or a ScalarType argument as a dtype rule so far, not '{o.dtype_rule.text}'"))
-    readable = {a.name for a in decl.schema.arguments if is_tensor(a.type) and not a.is_optional}
+    readable = {a.name for a in decl.schema.arguments
+                if (is_tensor(a.type) and not a.is_optional) or type_key(a) == "Tensor[]"}
     if dict(decl.dtype_owners).keys() - readable - {o.name for o in decl.outputs() if o.made_by == "wrapper"}:
         out.append(Problem("dtypes", "the stable target reads every dtype variable from a required Tensor "
                            "argument or a return it allocates so far"))
-    optional_tensors = {a.name for a in decl.schema.arguments if a.is_optional and is_tensor(unwrap_optional(a.type))}
+    optional_tensors = {a.name for a in decl.schema.arguments
+                        if (a.is_optional and is_tensor(unwrap_optional(a.type))) or type_key(a) == "Tensor[]"}
     for s in decl.shapes:
         if s.target in optional_tensors:
-            out.append(Problem("shape", f"the stable target does not check shape rules of optional tensors "
-                               f"('{s.target}') yet"))
+            out.append(Problem("shape", f"the stable target does not check shape rules of optional tensors or "
+                               f"tensor lists ('{s.target}') yet"))
     if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") is None and not out:
         out.append(Problem("kernels", "the stable target needs a CPU kernel"))
     return out
@@ -259,6 +262,27 @@ def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, sco
                           f"{cpp_string(first.name)});")
             checks.extend("  " + c for c in _dtype_check(decl, a, f"*{name}", dtype_local, scope))
             checks.append("}")
+    for a in decl.schema.arguments:
+        if type_key(a) == "Tensor[]":
+            checks.extend(_list_checks(decl, a, ident, device, ident[first.name], first.name, dtype_local, scope))
+    return checks
+
+
+def _list_checks(decl, a: Argument, ident: dict[str, str], device: str, first: str, first_name: str,
+                 dtype_local: dict, scope: Scope) -> list[str]:
+    """A Tensor[]'s tensors are defined, on the device, of its variable's dtype (the first
+    element's, when no tensor declared the variable), as the full target checks them."""
+    var = decl.dtype_var(a.name)
+    checks = []
+    if var.name not in dtype_local:
+        local = scope.fresh(f"{a.name}_dtype")
+        dtype_local[var.name] = (local, f"{a.name}[0]")
+        checks.append(f"const {SCALAR_TYPE} {local} = {ident[a.name]}.empty() ? {SCALAR_TYPE}::"
+                      f"{var.dtypes[0].scalar_type} : {ident[a.name]}[0].scalar_type();")
+    local, source = dtype_local[var.name]
+    checks.append(f"opwrap::rt::check_list(kOp, {cpp_string(a.name)}, {ident[a.name]}, {device}, {first}, "
+                  f"{cpp_string(first_name)}, {_allowed(var)}, {cpp_string(', '.join(d.name for d in var.dtypes))}, "
+                  f"{local}, {cpp_string(source)});")
     return checks
 
 

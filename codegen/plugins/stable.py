@@ -122,8 +122,15 @@ def autograd_problems(decl) -> list[tuple]:
             out.append((decl.func_loc, f"argument '{a.name}' is a Python keyword or a name the stable target's "
                         "Python autograd uses; rename it", ""))
     allowed = _formula_names(decl)
+    lists = {a.name for a in decl.schema.arguments if stable.type_key(a) == "Tensor[]"}
     for f in d.formulas:
         if not f.differentiable:
+            continue
+        named = set(f.inputs) | {n.id for n in ast.walk(ast.parse(f.text, mode="eval")) if isinstance(n, ast.Name)} \
+            if python_formula_problem(f.text, allowed) is None else set(f.inputs)
+        if named & lists:
+            out.append((f.loc, f"the stable target does not differentiate through or save a Tensor[] argument "
+                        f"('{', '.join(sorted(named & lists))}') yet", ""))
             continue
         if len(f.inputs) != 1:
             out.append((f.loc, "the stable target takes one input per derivative formula so far "

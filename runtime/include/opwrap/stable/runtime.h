@@ -267,6 +267,20 @@ inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int
   return x;
 }
 
+// Tensor lists: every element defined, on the device (and, off the CPU, the device of the tensor
+// the op dispatches on), with the dtype of the list's dtype variable.
+inline void check_list(const char* op, const char* arg, const std::vector<Tensor>& ts, DeviceType device,
+                       const Tensor& first, const char* first_name, std::initializer_list<ScalarType> allowed,
+                       const char* names, ScalarType expected, const char* reference) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::string element = std::string(arg) + "[" + std::to_string(i) + "]";
+    check_tensor(op, element.c_str(), ts[i], device);
+    if (device != DeviceType::CPU) check_same_device(op, element.c_str(), ts[i], first, first_name);
+    check_dtype_in(op, element.c_str(), ts[i], allowed, names);
+    check_same_dtype(op, element.c_str(), ts[i], expected, reference);
+  }
+}
+
 // `index: {indices: weight.size(0)}`: every value of an integer tensor lies in [low, high),
 // checked on the CPU before the kernel reads memory through it (on CUDA a check would
 // synchronize the stream: kernels assert, as aten's do).
@@ -359,6 +373,19 @@ class OptionalView {
  private:
   bool present_;
   opwrap_tensor view_{};
+};
+
+// A `Tensor[]`: one view per tensor, alive as long as this.
+class ListView {
+ public:
+  explicit ListView(const std::vector<Tensor>& ts) {
+    views_.reserve(ts.size());
+    for (const Tensor& t : ts) views_.push_back(view(t));
+  }
+  opwrap_tensor_list get() const { return {views_.data(), static_cast<int64_t>(views_.size())}; }
+
+ private:
+  std::vector<opwrap_tensor> views_;
 };
 
 inline int64_t arg(int64_t v) { return v; }
