@@ -1,3 +1,4 @@
+import importlib
 import json
 import os
 import subprocess
@@ -188,6 +189,16 @@ def made_once(tmp_path_factory, name: str, make) -> tuple[Path, dict]:
         if not record.exists():
             record.write_text(json.dumps(make(root / name)))
     return root, json.loads(record.read_text())
+
+
+def import_library(project: Path):
+    """The Python package `project.name` of a built test library in `project`, imported with
+    that folder on sys.path only for the import."""
+    sys.path.insert(0, str(project))
+    try:
+        return importlib.import_module(project.name)
+    finally:
+        sys.path.remove(str(project))
 
 
 def one_unit_a_group(lib: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import made_once, one_unit_a_group, run_codegen
+from conftest import import_library, made_once, one_unit_a_group, run_codegen
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
@@ -185,11 +185,7 @@ def foreignlib(tmp_path_factory):
     assert made["generate"][0] == 0, made["generate"][1]
     assert made["build"][0] == 0, made["build"][1]
     assert made["restored"][0] == 0, made["restored"][1]
-    sys.path.insert(0, str(root / "foreignlib"))
-    try:
-        import foreignlib as module
-    finally:
-        sys.path.remove(str(root / "foreignlib"))
+    module = import_library(root / "foreignlib")
     return module, made, root / "foreignlib"
 
 

@@ -9,14 +9,13 @@ torch.library.opcheck and torch.vmap, with no tag written by hand."""
 
 import contextlib
 import inspect
-import sys
 import warnings
 
 import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from conftest import made_once, one_unit_a_group, run_codegen, torch_feature
+from conftest import import_library, made_once, one_unit_a_group, run_codegen, torch_feature
 from opwrap_codegen import torch_compat
 from opwrap_codegen.testing import returns_written
 
@@ -240,11 +239,7 @@ def mutlib(tmp_path_factory):
     root, made = made_once(tmp_path_factory, "mutlib", _make_mutlib)
     assert made["init"][0] == 0, made["init"][1]
     assert made["build"][0] == 0, made["build"][1]
-    sys.path.insert(0, str(root / "mutlib"))
-    try:
-        import mutlib as module
-    finally:
-        sys.path.remove(str(root / "mutlib"))
+    module = import_library(root / "mutlib")
     return module
 
 

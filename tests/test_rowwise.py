@@ -6,7 +6,6 @@ log_softmax, logsumexp, layer_norm, rms_norm) are tested against aten at the end
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import torch.nn.functional as F
 from torch.library import opcheck
 
 import opwrap
-from conftest import made_once, one_unit_a_group, run_codegen
+from conftest import import_library, made_once, one_unit_a_group, run_codegen
 
 DECLARATIONS = """\
 - func: pair(Tensor a, Tensor b) -> (Tensor total, Tensor product)
@@ -88,11 +87,7 @@ def rowlib(tmp_path_factory):
     root, made = made_once(tmp_path_factory, "rowlib", _make_rowlib)
     assert made["init"][0] == 0, made["init"][1]
     assert made["build"][0] == 0, made["build"][1][-5000:]
-    sys.path.insert(0, str(root / "rowlib"))
-    try:
-        import rowlib as module
-    finally:
-        sys.path.remove(str(root / "rowlib"))
+    module = import_library(root / "rowlib")
     return module, made, root / "rowlib"
 
 

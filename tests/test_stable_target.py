@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, made_once, run_codegen
+from conftest import ROOT, import_library, made_once, run_codegen
 
 DECLARATIONS = """\
 - func: scale(Tensor self, float factor) -> Tensor
@@ -281,11 +281,7 @@ def stablelib(tmp_path_factory):
     root, made = made_once(tmp_path_factory, "stablelib", _make_stablelib)
     assert made["init"][0] == 0, made["init"][1]
     assert made["build"][0] == 0, made["build"][1]
-    sys.path.insert(0, str(root / "stablelib"))
-    try:
-        import stablelib as module
-    finally:
-        sys.path.remove(str(root / "stablelib"))
+    module = import_library(root / "stablelib")
     return module, made, root / "stablelib"
 
 
