@@ -131,8 +131,13 @@ def sources(config: Config, cuda: bool = False) -> list[Path]:
     # CPU-capability builds (units/pointwise.AVX2.0.cpp) link last.  Inline functions from
     # headers are emitted in every object that uses them, compiled for that object's
     # instruction set, and the linker keeps the first copy: the one compiled for every CPU.
-    found.sort(key=lambda p: bool({f".{cap}" for cap in CPU_CAPABILITIES} & set(p.suffixes)))
+    found.sort(key=is_capability_unit)
     return [p for p in found if cuda or p.suffix not in NVCC_SUFFIXES]
+
+
+def is_capability_unit(source: Path) -> bool:
+    """A CPU-capability build of generated loops (units/pointwise.AVX2.0.cpp, cpu/axpy.AVX512.cpp)."""
+    return bool({f".{cap}" for cap in CPU_CAPABILITIES} & set(source.suffixes))
 
 
 FAST_MODULE = "_fast"
@@ -664,6 +669,15 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     srcs = sources(config, cuda=env is not None)
     if not srcs:
         raise FileNotFoundError(f"no C++ sources under {config.path('generated')}; run `codegen generate` first")
+    if optimize == 0 and not sanitize:
+        # -O0 is for kernels being written and throwaway libraries: each CPU loop's default
+        # build only.  The capability builds exist for speed, which -O0 gives up; without
+        # them the run-time dispatch picks the default loop (cpu_dispatch.h).
+        capability_units = [s for s in srcs if is_capability_unit(s)]
+        if capability_units:
+            srcs = [s for s in srcs if s not in capability_units]
+            log(f"codegen build: skipping {len(capability_units)} CPU-capability units (-O0: each CPU loop's "
+                f"default build only)")
     stems: dict[str, Path] = {}
     for src in srcs:  # cpp_extension.load names each object after the source's stem only
         obj = src.stem + (".cuda.o" if src.suffix == ".cu" else ".o")
@@ -699,6 +713,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
 
     def build_fast():  # the Python bindings: a CPython module of their own, linked with libtorch_python
         fast_dir.mkdir(exist_ok=True)
+        # its precompiled header is made here, at the same time as the library units' one
         pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, cflags, log, units.PRECOMPILED_PYTHON))
         fast_sources = [str(fast), *([str(glibc_compat_source(build_dir))] if glibc_compat else [])]
         cpp_extension.load(name=FAST_MODULE, sources=fast_sources, extra_cflags=cflags + pch_flags, extra_ldflags=ldflags,
@@ -708,12 +723,13 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
 
     target = target_named(config.target)  # codegen/targets.py: its definitions, and what it leaves out
     unit_cflags = cflags + (openmp_flags() if target.openmp else []) + [f"-D{d}" for d in target.defines]
-    pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log) if target.precompiled
-                                       else None)
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
-    # idle while it compiles after the library's last unit.
+    # idle while it compiles after the library's last unit.  The two precompiled headers a
+    # first build makes (15 and 19 s of one core each at -O0 here) are made at once too.
     with ThreadPoolExecutor(max_workers=1) as pool:
         fast_done = pool.submit(build_fast) if fast is not None else None
+        pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log) if target.precompiled
+                                           else None)
         cpp_extension.load(
             name=config.library,
             sources=[str(s) for s in srcs],

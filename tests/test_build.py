@@ -298,11 +298,13 @@ def test_sanitizer_build_reports_memory_errors_and_undefined_behaviour(tmp_path)
     from opwrap_codegen.build import sanitizer_runtime
     env = {**os.environ, "PYTHONPATH": str(lib), "LD_PRELOAD": sanitizer_runtime(), "ASAN_OPTIONS": "detect_leaks=0",
            "SANLIB_LIBRARY": str(lib / "build" / "sanitize" / "_C.so")}
-    for call, report in (("past_end(torch.ones(5))", "AddressSanitizer: heap-buffer-overflow"),
-                         ("overflow(torch.ones(5, dtype=torch.int32))", "runtime error: signed integer overflow")):
-        out = subprocess.run([sys.executable, "-c", f"import torch, sanlib; sanlib.ops.{call}"], cwd=lib, env=env,
+    # Two processes (each starts torch under the sanitizer runtime, about 2 s); the second
+    # runs the kernel where it is correct first, then where it overflows.
+    scripts = (("sanlib.ops.past_end(torch.ones(5))", "AddressSanitizer: heap-buffer-overflow"),
+               ("print(sanlib.ops.overflow(torch.zeros(2, dtype=torch.int32)).tolist(), flush=True)\n"
+                "sanlib.ops.overflow(torch.ones(5, dtype=torch.int32))", "runtime error: signed integer overflow"))
+    for script, report in scripts:
+        out = subprocess.run([sys.executable, "-c", f"import torch, sanlib\n{script}"], cwd=lib, env=env,
                              capture_output=True, text=True)
         assert out.returncode != 0 and report in out.stderr, out.stderr[-3000:]
-    ok = subprocess.run([sys.executable, "-c", "import torch, sanlib; print(sanlib.ops.overflow(torch.zeros(2, dtype=torch.int32)).tolist())"],
-                        cwd=lib, env=env, capture_output=True, text=True)
-    assert ok.returncode == 0 and "[2147483647, 2147483647]" in ok.stdout, ok.stderr[-3000:]
+    assert out.stdout.splitlines() == ["[2147483647, 2147483647]"], out.stdout  # the right result before the overflow
