@@ -37,6 +37,22 @@ def run_codegen(*args, cwd=ROOT, env=None):
     return subprocess.run([*CODEGEN, *args], cwd=cwd, env=e, capture_output=True, text=True)
 
 
+def codegen_in_process(command, *args, cwd):
+    """The CLI's `command` run in this process (click's CliRunner) on the project in `cwd`:
+    for the hundreds of declaration-error cases, each of which would otherwise start Python
+    and import the toolchain (about 0.2 s of CPU).  The exit status and both streams are the
+    command's; an exception the CLI does not turn into its exit status 2 fails the test with
+    its traceback, as a traceback in a subprocess's stderr would.  run_codegen's subprocess
+    stays for what needs a real process (exit statuses of the program, no traceback printed)."""
+    from click.testing import CliRunner
+
+    from opwrap_codegen.cli import main
+    result = CliRunner().invoke(main, [command, "--project", str(cwd), *args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess([command, *args], result.exit_code, result.stdout, result.stderr)
+
+
 @pytest.fixture
 def project(tmp_path):
     """A fresh op-library project (pyproject + declarations dir) in a temp directory."""

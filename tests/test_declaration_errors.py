@@ -1,10 +1,11 @@
-"""Bad declarations: `path:line:col: error: ...`, exit status 2, and no traceback."""
+"""Bad declarations: `path:line:col: error: ...`, exit status 2, and no traceback.  The cases
+run the CLI in process (conftest.codegen_in_process); a few run it as a program."""
 
 import re
 
 import pytest
 
-from conftest import run_codegen
+from conftest import codegen_in_process, run_codegen
 
 GOOD_KERNEL = "template <typename scalar_t> void k(const at::Tensor&, at::Tensor&) {}\n"
 
@@ -16,7 +17,7 @@ def check_error(project, yaml_text, expected, *, file="ops.yaml", raw=None):
     else:
         path.write_text(yaml_text, encoding="utf-8")
     (project / "kernels" / "f.h").write_text(GOOD_KERNEL)
-    r = run_codegen("generate", cwd=project)
+    r = codegen_in_process("generate", cwd=project)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
     # every case names its exact position: path:line:col of the first line of the message

@@ -102,7 +102,9 @@ def test_compiled_training_step_has_no_graph_break(dynamic):
     compiled = torch.compile(model, fullgraph=True, dynamic=dynamic)
     with torch_feature("mutable_returns"):  # the model calls addmv_, which returns what it writes
         for rows in (4, 9):
-            x = torch.randn(rows, 6)
+            # fixed inputs: bucketize_count's counts jump where a value of h crosses an edge,
+            # and compiled and eager h may differ in the last bits
+            x = torch.randn(rows, 6, generator=torch.Generator().manual_seed(rows))
             want_out, want_grads = _step(model, x)
             got_out, got_grads = _step(compiled, x)
             torch.testing.assert_close(got_out, want_out, rtol=1e-4, atol=1e-4)
