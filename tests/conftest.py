@@ -219,8 +219,8 @@ def import_library(project: Path):
 
 def one_unit_a_group(lib: Path) -> None:
     """Compile test library `lib` in the fewest translation units: `[tool.codegen] unity`
-    as large as it goes, so each group of its sources is one unit (a group its plugin caps,
-    as autograd's 4 sources a unit, keeps its cap).  A unit's fixed cost (loading the
+    as large as it goes, so each group of its sources is one unit (a group its plugin caps
+    keeps its cap).  A unit's fixed cost (loading the
     precompiled header, the torch templates every unit instantiates again) is about 3 s of
     CPU at -O0 on this project's 2-core machine, and nobody edits a test library one op at a
     time: sharedlib's build took 50 s of CPU in 8 units, 40 s in 5."""

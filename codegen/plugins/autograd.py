@@ -52,10 +52,6 @@ from ..render import LINE_RESTORE
 from ..schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
 from .base import Output, Plugin
 
-# At most this many ops' kernels share a unit: the autograd headers are most of a unit's
-# compile time (docs/architecture.md, "Unity units"), so small units cost little more to
-# build from scratch, and an edited formula (the most frequent edit) recompiles 4 ops, not 8.
-AUTOGRAD_UNIT_SIZE = 4
 _AT_CALL = re.compile(r"\bat::([a-z_][a-z0-9_]*)\s*\(")
 _FREE_CALL = re.compile(r"(?<![\w.:>])([A-Za-z_]\w*)\s*\(")
 
@@ -813,16 +809,15 @@ class Autograd(Plugin):
             includes = sorted(p.includes, key=lambda h: (h.startswith('"'), h)) if p else []
             text = ctx.render(template, namespace=ns, decl=decl, p=p, includes=includes, fallback=fallback,
                               bump_versions=decl.schema.is_mutable)
-            # Ops with formulas share units of AUTOGRAD_UNIT_SIZE, larger past units.MAX_UNITS
-            # units (the autograd headers are most of their compile time, and an edited formula
-            # recompiles one unit), and so do the not-implemented Functions (see
-            # needs_function); the others only register a boxed kernel (torch's not-implemented
+            # Ops with formulas share units (`[tool.codegen] unity` of them), and so do the
+            # not-implemented Functions (see needs_function); the others only register a boxed
+            # kernel (torch's not-implemented
             # fallback, opwrap::rt::out_autograd), a light source that shares the CPU wrappers'
             # units (their headers are its headers: one translation unit less; measured in
             # docs/architecture.md, "Unity units").
             heavy = p is not None or fallback == "function"
             yield Output(f"autograd/{decl.ident}.cpp", text, (decl.path, ctx.template_source(template)),
-                         unit="autograd" if heavy else "cpu", unit_size=AUTOGRAD_UNIT_SIZE if heavy else None,
+                         unit="autograd" if heavy else "cpu",
                          precompiled=True)
 
 
