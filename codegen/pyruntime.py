@@ -119,7 +119,7 @@ class Library:
     `here` is the generated package's folder; `build_rel` the build directory relative to
     it in a source checkout; `env_var` names an environment variable that may point at the
     library file; `companions` are the generated modules imported once it is loaded; `target`
-    the build target (codegen/targets.py) they were generated for, which the library's build
+    the build target (codegen/core/targets.py) they were generated for, which the library's build
     must be."""
 
     def __init__(self, package: str, namespace: str, library: str, here: Path, build_rel: str, env_var: str,

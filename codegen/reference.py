@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 
 from .api import types
-from .fields import Any, Field, as_field, reference
-from .loader import CORE_FIELDS
+from .front.fields import Any, Field, as_field, reference
+from .front.loader import CORE_FIELDS
 from .plugins import builtin_plugins
-from . import dtypes, torch_compat
+from .core import dtypes, torch_compat
 
 
 def builtin_fields() -> dict[str, Field]:

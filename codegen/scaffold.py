@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 _TOOLCHAIN = Path(__file__).resolve().parent  # this package's folder: frames inside it are the toolchain's
 
 from . import __version__
-from .torch_compat import RELEASES, release_name, requirement
+from .core.torch_compat import RELEASES, release_name, requirement
 
 if TYPE_CHECKING:
-    from .config import Config
-    from .model import Declaration, Library
+    from .core.config import Config
+    from .front.model import Declaration, Library
 
 _PYPROJECT = '''# `pip wheel .` or `python -m build` makes a wheel (see opwrap's docs, shipping.md): the
 # build backend checks generated/, compiles it and packages the library.
@@ -279,7 +279,7 @@ _STUB_BASE = {"aten": (("ATen/core/Tensor.h",), "TORCH_CHECK", ()),
 
 def stub_header(namespace: str, stubs: list[Stub], target: str = "aten") -> str:
     """The text of one kernel header holding the skeletons `stubs` (all naming that header)."""
-    from .api.names import cpp_string
+    from .core.literals import cpp_string
     seen, kernels = set(), []
     for s in stubs:
         if s.signature in seen:  # two ops sharing one kernel (e.g. an op and its out= overload)
@@ -330,9 +330,9 @@ def load_declarations(config: "Config") -> "Library":
     """The project's declarations, loaded as the pipeline loads them (plugins' fields
     included) but not validated: stubs are written for ops that do not validate yet.
     Raises CodegenError for declarations that cannot be loaded at all."""
-    from .diagnostics import CodegenError, Diagnostics
-    from .loader import DeclarationLoader
-    from .pipeline import device_keys, plugin_fields
+    from .core.diagnostics import CodegenError, Diagnostics
+    from .front.loader import DeclarationLoader
+    from .pipeline.passes import device_keys, plugin_fields
     from .plugins import load_plugins
     diag = Diagnostics()
     plugins = load_plugins(config, diag)

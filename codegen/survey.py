@@ -122,7 +122,7 @@ def read_schemas(path: Path) -> list[tuple[int, object]]:
 
 def make_ops(entries, survey: Survey) -> list[Op]:
     """The declarable schemas; every other entry gets its "not declared" reason in `survey`."""
-    from .schema import FunctionSchema
+    from .lang.schema import FunctionSchema
     ops, names, idents = [], set(), set()
     for index, func in entries:
         if not isinstance(func, str):
@@ -198,9 +198,9 @@ def generate(root: Path, ops: list[Op], survey: Survey, log=print):
     """Write the kernel skeletons (`codegen stubs`), validate and generate, taking out the ops
     with declaration errors (each with its first error) or that crash the generator, until
     the rest generate.  Returns (ops, files)."""
-    from .config import load_config
-    from .diagnostics import CodegenError, Diagnostic
-    from .pipeline import generate as pipeline_generate
+    from .core.config import load_config
+    from .core.diagnostics import CodegenError, Diagnostic
+    from .pipeline.passes import generate as pipeline_generate
     from .scaffold import load_declarations, write_stubs
     config = load_config(root)
     no_stub: dict[str, str] = {}
@@ -241,9 +241,9 @@ def generate(root: Path, ops: list[Op], survey: Survey, log=print):
 
 def _find_crashes(root: Path, ops: list[Op], survey: Survey, log) -> set[str]:
     """The ops on which the pipeline raises: each op alone, in chunks first (most generate)."""
-    from .config import load_config
-    from .diagnostics import CodegenError
-    from .pipeline import generate as pipeline_generate
+    from .core.config import load_config
+    from .core.diagnostics import CodegenError
+    from .pipeline.passes import generate as pipeline_generate
     config = load_config(root)
 
     def crash(group: list[Op]) -> tuple[str, str] | None:
@@ -293,8 +293,8 @@ def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[st
     `pointwise.AVX2`, among them the CPU group with the registration) go into one group: the
     fewest units.
     Returns (files, the layout)."""
-    from . import units
-    from .targets import CPU_CAPABILITIES
+    from .pipeline import units
+    from .core.targets import CPU_CAPABILITIES
     groups: dict[str, list[str]] = {}
     out = {}
     for path, text in files.items():
@@ -474,7 +474,7 @@ def run(work: Path, names: list[str] | None = None, compile: bool = True, unit_s
     ops, files = generate(work, ops, survey, log)
     survey.timings["generate"] = time.perf_counter() - t0
     files, layout = relayout_units(files, unit_size, merge=merge)
-    from .writer import write_tree
+    from .pipeline.writer import write_tree
     write_tree(work / "generated", files)
     if not compile:
         for op in ops:

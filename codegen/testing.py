@@ -21,20 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import torch_compat
+from .core import torch_compat
 from .api import types
-from .config import load_config
-from .derivatives import has_forward
-from .dtypes import DTYPES, GROUPS
-from .model import Declaration
-from .schema import BaseType, ListType, is_tensor, is_tensor_list, unwrap_optional
-from .shapes import (BinOp, Dynamic, ExprVisitor, Free, ListItem, ListLen, ListSum, Neg, Num, TensorNumel, TensorRank,
+from .core.config import load_config
+from .lang.derivatives import has_forward
+from .core.dtypes import DTYPES, GROUPS
+from .front.model import Declaration
+from .lang.schema import BaseType, ListType, is_tensor, is_tensor_list, unwrap_optional
+from .lang.shapes import (BinOp, Dynamic, ExprVisitor, Free, ListItem, ListLen, ListSum, Neg, Num, TensorNumel, TensorRank,
                      TensorSize, Var, names_in)
 
 
 def declared_ops(root: str | Path) -> list[Declaration]:
     """The declarations of the library at ``root``, as the code generator sees them."""
-    from .pipeline import generate
+    from .pipeline.passes import generate
 
     return list(generate(load_config(Path(root))).library.declarations)
 
@@ -95,7 +95,7 @@ def differentiable_inputs(decl: Declaration) -> set[str]:
 
 
 def dtype_combinations(decl: Declaration) -> list[dict[str, Any]]:
-    """Every combination of the op's dtype variables (codegen/dtype_rules.py): dicts from
+    """Every combination of the op's dtype variables (codegen/lang/dtype_rules.py): dicts from
     variable name to DType, the primary (`scalar_t`) first.  One variable: its dtypes."""
     names = [v.name for v in decl.variables]
     return [dict(zip(names, combo)) for combo in decl.dtype_combinations()]

@@ -16,10 +16,10 @@ CODEGEN = [sys.executable, "-m", "opwrap_codegen.cli"]
 
 @contextmanager
 def torch_feature(name: str):
-    """The block needs the torch feature `name` (opwrap_codegen.torch_compat.FEATURES): on a
+    """The block needs the torch feature `name` (opwrap_codegen.core.torch_compat.FEATURES): on a
     release that has it, the block must pass; on an older one, it must fail with the error
     that FEATURES records for it there, and nothing else (a test of what degrades, not a skip)."""
-    from opwrap_codegen import torch_compat
+    from opwrap_codegen.core import torch_compat
     feature = torch_compat.FEATURE[name]
     if torch_compat.supports(name):
         yield

@@ -100,7 +100,8 @@ def test_init_library_units_use_the_shared_precompiled_header(mylib):
     compile against the copy precompiled in the user's cache (GCC's -H marks a precompiled
     header it uses with '!'); CPU-capability units, whose instruction set comes first, do not
     include it."""
-    from opwrap_codegen import build, units
+    from opwrap_codegen import build
+    from opwrap_codegen.pipeline import units
     if sys.platform != "linux" or os.environ.get(build.PCH_ENV) == "0":
         pytest.skip("precompiled headers are built with GCC on Linux, and not with OPWRAP_PCH=0")
     assert mylib.record["builds"][0] == [0, 0], mylib.record["builds"][1]

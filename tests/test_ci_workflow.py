@@ -13,7 +13,7 @@ from packaging.version import Version
 from conftest import run_codegen
 
 from codegen.scaffold import CI_CUDA, CI_PYTHONS
-from codegen.torch_compat import RELEASES, release_name, requirement
+from codegen.core.torch_compat import RELEASES, release_name, requirement
 
 
 @pytest.fixture(scope="module")

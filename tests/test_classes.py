@@ -101,8 +101,8 @@ def test_pickle_round_trip_keeps_the_contents():
 
 
 def test_declared_methods_match_the_cpp_class_and_all_have_fakes():
-    from opwrap_codegen.config import load_config
-    from opwrap_codegen.pipeline import generate
+    from opwrap_codegen.core.config import load_config
+    from opwrap_codegen.pipeline.passes import generate
     from conftest import ROOT
 
     (decl,) = generate(load_config(ROOT)).library.classes

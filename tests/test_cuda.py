@@ -11,7 +11,8 @@ from opwrap_codegen.api.kernel import tensor_arguments
 import torch
 
 import opwrap
-from opwrap_codegen import build, cuda_env, testing
+from opwrap_codegen import build, testing
+from opwrap_codegen.build import cuda_env
 from conftest import ROOT
 from references import PREPARE
 

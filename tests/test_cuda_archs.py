@@ -1,4 +1,4 @@
-"""Per-op CUDA architectures (`cuda_archs:`, codegen/cuda_archs.py): the field's errors, what the
+"""Per-op CUDA architectures (`cuda_archs:`, codegen/core/cuda_archs.py): the field's errors, what the
 CUDA wrappers generate, the build's architectures as read from torch's flags, and the runtime
 header's rules (compiled alone with the host compiler, against their Python twin).  Whether a
 restricted kernel is absent from the other architectures' machine code, and raises on a GPU it
@@ -14,8 +14,8 @@ import pytest
 
 from conftest import ROOT, run_codegen
 
-from codegen import cuda_archs
-from codegen.cuda_archs import CudaArch
+from codegen.core import cuda_archs
+from codegen.core.cuda_archs import CudaArch
 
 KERNEL_CUH = ("template <typename scalar_t> void fast_cuda(const at::Tensor& self, at::Tensor& result) "
               "{ result.copy_(self); }\n")
@@ -108,7 +108,7 @@ BUILT = [((800, 0), (900, 0)), ((800, 0), (860, 0), (901, 0), (900, 1)), ((900, 
 
 def test_runtime_rules_agree_with_python(tmp_path):
     """The header's `supported` over every (declared, built, device) case of the tables above,
-    compiled alone (it needs no torch), against codegen/cuda_archs.py's rules."""
+    compiled alone (it needs no torch), against codegen/core/cuda_archs.py's rules."""
     cxx = shutil.which(os.environ.get("CXX", "c++"))
     if cxx is None:
         pytest.skip("no C++ compiler")

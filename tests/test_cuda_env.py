@@ -1,4 +1,4 @@
-"""opwrap_codegen.cuda_env: importing torch.utils.cpp_extension for a build without CUDA prints no
+"""opwrap_codegen.build.cuda_env: importing torch.utils.cpp_extension for a build without CUDA prints no
 CUDA warning.
 
 A CUDA build of torch, imported where no GPU is usable, guesses CUDA_HOME as
@@ -43,7 +43,7 @@ def test_the_import_for_a_build_without_cuda_is_quiet(tmp_path):
     """No warning, nothing at all on stderr; and the logger is as before afterwards: a later
     warning from the module still shows."""
     r = _python("import logging\n"
-                "from opwrap_codegen.cuda_env import import_cpp_extension\n"
+                "from opwrap_codegen.build.cuda_env import import_cpp_extension\n"
                 "m = import_cpp_extension(cuda_built=False)\n"
                 "assert m.__name__ == 'torch.utils.cpp_extension' and callable(m.load), m\n"
                 "assert import_cpp_extension(cuda_built=False) is m\n"
@@ -58,7 +58,7 @@ def test_the_import_for_a_build_without_cuda_is_quiet(tmp_path):
 def test_the_import_for_a_cuda_build_keeps_torchs_message(tmp_path):
     """Building CUDA where no GPU is usable: the message is true (the kernels compile but
     cannot run here), so it is left alone."""
-    r = _python("from opwrap_codegen.cuda_env import import_cpp_extension\n"
+    r = _python("from opwrap_codegen.build.cuda_env import import_cpp_extension\n"
                 "import_cpp_extension(cuda_built=True)\n", tmp_path)
     assert WARNING in r.stderr, r.stderr
 
@@ -68,7 +68,7 @@ def test_builds_and_wheels_without_cuda_are_quiet(tmp_path):
     OPWRAP_CUDA=0 for a wheel) and preparing the build prints no warning."""
     r = _python("import os\n"
                 "from opwrap_codegen import build\n"
-                "from opwrap_codegen.config import load_config\n"
+                "from opwrap_codegen.core.config import load_config\n"
                 f"config = load_config({str(ROOT)!r})\n"
                 "os.environ['OPWRAP_CUDA'] = '0'\n"
                 "assert build.resolve_cuda(config, build.wheel_cuda(), log=lambda m: None, need_gpu=False) is None\n"

@@ -415,7 +415,7 @@ def test_huge_file_reports_the_exact_position(project):
     check_error(project, body, "declarations/ops.yaml:12004:20: error: invalid pointwise expression: invalid syntax")
 
 
-# ------------------------------------------------------------------ typed fields (codegen/fields.py)
+# ------------------------------------------------------------------ typed fields (codegen/front/fields.py)
 @pytest.mark.parametrize("yaml_text, expected", [
     # plugin fields are checked against their types before any plugin reads them
     ("- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  like: self\n  autocast: [fp32]\n",
@@ -468,12 +468,12 @@ def test_third_party_fields_are_typed_and_plain_descriptions_mean_any_value(proj
 # ------------------------------------------------------------------ tags of the installed torch
 def test_tags_are_those_of_the_installed_torch():
     import torch
-    from opwrap_codegen.fields import torch_tags
+    from opwrap_codegen.front.fields import torch_tags
     assert set(torch_tags()) == set(torch.Tag.__members__)
 
 
 def test_any_torch_tag_is_accepted_and_an_unknown_one_lists_them(project):
-    from opwrap_codegen.fields import torch_tags
+    from opwrap_codegen.front.fields import torch_tags
     ok = "- func: f(Tensor self) -> Tensor\n  dtypes: [float32]\n  pointwise: self\n  tags: [needs_exact_strides, core]\n"
     err = check_error(project, ok.replace("needs_exact_strides", "needs_exact_stride"),
                       "declarations/ops.yaml:4:10: error: unknown tag 'needs_exact_stride'\n"
@@ -529,9 +529,9 @@ def test_an_alias_bomb_is_refused_quickly(project, use, expected):
 
 def test_an_alias_bomb_costs_milliseconds_in_process(project):
     import time
-    from opwrap_codegen.config import load_config
-    from opwrap_codegen.diagnostics import CodegenError
-    from opwrap_codegen.pipeline import generate
+    from opwrap_codegen.core.config import load_config
+    from opwrap_codegen.core.diagnostics import CodegenError
+    from opwrap_codegen.pipeline.passes import generate
     (project / "declarations" / "ops.yaml").write_text(_alias_bomb(12, "doc"))
     t0 = time.perf_counter()
     with pytest.raises(CodegenError) as e:
@@ -592,8 +592,8 @@ def test_the_docs_field_table_is_generated_from_the_field_records():
     build's hook where the page has its marker."""
     from docs_pages import rendered, source
     from opwrap_codegen.reference import builtin_fields
-    from opwrap_codegen.fields import reference
-    from opwrap_codegen.loader import CORE_FIELDS
+    from opwrap_codegen.front.fields import reference
+    from opwrap_codegen.front.loader import CORE_FIELDS
     fields = builtin_fields()
     assert set(CORE_FIELDS) < set(fields) and {"autocast", "vmap", "method", "cuda_header"} <= set(fields)
     assert "\n<!-- table: fields -->\n" in source("declarations.md"), "docs/declarations.md lost its field table marker"
@@ -604,9 +604,9 @@ def test_one_wrong_field_value_gives_one_error(project):
     """Each field of valid ops, given a value of the wrong type: exactly one error, at that
     value (no check that depends on the field reports it again, e.g. as a missing field)."""
     import yaml
-    from opwrap_codegen.config import load_config
-    from opwrap_codegen.diagnostics import CodegenError
-    from opwrap_codegen.pipeline import generate
+    from opwrap_codegen.core.config import load_config
+    from opwrap_codegen.core.diagnostics import CodegenError
+    from opwrap_codegen.pipeline.passes import generate
     for name in ("lin.h", "lin.cuh"):
         (project / "kernels" / name).write_text("")
     ops = [

@@ -296,7 +296,8 @@ def test_one_claimed_torch_range():
     the docs' table of releases (docs/torch-releases.md)."""
     import tomllib
 
-    from opwrap_codegen import backend, torch_compat
+    from opwrap_codegen import backend
+    from opwrap_codegen.core import torch_compat
     from opwrap_codegen.scaffold import _PYPROJECT
     want = torch_compat.requirement()
     assert want == "torch>=2.11,<2.16"

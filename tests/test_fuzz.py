@@ -4,7 +4,7 @@ status 2); it never ends in a Python traceback and never writes outside generate
 
 Most cases run the pipeline in process (a few milliseconds each, so thousands per run); a
 sample goes through the CLI to check the exit status and the absence of a traceback.  Field
-values are drawn from each field's type (codegen/fields.py), for every field: the core ones,
+values are drawn from each field's type (codegen/front/fields.py), for every field: the core ones,
 the built-in plugins' and a third-party plugin's (tests/plugins/docs_plugin.py)."""
 
 import os
@@ -17,13 +17,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from opwrap_codegen import fields as F
+from opwrap_codegen.front import fields as F
 from opwrap_codegen import reference
-from opwrap_codegen.config import load_config
-from opwrap_codegen.diagnostics import CodegenError
-from opwrap_codegen.pipeline import generate
+from opwrap_codegen.core.config import load_config
+from opwrap_codegen.core.diagnostics import CodegenError
+from opwrap_codegen.pipeline.passes import generate
 from opwrap_codegen.plugins.cuda_archs import CudaArchName
-from opwrap_codegen.schema import FunctionSchema, SchemaError
+from opwrap_codegen.lang.schema import FunctionSchema, SchemaError
 from conftest import run_codegen
 
 # Whether inputs are new on each run (the "ci" profile, seeded, the seed printed with a

@@ -52,8 +52,8 @@ HIDE = textwrap.dedent('''
 GENERATE = textwrap.dedent('''
     import importlib.util, json, os, sys
     from pathlib import Path
-    from opwrap_codegen.config import load_config
-    from opwrap_codegen.pipeline import generate
+    from opwrap_codegen.core.config import load_config
+    from opwrap_codegen.pipeline.passes import generate
     spec = importlib.util.find_spec("torch")
     include = Path(list(spec.submodule_search_locations)[0]) / "include"
     files = generate(load_config(Path(sys.argv[1]))).files

@@ -13,8 +13,9 @@ import textwrap
 import pytest
 
 from opwrap_codegen.api import types
-from opwrap_codegen.api.names import Scope, cpp_string
-from opwrap_codegen.schema import FunctionSchema
+from opwrap_codegen.api.names import Scope
+from opwrap_codegen.core.literals import cpp_string
+from opwrap_codegen.lang.schema import FunctionSchema
 from conftest import ROOT, run_codegen
 
 # Every argument type the issue lists, and every return type.

@@ -16,7 +16,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from conftest import import_library, made_once, one_unit_a_group, run_codegen, torch_feature
-from opwrap_codegen import torch_compat
+from opwrap_codegen.core import torch_compat
 from opwrap_codegen.testing import returns_written
 
 pytestmark = [pytest.mark.xdist_group("mutlib")]

@@ -1,6 +1,6 @@
 """The native step of the build: `.c` files of `[tool.codegen] sources` compiled as C and
 `[tool.codegen] crates` built with cargo, by one ninja run before cpp_extension's, and
-linked into the op library (codegen/build.py, native_link_inputs)."""
+linked into the op library (codegen/build/__init__.py, native_link_inputs)."""
 
 import dataclasses
 import os
@@ -14,8 +14,8 @@ import pytest
 
 from conftest import run_codegen
 from opwrap_codegen import backend, build
-from opwrap_codegen.config import load_config
-from opwrap_codegen.diagnostics import CodegenError
+from opwrap_codegen.core.config import load_config
+from opwrap_codegen.core.diagnostics import CodegenError
 
 needs_cargo = pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
 

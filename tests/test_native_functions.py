@@ -5,7 +5,7 @@ by `codegen init`.  `make survey` runs every schema and prints the figures."""
 import pytest
 
 from opwrap_codegen import survey
-from opwrap_codegen.schema import FunctionSchema
+from opwrap_codegen.lang.schema import FunctionSchema
 
 # Sample schemas known not to compile, with why (the survey's reason, abridged): none since
 # edfdd71, all 44 compile.  An entry here must fail; once it compiles, the test below says

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import opwrap
-from opwrap_codegen.config import load_config
-from opwrap_codegen.pipeline import generate
+from opwrap_codegen.core.config import load_config
+from opwrap_codegen.pipeline.passes import generate
 from conftest import ROOT
 
 ops = torch.ops.opwrap

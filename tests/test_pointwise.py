@@ -231,9 +231,9 @@ def test_capability_builds_are_in_the_library():
 def test_sine_and_cosine_of_one_value_share_one_sincos(text, pairs):
     """sin(x) and cos(x) of one value are computed by one opwrap::pw::sincos (one argument
     reduction), bound before the statement that first needs it."""
-    from opwrap_codegen import pointwise
-    from opwrap_codegen.diagnostics import Diagnostics, Loc
-    from opwrap_codegen.schema import FunctionSchema
+    from opwrap_codegen.lang import pointwise
+    from opwrap_codegen.core.diagnostics import Diagnostics, Loc
+    from opwrap_codegen.lang.schema import FunctionSchema
 
     diag = Diagnostics()
     expr = pointwise.parse(text, FunctionSchema.parse("f(Tensor self) -> (Tensor a, Tensor b)"),

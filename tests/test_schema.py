@@ -1,4 +1,4 @@
-"""opwrap_codegen.schema against torch's own parser: every registered schema, thousands of
+"""opwrap_codegen.lang.schema against torch's own parser: every registered schema, thousands of
 mutations of them and of generated schemas, and hand-written cases for each feature of the
 language.  Agreement is checked on the model (name, overload, each argument's type, list size,
 default value, kwarg-only flag and alias sets, each return's name, type and alias sets), not
@@ -12,7 +12,7 @@ import re
 import pytest
 import torch
 
-from opwrap_codegen.schema import (Argument, BaseType, FunctionSchema, ListType, OptionalType,
+from opwrap_codegen.lang.schema import (Argument, BaseType, FunctionSchema, ListType, OptionalType,
                             SchemaError)
 
 CORPUS = sorted({str(s) for s in torch._C._jit_get_all_schemas()})

@@ -1,4 +1,4 @@
-"""The shape rule (codegen/shapes.py): names bound through linear expressions, by optional
+"""The shape rule (codegen/lang/shapes.py): names bound through linear expressions, by optional
 tensors and by tensor lists, `_`, sums over lists, Tensor[] return shapes.  Declaration
 errors at their positions; the C++ and Python renderings; the Python checks run on real and
 on symbolic (fake) tensors; and one library built with them, end to end."""
@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from opwrap_codegen import shapes as S
-from opwrap_codegen.diagnostics import Diagnostics, Loc
-from opwrap_codegen.schema import FunctionSchema
+from opwrap_codegen.lang import shapes as S
+from opwrap_codegen.core.diagnostics import Diagnostics, Loc
+from opwrap_codegen.lang.schema import FunctionSchema
 from conftest import ROOT, run_codegen
 from test_declaration_errors import check_error
 

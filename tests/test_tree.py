@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from opwrap_codegen.config import load_config
-from opwrap_codegen.pipeline import generate
-from opwrap_codegen.writer import diff_tree, existing_files, unsafe_path, write_tree
+from opwrap_codegen.core.config import load_config
+from opwrap_codegen.pipeline.passes import generate
+from opwrap_codegen.pipeline.writer import diff_tree, existing_files, unsafe_path, write_tree
 from conftest import ROOT, run_codegen
 
 N_OPS = 150

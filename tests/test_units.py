@@ -1,11 +1,11 @@
-"""Unity units (codegen/units.py): every generated source is compiled exactly once, either
+"""Unity units (codegen/pipeline/units.py): every generated source is compiled exactly once, either
 in the units of its group or alone, and `[tool.codegen] unity` sets how many share a unit."""
 
 import re
 
-from opwrap_codegen import units
-from opwrap_codegen.config import load_config
-from opwrap_codegen.pipeline import generate
+from opwrap_codegen.pipeline import units
+from opwrap_codegen.core.config import load_config
+from opwrap_codegen.pipeline.passes import generate
 from conftest import ROOT
 
 INCLUDE = re.compile(r'^#include "(.+)"$', re.M)

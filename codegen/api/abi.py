@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..schema import Argument
+from ..lang.schema import Argument
 from . import types
 from .names import cpp_ident
 from .outputs import kernel_outputs, wrapper_outputs

@@ -4,7 +4,7 @@ A thin view of the one type table (codegen/api/types.py) for emitters that want 
 
 from __future__ import annotations
 
-from ..schema import Argument, FunctionSchema, Type
+from ..lang.schema import Argument, FunctionSchema, Type
 from . import types
 from .types import UnsupportedType
 

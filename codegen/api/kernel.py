@@ -17,17 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..schema import (Argument, BaseType, FunctionSchema, ListType, OptionalType, is_list_of_tensors, is_tensor,
+from ..lang.schema import (Argument, BaseType, FunctionSchema, ListType, OptionalType, is_list_of_tensors, is_tensor,
                       unwrap_optional)
-from ..dtype_rules import DTypeVar, render_cpp as render_rule
-from ..shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape, is_list_output, render_cpp,
+from ..lang.dtype_rules import DTypeVar, render_cpp as render_rule
+from ..lang.shapes import (cpp_input_checks, cpp_list_output_checks, cpp_output_shape, is_list_output, render_cpp,
                       variables)
 from . import abi, types
 from .cpp import returns_type
 from .types import TENSOR, Binding, CType
 from .outputs import kernel_outputs, wrapper_outputs
-from .names import Scope, cpp_ident, cpp_string
-from ..targets import Device
+from .names import Scope, cpp_ident
+from ..core.literals import cpp_string
+from ..core.targets import Device
 
 
 # Locals the wrapper templates declare themselves (templates/common/kernel_body.j2), and `m`

@@ -1,6 +1,6 @@
-"""Names and literals in generated code: the one place that decides how a schema name
-(op, overload, argument, return) becomes a C++ or Python identifier, and how text becomes
-a C++ or Python string literal.
+"""Names in generated code: the one place that decides how a schema name (op, overload,
+argument, return) becomes a C++ or Python identifier.  (How text becomes a C++ or Python
+string literal is `codegen/core/literals.py`, below the shape language that writes them too.)
 
 The schema language accepts names that are keywords of C++ or Python (`delete`, `int`,
 `default`, `from`, `lambda`) or that clash with the locals the generated code declares
@@ -52,33 +52,6 @@ def py_ident(name: str, taken: Iterable[str] = ()) -> str:
     while out in PY_KEYWORDS or out in taken:
         out += "_"
     return out
-
-
-def cpp_string(s: str) -> str:
-    """A C++ string literal holding `s` exactly (quotes, backslashes, newlines, and the second
-    `?` of a `??` trigraph-like run escaped; a lone `?`, as in `Tensor?`, stays as it is)."""
-    out: list[str] = []
-    for ch in s:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "?" and out and out[-1] in ("?", "\\?"):
-            out.append("\\?")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\{ord(ch):03o}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def py_string(s: str) -> str:
-    """A Python string literal holding `s` exactly."""
-    return repr(s)
 
 
 class Scope:

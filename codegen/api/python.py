@@ -23,7 +23,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..schema import Argument, BaseType, ClassType, FunctionSchema, ListType, OptionalType, Type, is_list_of_tensors, is_tensor, unwrap_optional
+from ..lang.schema import Argument, BaseType, ClassType, FunctionSchema, ListType, OptionalType, Type, is_list_of_tensors, is_tensor, unwrap_optional
 from . import types
 from .names import py_ident
 

@@ -4,7 +4,7 @@ target cannot express yet.
 
 The generated C++ includes only torch's stable API and <opwrap/stable/runtime.h>, whose
 `opwrap::rt` functions are <opwrap/runtime/checks.h>'s with the same messages, taking
-`torch::stable::Tensor`: so the shape rule's C++ (codegen/shapes.py) and the C kernel ABI's
+`torch::stable::Tensor`: so the shape rule's C++ (codegen/lang/shapes.py) and the C kernel ABI's
 argument passing (codegen/api/abi.py) are the full target's own text.
 
 The wrapper calls a kernel behind the C ABI (C, Rust, CUDA C: the full target's symbols,
@@ -17,10 +17,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..schema import Argument, BaseType, is_tensor, unwrap_optional
-from ..shapes import cpp_input_checks, cpp_output_shape, render_cpp, variables
+from ..lang.schema import Argument, BaseType, is_tensor, unwrap_optional
+from ..lang.shapes import cpp_input_checks, cpp_output_shape, render_cpp, variables
 from . import abi
-from .names import Scope, cpp_string
+from .names import Scope
+from ..core.literals import cpp_string
 
 TENSOR = "torch::stable::Tensor"
 SCALAR_TYPE = "torch::headeronly::ScalarType"
@@ -52,7 +53,7 @@ RETURNED: dict[str, str] = {"int": "int64_t", "SymInt": "int64_t", "float": "dou
 # What the target's wrappers receive from the pipeline's locals (templates/stable/op.cpp.j2).
 TEMPLATE_LOCALS = ("kOp", "m")
 
-# The devices the target builds wrappers for (codegen/targets.py's rows of the same keys).
+# The devices the target builds wrappers for (codegen/core/targets.py's rows of the same keys).
 DEVICE_KEYS = ("CPU", "CUDA")
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..schema import Argument, BaseType, ClassType, ListType, OptionalType, Return, Type
+from ..lang.schema import Argument, BaseType, ClassType, ListType, OptionalType, Return, Type
 
 
 class UnsupportedType(Exception):

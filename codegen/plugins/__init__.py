@@ -11,9 +11,9 @@ import importlib
 import sys
 from importlib.metadata import entry_points
 
-from ..config import Config
-from ..diagnostics import Diagnostics, Loc
-from ..targets import ATEN, DEVICES, STABLE, Target, target_named
+from ..core.config import Config
+from ..core.diagnostics import Diagnostics, Loc
+from ..core.targets import ATEN, DEVICES, STABLE, Target, target_named
 from .base import Output, Plugin
 from .abi import AbiBindings
 from .autocast import Autocast
@@ -35,7 +35,7 @@ __all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
 
 
 def builtin_plugins(target: Target = ATEN) -> list[Plugin]:
-    """The built-in emitters of a build target (codegen/targets.py), in pipeline order."""
+    """The built-in emitters of a build target (codegen/core/targets.py), in pipeline order."""
     if target == STABLE:
         return stable_plugins()
     return [*(DeviceKernels(device) for device in DEVICES), AbiBindings(), PointwiseKernels(), RowwiseKernels(), Autograd(), Autocast(), Classes(), CudaArchs(), FakeKernels(), PythonLoader(), PythonOps(), PythonFast(), Vmap()]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from ..api import cpp
 from ..api.names import Scope
-from ..schema import ListType, is_tensor, unwrap_optional
-from ..fields import Enum, Field
+from ..lang.schema import ListType, is_tensor, unwrap_optional
+from ..front.fields import Enum, Field
 from .base import Output, Plugin
 
 POLICIES = {

@@ -28,7 +28,7 @@ is not implemented" instead of silently detaching.  out= overloads get
 op that writes arguments gets an ``ADInplaceOrView`` kernel that moves their versions.
 
 Each op's kernel is in ``autograd/<op>.cpp``; they are compiled a few at a time in the
-unity units ``units/autograd.<k>.cpp`` (codegen/units.py): the autograd headers are most of
+unity units ``units/autograd.<k>.cpp`` (codegen/pipeline/units.py): the autograd headers are most of
 the compile time of any one of them, and an edited formula recompiles only its op's unit.
 A formula may call another op of the library by name (``gelu_tanh_backward(grad, self)``);
 it is called through the dispatcher, so a double backward and torch.compile see that op.
@@ -45,11 +45,12 @@ from dataclasses import dataclass
 from ..api import cpp, types
 from ..api.aten_ops import header_of
 from ..api.kernel import tensor_arguments
-from ..api.names import Scope, cpp_ident, cpp_string
-from ..derivatives import (LIST_METADATA, METADATA, NON_DIFFERENTIABLE, derived_forward, grad_names, has_forward,
+from ..api.names import Scope, cpp_ident
+from ..core.literals import cpp_string
+from ..lang.derivatives import (LIST_METADATA, METADATA, NON_DIFFERENTIABLE, derived_forward, grad_names, has_forward,
                            is_tensor_list)
-from ..render import LINE_RESTORE
-from ..schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
+from .render import LINE_RESTORE
+from ..lang.schema import BaseType, ListType, OptionalType, is_tensor, unwrap_optional
 from .base import Output, Plugin
 
 _AT_CALL = re.compile(r"\bat::([a-z_][a-z0-9_]*)\s*\(")

@@ -7,7 +7,7 @@ signature and a declared way of combining results across plugins:
 hook               signature                                              combined as
 =================  =====================================================  ==============
 ``fields``         class attribute: declaration field -> ``Field``        union; a name
-                   (codegen/fields.py: type and doc), or -> a plain       twice is an
+                   (codegen/front/fields.py: type and doc), or -> a plain       twice is an
                    description, which means ``Field(Any(), doc)``          error
 ``validate``       ``(decl, lib, diag) -> None``; report with ``diag``     all run
 ``transform``      ``(lib, diag) -> Library``; return a new model          chained
@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterable, Mapping
 
 if TYPE_CHECKING:
-    from ..diagnostics import Diagnostics
-    from ..fields import Field
-    from ..model import Declaration, Library
-    from ..render import EmitContext
-    from ..targets import Device
+    from ..core.diagnostics import Diagnostics
+    from ..front.fields import Field
+    from ..front.model import Declaration, Library
+    from .render import EmitContext
+    from ..core.targets import Device
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Output:
     ``unit`` names the group of a C++ or CUDA source that is compiled together with the
     others of that group (e.g. ``"cpu"``, ``"pointwise.AVX2"``, ``"cuda"``): the pipeline
     writes ``units/<unit>.<k>.cpp`` files that include up to ``[tool.codegen] unity`` of
-    them (codegen/units.py).  Sources of one group must not define the same name twice
+    them (codegen/pipeline/units.py).  Sources of one group must not define the same name twice
     in one namespace.  ``None``: a source compiled alone, or not a source.  ``unit_size``
     caps how many sources of the group share a unit, below ``[tool.codegen] unity``, for
     groups whose sources are often edited one at a time (the smallest cap of a group holds).
@@ -70,7 +70,7 @@ class Output:
 class Plugin:
     name: ClassVar[str] = ""
     fields: ClassVar[Mapping[str, "Field | str"]] = {}
-    # The device (codegen/targets.py) whose kernel wrappers this plugin emits, if any: its key
+    # The device (codegen/core/targets.py) whose kernel wrappers this plugin emits, if any: its key
     # is then accepted in a declaration's `kernels:`.
     device: ClassVar["Device | None"] = None
 

@@ -3,7 +3,7 @@
 schemas name the class); a Python fake class registered with
 `torch._library.register_fake_class` for torch.compile and torch.export; and kernels (in the same block)
 for ops that are a method call on a class argument (`method: foo.for_each_add_`); their fake
-kernels, in the fake plugin's module, call the fake class's method.  See codegen/classes.py for the declaration."""
+kernels, in the fake plugin's module, call the fake class's method.  See codegen/front/classes.py for the declaration."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import textwrap
 
 from ..api import cpp
 from ..api import python as py
-from ..api.names import py_string
+from ..core.literals import py_string
 from ..api.python import method_call
-from ..schema import ClassType, is_tensor, unwrap_optional
-from ..fields import Field, Pattern
+from ..lang.schema import ClassType, is_tensor, unwrap_optional
+from ..front.fields import Field, Pattern
 from .base import Output, Plugin
 
 

@@ -1,4 +1,4 @@
-"""`cuda_archs:`: the CUDA architectures an op's kernels are compiled for (codegen/cuda_archs.py).
+"""`cuda_archs:`: the CUDA architectures an op's kernels are compiled for (codegen/core/cuda_archs.py).
 
 This plugin declares and checks the field; the CUDA wrappers (plugins/kernels.py and
 plugins/pointwise.py) read it through `cuda_archs.arch_restriction`."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import cuda_archs
-from ..fields import INVALID, Field, FieldType, ListOf
+from ..core import cuda_archs
+from ..front.fields import INVALID, Field, FieldType, ListOf
 from .base import Plugin
 
 __all__ = ["CudaArchs"]

@@ -33,11 +33,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..api import python as py
-from ..api.names import cpp_string, py_string
-from ..fields import Field, PyTarget
-from ..dtype_rules import render_python as render_rule
-from ..schema import is_list_of_tensors
-from ..shapes import dynamic_sizes, is_list_output, python_input_checks, python_list_loop, python_output_shape
+from ..core.literals import cpp_string, py_string
+from ..front.fields import Field, PyTarget
+from ..lang.dtype_rules import render_python as render_rule
+from ..lang.schema import is_list_of_tensors
+from ..lang.shapes import dynamic_sizes, is_list_output, python_input_checks, python_list_loop, python_output_shape
 from .base import Output, Plugin
 
 

@@ -1,4 +1,4 @@
-"""The wrappers around kernels, one instance of this plugin a device (codegen/targets.py):
+"""The wrappers around kernels, one instance of this plugin a device (codegen/core/targets.py):
 for each op with a kernel on that device, one translation unit (or, where the device allows
 cwrap's split_types, one per dtype) with the argument checks, output allocation from the
 shape rule and dtype dispatch over exactly the declared dtypes (one `plan_call`), the
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from ..api.kernel import (check_foreign, check_supported, combo_key, dispatch_key, kernel_function, kernel_header,
                           kernel_signature, plan_call, tensor_arguments, written_header)
-from ..cuda_archs import arch_restriction
-from ..fields import Field, RelativePath
-from ..targets import Device
+from ..core.cuda_archs import arch_restriction
+from ..front.fields import Field, RelativePath
+from ..core.targets import Device
 from .base import Output, Plugin
 
 __all__ = ["DeviceKernels"]

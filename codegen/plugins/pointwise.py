@@ -1,4 +1,4 @@
-"""Kernels from ``pointwise: <expression>`` (see codegen/pointwise.py for the language).
+"""Kernels from ``pointwise: <expression>`` (see codegen/lang/pointwise.py for the language).
 
 For each such op:
 
@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from ..api import cpp, types
 from .base import Output, Plugin
 from ..api.kernel import device_checks, device_guard
-from ..api.names import CPP_KEYWORDS, camel_case, cpp_string
-from ..cuda_archs import arch_restriction
-from ..targets import CPU, CPU_CAPABILITIES, CUDA, Device
+from ..api.names import CPP_KEYWORDS, camel_case
+from ..core.literals import cpp_string
+from ..core.cuda_archs import arch_restriction
+from ..core.targets import CPU, CPU_CAPABILITIES, CUDA, Device
 
 
 

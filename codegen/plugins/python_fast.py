@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from ..api import cpp, types
 from ..api import python as py
-from ..api.names import cpp_ident, cpp_string
-from ..schema import Argument, BaseType, ListType, OptionalType, Return
+from ..api.names import cpp_ident
+from ..core.literals import cpp_string
+from ..lang.schema import Argument, BaseType, ListType, OptionalType, Return
 from .base import Output, Plugin
 
 # The names fast.cpp.j2 declares at file scope (an op's function must not take them) and

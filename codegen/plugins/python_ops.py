@@ -15,7 +15,7 @@ tuple for several outputs) and then calls the overload."""
 from __future__ import annotations
 
 from ..api import python as py
-from ..api.names import py_string
+from ..core.literals import py_string
 from .base import Output, Plugin
 
 

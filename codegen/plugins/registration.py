@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..api.names import cpp_string
-from ..schema import BaseType, FunctionSchema
-from ..torch_compat import VERSIONED_TAGS
+from ..core.literals import cpp_string
+from ..lang.schema import BaseType, FunctionSchema
+from ..core.torch_compat import VERSIONED_TAGS
 from .base import Output, Plugin
 
 

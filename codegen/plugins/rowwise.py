@@ -1,4 +1,4 @@
-"""Kernels from ``rowwise: <program>`` (see codegen/rowwise.py for the language).
+"""Kernels from ``rowwise: <program>`` (see codegen/lang/rowwise.py for the language).
 
 For each such op:
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..api.types import Binding
 from ..api.kernel import kernel_function, kernel_parameters
 from ..api.names import CPP_KEYWORDS, camel_case
-from ..targets import CPU, CPU_CAPABILITIES, CUDA
+from ..core.targets import CPU, CPU_CAPABILITIES, CUDA
 from .base import Output, Plugin
 
 

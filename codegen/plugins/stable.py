@@ -1,5 +1,5 @@
 """The stable-ABI target's emitters (docs/stable-abi.md), which take the place of the full
-target's C++ emitters when `[tool.codegen] target = "stable"` (codegen/targets.py, STABLE):
+target's C++ emitters when `[tool.codegen] target = "stable"` (codegen/core/targets.py, STABLE):
 
 - ``stable-checks``: every declaration feature the target cannot express yet is a positioned
   error naming what torch's stable API lacks (codegen/api/stable.py, `problems`); the fields
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from ..api import stable
 from ..api.kernel import check_foreign
-from ..api.names import cpp_string, py_string
-from ..schema import is_tensor, unwrap_optional
-from ..targets import CPU, Device, Target
+from ..core.literals import cpp_string, py_string
+from ..lang.schema import is_tensor, unwrap_optional
+from ..core.targets import CPU, Device, Target
 from .base import Output, Plugin
 
 __all__ = ["StableChecks", "StableKernels", "StableRegistration", "StableAutograd"]

@@ -30,9 +30,9 @@ op with hand-written kernels says so with `pointwise: true`.
 from __future__ import annotations
 
 from ..api import python as py
-from ..api.names import py_string
-from ..schema import BaseType, is_list_of_tensors, is_tensor, unwrap_optional
-from ..fields import Field, PyTarget
+from ..core.literals import py_string
+from ..lang.schema import BaseType, is_list_of_tensors, is_tensor, unwrap_optional
+from ..front.fields import Field, PyTarget
 from .base import Output, Plugin
 
 

@@ -1,10 +1,10 @@
 """A third-party plugin, as a user would write one outside codegen/: a Markdown reference
 page of every op, from each declaration's `doc:`, plus fields of its own: `since:`, typed
-as plugins type their fields (codegen/fields.py: checked by the loader before the plugin
+as plugins type their fields (codegen/front/fields.py: checked by the loader before the plugin
 sees it), and `see_also:`, declared the older way with only a description (any plain YAML
 value, given to the plugin frozen: lists as tuples)."""
 
-from opwrap_codegen.fields import Field, String
+from opwrap_codegen.front.fields import Field, String
 from opwrap_codegen.plugins import Output, Plugin
 
 

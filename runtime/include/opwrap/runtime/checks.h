@@ -321,7 +321,7 @@ inline void check_result_dtype(const char* op, const char* name, const std::vect
   }
 }
 
-// out= arguments and outputs whose dtype comes from a rule (codegen/dtype_rules.py).
+// out= arguments and outputs whose dtype comes from a rule (codegen/lang/dtype_rules.py).
 inline void check_out_dtype(const char* op, const char* arg, const at::Tensor& out, at::ScalarType expected) {
   TORCH_CHECK(out.scalar_type() == expected, op, ": out= argument '", arg, "' has dtype ", out.scalar_type(),
               ", but the result has dtype ", expected);

@@ -1,7 +1,7 @@
 // Per-op CUDA architectures (`cuda_archs:` in a declaration): which architectures this
 // translation unit's nvcc compiled for, and whether code for one of them runs on a device.
 // No torch here: the rules are tested by compiling this header alone (tests/test_cuda_archs.py),
-// and codegen/cuda_archs.py holds the same rules in Python.
+// and codegen/core/cuda_archs.py holds the same rules in Python.
 //
 // An architecture is a number as __CUDA_ARCH__ spells it (900 for 9.0), plus 1 for an
 // arch-specific target (901 for 9.0a).  `codegen build` writes what it compiles for into

@@ -1,4 +1,4 @@
-// The functions of pointwise expressions (codegen/pointwise.py), for both kinds of value a
+// The functions of pointwise expressions (codegen/lang/pointwise.py), for both kinds of value a
 // generated loop evaluates an expression over: a scalar (host and device code) and, on the
 // CPU, an at::vec::Vectorized of one.  The generated text is the same for both.
 //

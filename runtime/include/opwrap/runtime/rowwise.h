@@ -1,4 +1,4 @@
-// Support of generated row-wise kernels (codegen/rowwise.py, templates/rowwise/): the
+// Support of generated row-wise kernels (codegen/lang/rowwise.py, templates/rowwise/): the
 // reductions over a row, for scalars (host and device) and at::vec::Vectorized values, and
 // (on the CPU) the row in the computation type.
 //

@@ -5,7 +5,7 @@
 //
 // The functions are those of <opwrap/runtime/checks.h> (the full ATen target), in the same
 // namespace and with the same messages, taking torch::stable::Tensor: the shape rule's C++
-// (codegen/shapes.py) calls them by the same names in both targets.  The two headers are
+// (codegen/lang/shapes.py) calls them by the same names in both targets.  The two headers are
 // never included into one translation unit.  A failed check throws std::runtime_error with
 // the message alone, which torch raises as RuntimeError.
 #pragma once

@@ -34,7 +34,7 @@ def installed_release() -> tuple[int, int]:
     is release 2.11; imported here, not at the top, so that this module imports no torch)."""
     import torch
 
-    from .pyruntime import torch_release
+    from ..pyruntime import torch_release
     major, minor = torch_release(torch.__version__).split(".")
     return int(major), int(minor)
 

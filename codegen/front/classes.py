@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import yaml
 
-from . import pysyntax
-from .diagnostics import Diagnostics, Loc, did_you_mean
-from .schema import FunctionSchema, SchemaError
-from .yaml_nodes import loc_of
+from ..lang import pysyntax
+from ..core.diagnostics import Diagnostics, Loc, did_you_mean
+from ..lang.schema import FunctionSchema, SchemaError
+from ..core.yaml_nodes import loc_of
 
 CLASS_FIELDS = ("class", "doc", "header", "init", "methods", "flatten", "pickle")
 _IDENT = re.compile(r"[A-Za-z_]\w*\Z")

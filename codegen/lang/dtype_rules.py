@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from .dtypes import DTYPES, DType
+from ..core.dtypes import DTYPES, DType
 from .schema import BaseType, FunctionSchema, OptionalType, is_tensor, unwrap_optional
 
 

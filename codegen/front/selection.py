@@ -19,8 +19,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from .diagnostics import Diagnostics, Loc, did_you_mean
-from .dtypes import DTYPES, GROUPS
+from ..core.diagnostics import Diagnostics, Loc, did_you_mean
+from ..core.dtypes import DTYPES, GROUPS
 from .model import Library
 
 _CALL = re.compile(r"(?<![\w.:>])([A-Za-z_]\w*)\s*\(")

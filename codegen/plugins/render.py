@@ -8,9 +8,9 @@ from pathlib import Path
 import jinja2
 import jinja2.bccache
 
-from .config import Config
+from ..core.config import Config
 
-BUILTIN_TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+BUILTIN_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
 
 def builtin_templates_dir() -> Path:

@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .config import Config
-from .diagnostics import CodegenError, Diagnostics
-from .fields import Field, as_field
-from .loader import CORE_FIELDS, DeclarationLoader
-from .model import Library
-from .plugins import Plugin, load_plugins
-from .render import EmitContext, banner, resolve_line_markers
+from ..core.config import Config
+from ..core.diagnostics import CodegenError, Diagnostics
+from ..front.fields import Field, as_field
+from ..front.loader import CORE_FIELDS, DeclarationLoader
+from ..front.model import Library
+from ..plugins import Plugin, load_plugins
+from ..plugins.render import EmitContext, banner, resolve_line_markers
 from . import units
-from .selection import Selection, apply as apply_selection
+from ..front.selection import Selection, apply as apply_selection
 from .writer import unsafe_path
 
 
@@ -137,7 +137,7 @@ def plugin_fields(plugins: list[Plugin], config: Config, diag: Diagnostics) -> d
             field = as_field(spec)
             if field is None:
                 diag.error(config_loc(config), f"plugin '{p.name}' declares field '{name}' with {type(spec).__name__}, "
-                           "not an opwrap_codegen.fields.Field or a description string")
+                           "not an opwrap_codegen.front.fields.Field or a description string")
             elif name in CORE_FIELDS or name in fields:
                 diag.error(config_loc(config), f"plugin '{p.name}' declares field '{name}', which is already taken")
             else:
@@ -146,5 +146,5 @@ def plugin_fields(plugins: list[Plugin], config: Config, diag: Diagnostics) -> d
 
 
 def config_loc(config: Config):
-    from .diagnostics import Loc
+    from ..core.diagnostics import Loc
     return Loc(str(config.root / "pyproject.toml"), 1, 1)

@@ -44,12 +44,12 @@ from dataclasses import dataclass
 
 import yaml
 
-from .diagnostics import Diagnostics, Loc, did_you_mean
-from .dtypes import DTYPES
+from ..core.diagnostics import Diagnostics, Loc, did_you_mean
+from ..core.dtypes import DTYPES
 from .schema import FunctionSchema, is_tensor, is_tensor_list, unwrap_optional
 
 
-from .yaml_nodes import construct as _construct, loc_of, scalar_text_loc
+from ..core.yaml_nodes import construct as _construct, loc_of, scalar_text_loc
 
 NON_DIFFERENTIABLE = "non_differentiable"
 FLAGS = ("output_differentiability", "once_differentiable", "materialize_grads")

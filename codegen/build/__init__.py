@@ -38,13 +38,13 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import units
-from .config import Config, line_of
+from ..pipeline import units
+from ..core.config import Config, line_of
 from .cuda_env import import_cpp_extension
-from .diagnostics import CodegenError, Diagnostic, Loc
-from .targets import CPU_CAPABILITIES, DEVICES, target_named
+from ..core.diagnostics import CodegenError, Diagnostic, Loc
+from ..core.targets import CPU_CAPABILITIES, DEVICES, target_named
 
-# The sources nvcc compiles (codegen/targets.py): only `codegen build --cuda` builds them.
+# The sources nvcc compiles (codegen/core/targets.py): only `codegen build --cuda` builds them.
 NVCC_SUFFIXES = frozenset(d.suffix for d in DEVICES if d.compiler == "nvcc")
 
 # -Wno-psabi: GCC notes that passing at::vec::Vectorized by value changed ABI in GCC 4.6 (noise).
@@ -105,7 +105,7 @@ def openmp_flags() -> list[str]:
 
 def support_include_dir() -> Path:
     """The support headers generated code includes (<opwrap/runtime/checks.h>)."""
-    here = Path(__file__).resolve().parent.parent / "runtime" / "include"
+    here = Path(__file__).resolve().parents[2] / "runtime" / "include"
     if here.is_dir():
         return here
     from importlib.resources import files
@@ -125,7 +125,7 @@ def sources(config: Config, cuda: bool = False) -> list[Path]:
     `[tool.codegen] sources`, less the C files (`c_sources`: cpp_extension compiles every
     file as C++; the native step compiles those as C)."""
     gen = config.path("generated")
-    # The unity units and the generated sources no unit includes (codegen/units.py).
+    # The unity units and the generated sources no unit includes (codegen/pipeline/units.py).
     found = units.compiled_sources(gen, exclude={gen / "python" / f"{FAST_MODULE}.cpp"})
     found.extend(p for p in _matched_sources(config) if p.suffix != ".c")
     # CPU-capability builds (units/pointwise.AVX2.0.cpp) link last.  Inline functions from
@@ -198,13 +198,13 @@ def cuda_include_flags(env) -> list[str]:
 
 def cuda_archs_flags(build_dir: Path, env) -> list[str]:
     """nvcc's architecture flags, and the include path of the header that tells the generated
-    CUDA wrappers of ops declared with `cuda_archs:` what they are (codegen/cuda_archs.py).
+    CUDA wrappers of ops declared with `cuda_archs:` what they are (codegen/core/cuda_archs.py).
     The flags are torch's own (from TORCH_CUDA_ARCH_LIST), given explicitly: cpp_extension
     adds them itself only when no flag of extra_cuda_cflags contains the text 'arch', and an
     include path can (a project under ~/research, this header's folder)."""
     if env is None:
         return []
-    from .cuda_archs import gencode_flags, write_build_header
+    from ..core.cuda_archs import gencode_flags, write_build_header
     flags = gencode_flags()
     folder = write_build_header(build_dir / "cuda-archs", os.environ.get("TORCH_CUDA_ARCH_LIST", ""), flags)
     return [*flags, f"-I{folder}"]
@@ -638,7 +638,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     `glibc_compat` links glibc_compat_source into both modules (manylinux wheels).
     `compiler_cache` (a wheel's -C compiler-cache=) and `use_ccache` (--ccache/--no-ccache)
     choose the compiler cache over OPWRAP_COMPILER_CACHE and [tool.codegen] compiler_cache
-    (codegen/compiler_cache.py)."""
+    (codegen/build/compiler_cache.py)."""
     if optimize not in OPTIMIZE_LEVELS:
         raise ValueError(f"optimize must be one of {', '.join(map(str, OPTIMIZE_LEVELS))}, not {optimize!r}")
     if sanitize:
@@ -721,7 +721,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
                            build_directory=str(fast_dir),
                            verbose=verbose, is_python_module=True, with_cuda=False)
 
-    target = target_named(config.target)  # codegen/targets.py: its definitions, and what it leaves out
+    target = target_named(config.target)  # codegen/core/targets.py: its definitions, and what it leaves out
     unit_cflags = cflags + (openmp_flags() if target.openmp else []) + [f"-D{d}" for d in target.defines]
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
     # idle while it compiles after the library's last unit.  The two precompiled headers a
@@ -819,14 +819,14 @@ def compile_times(ninja_log: Path, start: int) -> dict[str, tuple[int, float]]:
 
 def build_project(config: Config, *, selection=None, log=print, target: str | None = None, **options) -> Path:
     """`codegen build` after its generate step, for the CLI and the wheel backend alike: a
-    selective build (`selection`, from opwrap_codegen.selection.parse) is generated into
+    selective build (`selection`, from opwrap_codegen.front.selection.parse) is generated into
     <build>/generated from the same declarations and compiled from there, generated/ left
     as it is; then the build, holding the locks (one build of a build directory at a time,
     and the generated tree unchanged under it).  `options` go to `build`.  Raises
     CodegenError for a selection that does not fit the declarations."""
-    from .locking import locked
-    from .pipeline import generate
-    from .writer import write_tree_locked
+    from ..pipeline.locking import locked
+    from ..pipeline.passes import generate
+    from ..pipeline.writer import write_tree_locked
     retarget = target is not None and target != config.target
     if retarget:
         # Another target than the project's (`codegen build --target`): generated into
@@ -852,7 +852,7 @@ def torch_release() -> str:
     is the loader's (pyruntime), which refuses a library built for another release."""
     import torch
 
-    from .pyruntime import torch_release as release_of
+    from ..pyruntime import torch_release as release_of
     return release_of(torch.__version__)
 
 

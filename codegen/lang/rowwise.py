@@ -2,7 +2,7 @@
 
 An op that reduces each row of its inputs and may map the row again (rms_norm, layer_norm,
 softmax, log_softmax, logsumexp, a sum with an epilogue) is written as a few lines in the
-language of pointwise expressions (codegen/pointwise.py), plus reductions over the row::
+language of pointwise expressions (codegen/lang/pointwise.py), plus reductions over the row::
 
     shape:
       input: ["*B", D]          # rows: the run *B; the row: the dimensions after it
@@ -34,7 +34,7 @@ import ast
 from dataclasses import dataclass, replace
 
 from . import pysyntax
-from .diagnostics import Diagnostics, Loc, did_you_mean
+from ..core.diagnostics import Diagnostics, Loc, did_you_mean
 from .pointwise import ALIASES, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, ExpressionError, Translator, statements
 from .schema import BaseType, FunctionSchema, is_tensor
 from .shapes import Shape

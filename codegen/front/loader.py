@@ -13,21 +13,21 @@ from typing import Mapping, Sequence
 
 import yaml
 
-from . import derivatives
+from ..lang import derivatives
 from .classes import load_class
-from .config import Config
-from .diagnostics import Diagnostics, Loc, did_you_mean
-from .dtype_rules import DTypeVar, RuleError, parse_rule, template_parameter
-from .dtypes import DTYPES, GROUPS, describe_group
-from . import pointwise as pointwise_expr
-from . import rowwise
+from ..core.config import Config
+from ..core.diagnostics import Diagnostics, Loc, did_you_mean
+from ..lang.dtype_rules import DTypeVar, RuleError, parse_rule, template_parameter
+from ..core.dtypes import DTYPES, GROUPS, describe_group
+from ..lang import pointwise as pointwise_expr
+from ..lang import rowwise
 from .fields import (INVALID, Any, Bool, Checker, CppExpr, Enum, Field, Identifier, Int, ListOf, MappingOf, OneOf,
                      Pattern, RelativePath, Schema, String, TorchTag, as_field, children, scalar_value)
-from .yaml_nodes import loc_of, scalar_text_loc, text_loc
+from ..core.yaml_nodes import loc_of, scalar_text_loc, text_loc
 from .model import Declaration, Library
-from .schema import BaseType, FunctionSchema, is_list_of_tensors, is_tensor, unwrap_optional
-from .targets import DEVICES
-from .shapes import analyze, parse_shape
+from ..lang.schema import BaseType, FunctionSchema, is_list_of_tensors, is_tensor, unwrap_optional
+from ..core.targets import DEVICES
+from ..lang.shapes import analyze, parse_shape
 
 _DISPATCH_KEYS = tuple(d.key for d in DEVICES)
 _DTYPE = Enum(*DTYPES, *GROUPS, what="dtype")
@@ -59,7 +59,7 @@ def kernels_field(keys: Sequence[str]) -> Field:
 
 
 # The fields of an op declaration that the core model understands, typed as plugins type
-# theirs (codegen/fields.py); one table with the plugins' fields, from which the docs'
+# theirs (codegen/front/fields.py); one table with the plugins' fields, from which the docs'
 # field table is generated (`python -m opwrap_codegen.reference fields`).  Each value is checked against its
 # type first; the parsers below then read what the type cannot say.
 CORE_FIELDS: dict[str, Field] = {
@@ -535,7 +535,7 @@ class DeclarationLoader:
 
     def parse_index(self, schema: FunctionSchema, node: yaml.MappingNode, path: str):
         from .model import IndexBound
-        from .shapes import Num, parse_shape
+        from ..lang.shapes import Num, parse_shape
         out, uses = [], []
         for k, v in node.value:
             name = k.value
@@ -784,7 +784,7 @@ def _scalar(node: yaml.Node):
 
 
 def _tensor_args(schema: FunctionSchema):
-    from .schema import is_tensor, unwrap_optional
+    from ..lang.schema import is_tensor, unwrap_optional
     return [a for a in schema.arguments if is_tensor(unwrap_optional(a.type))]
 
 

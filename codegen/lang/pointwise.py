@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass
 
 from . import pysyntax
-from .diagnostics import Diagnostics, Loc, did_you_mean
+from ..core.diagnostics import Diagnostics, Loc, did_you_mean
 from .schema import BaseType, FunctionSchema, is_tensor
 
 VALUE_TYPE = "Tv"  # the C++ value type the expression is written over

@@ -28,21 +28,21 @@ class Config:
     split_types: bool = False  # one translation unit per op and dtype, for every op
     # Unity builds: at most this many ops' kernels share one translation unit (per dispatch
     # key and CPU capability), so the heavy headers are parsed once per unit, not per op.
-    # 1 compiles every op alone.  See codegen/units.py.
+    # 1 compiles every op alone.  See codegen/pipeline/units.py.
     unity: int = 8
     plugins: tuple[str, ...] = ()  # "module:attribute" of third-party plugins
     templates: str = ""  # a directory of templates overriding the built-in ones
     # Requirements of the built wheel besides torch, which the build backend pins to the
     # release it compiled against ([project] dependencies is dynamic: see backend.py).
     dependencies: tuple[str, ...] = ()
-    # The API the generated C++ is written against (codegen/targets.py): "aten" (the full
+    # The API the generated C++ is written against (codegen/core/targets.py): "aten" (the full
     # ATen API) or "stable" (torch's stable ABI: one build for every claimed torch release).
     target: str = "aten"
     # Wheels (opwrap_codegen.backend; docs/shipping.md): a manylinux tag the wheel is repaired to
     # with auditwheel ("" leaves it linux_<arch>), and a size past which the build warns ("" none).
     manylinux: str = ""
     wheel_size_budget: str | int = ""
-    # The compiler cache builds compile through (codegen/compiler_cache.py): "auto" (ccache
+    # The compiler cache builds compile through (codegen/build/compiler_cache.py): "auto" (ccache
     # when installed), "ccache", "sccache" or "none"; OPWRAP_COMPILER_CACHE overrides it.
     compiler_cache: str = "auto"
 

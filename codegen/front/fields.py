@@ -40,9 +40,9 @@ from typing import Any as AnyValue, Mapping
 
 import yaml
 
-from .diagnostics import Diagnostics, did_you_mean
-from .torch_compat import VERSIONED_TAGS
-from .yaml_nodes import loc_of, scalar_text_loc
+from ..core.diagnostics import Diagnostics, did_you_mean
+from ..core.torch_compat import VERSIONED_TAGS
+from ..core.yaml_nodes import loc_of, scalar_text_loc
 
 # A field value may expand (through YAML aliases) to at most this many nodes, nested at most
 # this deep: a few kilobytes of aliases could otherwise stand for an exponentially large value.
@@ -507,7 +507,7 @@ class Schema(FieldType):
     """A schema string in PyTorch's schema language, parsed to a `FunctionSchema`."""
 
     def check(self, node, ck, where):
-        from .schema import FunctionSchema, SchemaError
+        from ..lang.schema import FunctionSchema, SchemaError
 
         if not isinstance(node, _SCALAR) or node.tag != _STR or not node.value.strip():
             return self.fail(node, ck, where)

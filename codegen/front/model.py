@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .classes import ClassDecl
-from .config import Config
-from .derivatives import Derivatives
-from .diagnostics import Loc
-from .dtype_rules import DTypeRule, DTypeVar
-from .dtypes import DTYPES, DType
-from .schema import BaseType, FunctionSchema, is_list_of_tensors, is_tensor, unwrap_optional
-from .pointwise import Expression
-from .rowwise import RowProgram
-from .shapes import Expr, Shape, ShapePlan
-from .targets import GENERATED
+from ..core.config import Config
+from ..lang.derivatives import Derivatives
+from ..core.diagnostics import Loc
+from ..lang.dtype_rules import DTypeRule, DTypeVar
+from ..core.dtypes import DTYPES, DType
+from ..lang.schema import BaseType, FunctionSchema, is_list_of_tensors, is_tensor, unwrap_optional
+from ..lang.pointwise import Expression
+from ..lang.rowwise import RowProgram
+from ..lang.shapes import Expr, Shape, ShapePlan
+from ..core.targets import GENERATED
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class Declaration:
     shape_plan: ShapePlan | None = None
     output_dtypes: tuple[tuple[str, str], ...] = ()  # (return name, the dtype rule's text)
     dtype_rules: tuple[tuple[str, DTypeRule], ...] = ()  # (return name, its parsed `dtype:` rule)
-    # Per-argument dtypes (codegen/dtype_rules.py): the variables, the primary first; and
+    # Per-argument dtypes (codegen/lang/dtype_rules.py): the variables, the primary first; and
     # which variable each tensor argument or return named in a `dtypes:` mapping uses.
     # Empty: one variable over `dtypes`, shared by every tensor.
     dtype_vars: tuple[DTypeVar, ...] = ()
