@@ -1,7 +1,7 @@
-"""The toolchain's structure (issue 35): no import cycles among its modules, counting imports
-inside functions, and no plugin importing another plugin (a plugin is one file of
-codegen/plugins/ that the others do not know; what two plugins share lives below them, in
-codegen/api/, codegen/core/targets.py, ...)."""
+"""The toolchain's structure (issue 35): its layers import only downwards, no import cycles
+among its modules, counting imports inside functions, and no plugin importing another plugin
+(a plugin is one file of codegen/plugins/ that the others do not know; what two plugins share
+lives below them, in codegen/api/, codegen/core/targets.py, ...)."""
 
 from __future__ import annotations
 
@@ -89,6 +89,90 @@ def test_the_cycle_finder_finds_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert import_graph()[f"{PACKAGE}.reference"] >= {f"{PACKAGE}.plugins", f"{PACKAGE}.front.loader"}
+
+
+# ------------------------------------------------------------------ layers
+# The subpackages of codegen/, lowest first (docs/architecture.md describes them).  A module
+# imports only modules of its own layer or of a layer below it; every module belongs to one
+# layer, so a new module or subpackage must be placed here.  `opwrap_codegen` itself holds only
+# `__version__`; pyruntime is a generated library's run-time module (copied into it), which
+# imports nothing of the toolchain.  The top layer is the entry points and what uses the whole
+# toolchain; `shapes` there is a compatibility name for `lang.shapes`.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("", "pyruntime"),
+    ("core",),
+    ("lang",),
+    ("front",),
+    ("api",),
+    ("plugins",),
+    ("pipeline",),
+    ("build",),
+    ("cli", "backend", "scaffold", "survey", "testing", "reference", "shapes"),
+)
+
+
+def layer_of(module: str, layers=LAYERS) -> int | None:
+    """The index in `layers` of the layer holding `module` (a full dotted name), or None."""
+    rest = module.removeprefix(PACKAGE).removeprefix(".")
+    for i, names in enumerate(layers):
+        for name in names:
+            if rest == name or (name and rest.startswith(f"{name}.")):
+                return i
+    return None
+
+
+def layer_violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """`module -> target` for every import of a higher layer, and `module: no layer` for a
+    module that no layer holds."""
+    out = [f"{m}: no layer" for m in sorted(graph) if layer_of(m, layers) is None]
+    for m in sorted(graph):
+        here = layer_of(m, layers)
+        out += [f"{m} -> {t}" for t in sorted(graph[m])
+                if here is not None and (layer_of(t, layers) or 0) > here]
+    return out
+
+
+def test_layers_import_only_downwards():
+    assert layer_violations(import_graph()) == []
+    assert len({layer_of(m) for m in import_graph()}) == len(LAYERS)  # no layer is empty
+
+
+def test_the_layer_check_finds_an_upward_import():
+    """The check above cannot pass by finding nothing: a module importing a higher layer and a
+    module of no layer are reported, and imports within a layer or downwards are not."""
+    graph = import_graph()
+    graph[f"{PACKAGE}.lang.shapes"] = graph[f"{PACKAGE}.lang.shapes"] | {f"{PACKAGE}.api.names"}
+    graph[f"{PACKAGE}.front.model"] = graph[f"{PACKAGE}.front.model"] | {f"{PACKAGE}.front.loader"}
+    graph[f"{PACKAGE}.misc"] = {f"{PACKAGE}.core.diagnostics"}
+    assert layer_violations(graph) == [f"{PACKAGE}.misc: no layer",
+                                       f"{PACKAGE}.lang.shapes -> {PACKAGE}.api.names"]
+
+
+def test_the_public_module_names_import():
+    """Names users' projects and plugins spell: the build backend in every pyproject.toml, the
+    console script, the plugin base class, the test helpers, the shape language, the run-time
+    module; `shapes` is the very module `lang.shapes`."""
+    import importlib
+
+    for name in ("backend", "cli", "plugins.base", "testing", "shapes", "pyruntime", "build"):
+        importlib.import_module(f"{PACKAGE}.{name}")
+    assert importlib.import_module(f"{PACKAGE}.shapes") is importlib.import_module(f"{PACKAGE}.lang.shapes")
+    assert callable(importlib.import_module(f"{PACKAGE}.cli").main)
+    assert callable(importlib.import_module(f"{PACKAGE}.build").sanitizer_runtime)
+
+
+def test_the_build_backend_imports_no_requirement():
+    """A wheel's build backend (opwrap_codegen.backend) imports the build package before
+    pip or uv has installed any requirement, so neither imports YAML, Jinja2, click or torch
+    when imported: a package's __init__ that imports heavy modules would make every one of its
+    modules heavy (pipeline/__init__.py holds nothing for that reason)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfor m in ('yaml', 'jinja2', 'click', 'torch'): sys.modules[m] = None\n"
+            "import opwrap_codegen.backend, opwrap_codegen.build, opwrap_codegen.pipeline.writer\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
 
 
 def test_no_plugin_imports_another():
