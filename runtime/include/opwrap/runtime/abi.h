@@ -2,7 +2,9 @@
 // call a kernel behind it.  `Call` is one call's context (its callbacks: resize, parallel_for,
 // set_error, workspace) and turns a failed status into the op's RuntimeError; `view`, `output`,
 // `OptionalView`, `ListView` and `arg` turn the kernel's C++ arguments into their C types.
-// Views point into the tensors, which outlive the call; nothing is copied.
+// Views point into the tensors, which outlive the call; nothing is copied.  `Call`, `view` and
+// `output` are <opwrap/shared/abi_call.h>, which the stable target shares; here are ATen's types
+// and the few calls that differ.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -47,36 +49,36 @@ static_assert(OPWRAP_CPU == static_cast<int>(c10::DeviceType::CPU) &&
                   OPWRAP_CUDA == static_cast<int>(c10::DeviceType::CUDA),
               "opwrap/kernel_abi.h's device codes are c10::DeviceType's");
 
-inline void fill(opwrap_tensor& v, const at::Tensor& t) {
-  v.data = const_cast<void*>(t.const_data_ptr());
-  v.sizes = t.sizes().data();
-  v.strides = t.strides().data();
-  v.ndim = t.dim();
-  v.dtype = static_cast<int32_t>(t.scalar_type());
-  v.device_type = static_cast<int32_t>(t.device().type());
-  v.device_index = t.device().index();
-  v.reserved = 0;
+using Tensor = at::Tensor;
+using DeviceType = c10::DeviceType;
+
+inline int32_t num_threads() { return at::get_num_threads(); }
+
+inline void resize_output(at::Tensor& t, const int64_t* sizes, int64_t ndim) {
+  t.resize_(at::IntArrayRef(sizes, static_cast<size_t>(ndim)));
 }
 
-// An input: read only, not resizable.
-inline opwrap_tensor view(const at::Tensor& t) {
-  opwrap_tensor v;
-  fill(v, t);
-  v.handle = nullptr;
-  return v;
+inline at::Tensor allocate_workspace(int32_t device_type, int32_t device_index, int64_t nbytes) {
+  const c10::Device device(static_cast<c10::DeviceType>(device_type), static_cast<c10::DeviceIndex>(device_index));
+  return at::empty({nbytes}, at::TensorOptions().dtype(at::kByte).device(device));
 }
+
+inline void run_parallel_for(int64_t begin, int64_t end, int64_t grain, opwrap_range_fn fn, void* data) {
+  at::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) { fn(data, b, e); });
+}
+
+inline std::string error_message(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const c10::Error*>(&e)) return error->what_without_backtrace();
+  return e.what();
+}
+
+#define OPWRAP_RT_CHECK TORCH_CHECK
+#include <opwrap/shared/abi_call.h>
+#undef OPWRAP_RT_CHECK
 
 // A tensor written in place: its size is the caller's.
 inline opwrap_tensor written(const at::Tensor& t) {
   return view(t);
-}
-
-// An output: the kernel may resize it (opwrap_resize) when its size depends on the data.
-inline opwrap_tensor output(at::Tensor& t) {
-  opwrap_tensor v;
-  fill(v, t);
-  v.handle = &t;
-  return v;
 }
 
 // A `Tensor?`: NULL when absent or undefined.
@@ -132,90 +134,5 @@ inline opwrap_scalar arg(const at::Scalar& v) {
   if (v.isIntegral(false)) return {static_cast<double>(v.toLong()), v.toLong(), OPWRAP_SCALAR_INT};
   return {v.toDouble(), static_cast<int64_t>(v.toDouble()), OPWRAP_SCALAR_FLOAT};
 }
-
-// One call of a foreign kernel: its context, the error it reported, its scratch memory.
-class Call {
- public:
-  Call(const char* op, c10::DeviceType device_type, c10::DeviceIndex device_index, void* stream = nullptr)
-      : op_(op) {
-    ctx_.abi_version = OPWRAP_KERNEL_ABI_VERSION;
-    ctx_.device_type = static_cast<int32_t>(device_type);
-    ctx_.device_index = device_index;
-    ctx_.num_threads = at::get_num_threads();
-    ctx_.stream = stream;
-    ctx_.op = op;
-    ctx_.resize = &Call::resize;
-    ctx_.parallel_for = &Call::parallel_for;
-    ctx_.set_error = &Call::set_error;
-    ctx_.workspace = &Call::workspace;
-    ctx_.state = this;
-  }
-  Call(const Call&) = delete;
-  Call& operator=(const Call&) = delete;
-
-  opwrap_context* context() { return &ctx_; }
-
-  // The kernel's status: anything but OPWRAP_OK is the op's RuntimeError with the kernel's words.
-  void check(int32_t status) {
-    if (C10_LIKELY(status == OPWRAP_OK)) return;
-    TORCH_CHECK(false, op_, ": ", error_.empty() ? "the kernel failed (status " + std::to_string(status) +
-                                                       ") without a message"
-                                                 : error_);
-  }
-
- private:
-  static Call& of(opwrap_context* ctx) { return *static_cast<Call*>(ctx->state); }
-
-  static void set_error(opwrap_context* ctx, const char* message, int64_t len) {
-    of(ctx).error_.assign(message, message + (len > 0 ? len : 0));
-  }
-
-  // Never throws into the kernel: a failure is the status and the message.
-  static int32_t resize(opwrap_context* ctx, opwrap_tensor* out, int64_t ndim, const int64_t* sizes) {
-    Call& call = of(ctx);
-    try {
-      TORCH_CHECK(out != nullptr && out->handle != nullptr,
-                  "opwrap_resize: only an output the wrapper allocated can be resized");
-      TORCH_CHECK(ndim >= 0 && (ndim == 0 || sizes != nullptr), "opwrap_resize: ndim ", ndim, " with no sizes");
-      at::Tensor& t = *static_cast<at::Tensor*>(out->handle);
-      t.resize_(at::IntArrayRef(sizes, static_cast<size_t>(ndim)));
-      fill(*out, t);
-      return OPWRAP_OK;
-    } catch (const c10::Error& e) {
-      call.error_ = e.what_without_backtrace();
-      return OPWRAP_ERROR;
-    } catch (const std::exception& e) {
-      call.error_ = e.what();
-      return OPWRAP_ERROR;
-    }
-  }
-
-  // A byte tensor on the call's device, kept until the call returns.
-  static void* workspace(opwrap_context* ctx, int64_t nbytes) {
-    Call& call = of(ctx);
-    try {
-      TORCH_CHECK(nbytes >= 0, "opwrap_workspace: ", nbytes, " bytes");
-      const c10::Device device(static_cast<c10::DeviceType>(ctx->device_type),
-                               static_cast<c10::DeviceIndex>(ctx->device_index));
-      call.scratch_.push_back(at::empty({nbytes > 0 ? nbytes : 1}, at::TensorOptions().dtype(at::kByte).device(device)));
-      return call.scratch_.back().mutable_data_ptr();
-    } catch (const c10::Error& e) {
-      call.error_ = e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      call.error_ = e.what();
-    }
-    return nullptr;
-  }
-
-  static void parallel_for(opwrap_context*, int64_t begin, int64_t end, int64_t grain, opwrap_range_fn fn,
-                           void* data) {
-    at::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) { fn(data, b, e); });
-  }
-
-  opwrap_context ctx_{};
-  const char* op_;
-  std::string error_;
-  std::vector<at::Tensor> scratch_;
-};
 
 }  // namespace opwrap::rt::abi

@@ -200,44 +200,11 @@ inline void check_no_overlap(const char* op, const char* written, const at::Tens
               "'; pass a copy (clone()) of one of them");
 }
 
-inline int64_t list_item(c10::IntArrayRef list, int64_t i) {
-  const int64_t n = static_cast<int64_t>(list.size());
-  TORCH_CHECK(i >= -n && i < n, "index ", i, " out of range for a list of ", n, " sizes");
-  return list[i < 0 ? i + n : i];
-}
-
-// Shape arithmetic (the +, - and * of shape expressions) in int64 with overflow checked: a
-// signed overflow is undefined behaviour, and a wrapped size would be silently wrong.  (GCC's
-// and Clang's builtins: c10::mul_overflows has a signed overload only in recent torch.)
-inline int64_t shape_add(const char* op, int64_t a, int64_t b) {
-  int64_t out;
-  TORCH_CHECK(!__builtin_add_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " + ", b);
-  return out;
-}
-
-inline int64_t shape_sub(const char* op, int64_t a, int64_t b) {
-  int64_t out;
-  TORCH_CHECK(!__builtin_sub_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " - ", b);
-  return out;
-}
-
-inline int64_t shape_mul(const char* op, int64_t a, int64_t b) {
-  int64_t out;
-  TORCH_CHECK(!__builtin_mul_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " * ", b);
-  return out;
-}
-
-inline int64_t floordiv(int64_t a, int64_t b) {
-  TORCH_CHECK(b != 0, "division by zero in a shape expression");
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-inline std::vector<int64_t> concat(std::initializer_list<c10::IntArrayRef> pieces) {
-  std::vector<int64_t> out;
-  for (auto p : pieces) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
+// list_item, shape_add/sub/mul, floordiv, concat: the stable target's too.
+using IntArrayRef = c10::IntArrayRef;
+#define OPWRAP_RT_CHECK TORCH_CHECK
+#include <opwrap/shared/shape_arith.h>
+#undef OPWRAP_RT_CHECK
 
 // The kernel's contiguous view of an argument: the tensor itself when it is contiguous, else
 // a copy (which can fail for a huge expanded tensor: the error then names the argument).

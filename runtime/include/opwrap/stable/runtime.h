@@ -5,8 +5,10 @@
 //
 // The functions are those of <opwrap/runtime/checks.h> (the full ATen target), in the same
 // namespace and with the same messages, taking torch::stable::Tensor: the shape rule's C++
-// (codegen/lang/shapes.py) calls them by the same names in both targets.  The two headers are
-// never included into one translation unit.  A failed check throws std::runtime_error with
+// (codegen/lang/shapes.py) calls them by the same names in both targets; the shape arithmetic
+// and the C ABI's Call are one text for both, <opwrap/shared/shape_arith.h> and
+// <opwrap/shared/abi_call.h>, included here.  The two headers are never included into one
+// translation unit.  A failed check throws std::runtime_error with
 // the message alone, which torch raises as RuntimeError.
 #pragma once
 
@@ -208,41 +210,10 @@ inline std::optional<Tensor> contiguous(const char* op, const char* arg, const s
   return contiguous(op, arg, *t);
 }
 
-inline int64_t list_item(IntArrayRef list, int64_t i) {
-  const int64_t n = static_cast<int64_t>(list.size());
-  OPWRAP_STABLE_CHECK(i >= -n && i < n, "index ", i, " out of range for a list of ", n, " sizes");
-  return list[i < 0 ? i + n : i];
-}
-
-inline int64_t shape_add(const char* op, int64_t a, int64_t b) {
-  int64_t out;
-  OPWRAP_STABLE_CHECK(!__builtin_add_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " + ", b);
-  return out;
-}
-
-inline int64_t shape_sub(const char* op, int64_t a, int64_t b) {
-  int64_t out;
-  OPWRAP_STABLE_CHECK(!__builtin_sub_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " - ", b);
-  return out;
-}
-
-inline int64_t shape_mul(const char* op, int64_t a, int64_t b) {
-  int64_t out;
-  OPWRAP_STABLE_CHECK(!__builtin_mul_overflow(a, b, &out), op, ": a shape expression overflows int64: ", a, " * ", b);
-  return out;
-}
-
-inline int64_t floordiv(int64_t a, int64_t b) {
-  OPWRAP_STABLE_CHECK(b != 0, "division by zero in a shape expression");
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-inline std::vector<int64_t> concat(std::initializer_list<IntArrayRef> pieces) {
-  std::vector<int64_t> out;
-  for (IntArrayRef p : pieces) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
+// list_item, shape_add/sub/mul, floordiv, concat: the ATen target's too.
+#define OPWRAP_RT_CHECK OPWRAP_STABLE_CHECK
+#include <opwrap/shared/shape_arith.h>
+#undef OPWRAP_RT_CHECK
 
 inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t a, int64_t b,
                            const char* what, const char* var) {
@@ -338,30 +309,33 @@ static_assert(OPWRAP_FLOAT32 == static_cast<int>(ScalarType::Float) &&
 static_assert(OPWRAP_CPU == static_cast<int>(DeviceType::CPU) && OPWRAP_CUDA == static_cast<int>(DeviceType::CUDA),
               "opwrap/kernel_abi.h's device codes are c10::DeviceType's");
 
-inline void fill(opwrap_tensor& v, const Tensor& t) {
-  v.data = const_cast<void*>(t.const_data_ptr());
-  v.sizes = t.sizes().data();
-  v.strides = t.strides().data();
-  v.ndim = t.dim();
-  v.dtype = static_cast<int32_t>(t.scalar_type());
-  v.device_type = static_cast<int32_t>(t.device().type());
-  v.device_index = t.device().index();
-  v.reserved = 0;
+// What <opwrap/shared/abi_call.h> (fill, view, output, Call) asks of the target.
+inline int32_t num_threads() { return static_cast<int32_t>(torch::stable::get_num_threads()); }
+
+// aten::resize_ through the dispatcher (the stable API has no resize_ of its own).
+inline void resize_output(Tensor& t, const int64_t* sizes, int64_t ndim) {
+  const std::vector<int64_t> shape(sizes, sizes + ndim);
+  std::array<StableIValue, 3> stack{torch::stable::detail::from(t), torch::stable::detail::from(shape),
+                                    torch::stable::detail::from(std::nullopt)};
+  TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::resize_", "", stack.data(), TORCH_ABI_VERSION));
 }
 
-inline opwrap_tensor view(const Tensor& t) {
-  opwrap_tensor v;
-  fill(v, t);
-  v.handle = nullptr;
-  return v;
+inline Tensor allocate_workspace(int32_t device_type, int32_t device_index, int64_t nbytes) {
+  const torch::stable::Device device(static_cast<DeviceType>(device_type),
+                                     static_cast<torch::stable::DeviceIndex>(device_index));
+  const std::vector<int64_t> size{nbytes};
+  return torch::stable::empty(size, ScalarType::Byte, std::nullopt, device);
 }
 
-inline opwrap_tensor output(Tensor& t) {
-  opwrap_tensor v;
-  fill(v, t);
-  v.handle = &t;
-  return v;
+inline void run_parallel_for(int64_t begin, int64_t end, int64_t grain, opwrap_range_fn fn, void* data) {
+  torch::stable::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) { fn(data, b, e); });
 }
+
+inline std::string error_message(const std::exception& e) { return e.what(); }
+
+#define OPWRAP_RT_CHECK OPWRAP_STABLE_CHECK
+#include <opwrap/shared/abi_call.h>
+#undef OPWRAP_RT_CHECK
 
 class OptionalView {
  public:
@@ -404,86 +378,6 @@ inline opwrap_optional_int_array arg(const std::optional<IntArrayRef>& v) {
   if (!v.has_value()) return {nullptr, 0, false};
   return {v->data(), static_cast<int64_t>(v->size()), true};
 }
-
-// One call of a kernel behind the C ABI: its context, its error, its scratch memory.
-class Call {
- public:
-  Call(const char* op, DeviceType device_type, int32_t device_index, void* stream = nullptr) : op_(op) {
-    ctx_.abi_version = OPWRAP_KERNEL_ABI_VERSION;
-    ctx_.device_type = static_cast<int32_t>(device_type);
-    ctx_.device_index = device_index;
-    ctx_.num_threads = static_cast<int32_t>(torch::stable::get_num_threads());
-    ctx_.stream = stream;
-    ctx_.op = op;
-    ctx_.resize = &Call::resize;
-    ctx_.parallel_for = &Call::parallel_for;
-    ctx_.set_error = &Call::set_error;
-    ctx_.workspace = &Call::workspace;
-    ctx_.state = this;
-  }
-  Call(const Call&) = delete;
-  Call& operator=(const Call&) = delete;
-
-  opwrap_context* context() { return &ctx_; }
-
-  void check(int32_t status) {
-    if (status == OPWRAP_OK) return;
-    fail(op_, ": ", error_.empty() ? "the kernel failed (status " + std::to_string(status) + ") without a message"
-                                   : error_);
-  }
-
- private:
-  static Call& of(opwrap_context* ctx) { return *static_cast<Call*>(ctx->state); }
-
-  static void set_error(opwrap_context* ctx, const char* message, int64_t len) {
-    of(ctx).error_.assign(message, message + (len > 0 ? len : 0));
-  }
-
-  // aten::resize_ through the dispatcher (the stable API has no resize_ of its own).
-  static int32_t resize(opwrap_context* ctx, opwrap_tensor* out, int64_t ndim, const int64_t* sizes) {
-    Call& call = of(ctx);
-    try {
-      OPWRAP_STABLE_CHECK(out != nullptr && out->handle != nullptr,
-                          "opwrap_resize: only an output the wrapper allocated can be resized");
-      OPWRAP_STABLE_CHECK(ndim >= 0 && (ndim == 0 || sizes != nullptr), "opwrap_resize: ndim ", ndim, " with no sizes");
-      Tensor& t = *static_cast<Tensor*>(out->handle);
-      const std::vector<int64_t> shape(sizes, sizes + ndim);
-      std::array<StableIValue, 3> stack{torch::stable::detail::from(t), torch::stable::detail::from(shape),
-                                        torch::stable::detail::from(std::nullopt)};
-      TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::resize_", "", stack.data(), TORCH_ABI_VERSION));
-      fill(*out, t);
-      return OPWRAP_OK;
-    } catch (const std::exception& e) {
-      call.error_ = e.what();
-      return OPWRAP_ERROR;
-    }
-  }
-
-  static void* workspace(opwrap_context* ctx, int64_t nbytes) {
-    Call& call = of(ctx);
-    try {
-      OPWRAP_STABLE_CHECK(nbytes >= 0, "opwrap_workspace: ", nbytes, " bytes");
-      const torch::stable::Device device(static_cast<DeviceType>(ctx->device_type),
-                                         static_cast<torch::stable::DeviceIndex>(ctx->device_index));
-      const std::vector<int64_t> size{nbytes > 0 ? nbytes : 1};
-      call.scratch_.push_back(torch::stable::empty(size, ScalarType::Byte, std::nullopt, device));
-      return call.scratch_.back().mutable_data_ptr();
-    } catch (const std::exception& e) {
-      call.error_ = e.what();
-    }
-    return nullptr;
-  }
-
-  static void parallel_for(opwrap_context*, int64_t begin, int64_t end, int64_t grain, opwrap_range_fn fn,
-                           void* data) {
-    torch::stable::parallel_for(begin, end, grain, [&](int64_t b, int64_t e) { fn(data, b, e); });
-  }
-
-  opwrap_context ctx_{};
-  const char* op_;
-  std::string error_;
-  std::vector<Tensor> scratch_;
-};
 
 }  // namespace abi
 HIDDEN_NAMESPACE_END(opwrap, rt)
