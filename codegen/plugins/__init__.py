@@ -31,7 +31,15 @@ from .vmap import Vmap
 from .registration import SchemaRegistration
 from .stable import StableAutograd, StableChecks, StableKernels, StableRegistration
 
-__all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins"]
+# What a third-party plugin needs, from one module (docs/plugins.md): the base class, its
+# outputs, the typed fields, and a device row with the kernel plugin that serves it.
+from ..core.targets import Device  # noqa: E402
+from ..front.fields import (Any, Bool, CppExpr, Enum, Field, FieldType, Identifier, Int, ListOf,  # noqa: E402
+                            MappingOf, OneOf, Pattern, PyTarget, RelativePath, Schema, String, TorchTag)
+
+__all__ = ["Plugin", "Output", "builtin_plugins", "load_plugins", "Device", "DeviceKernels",
+           "Field", "FieldType", "Any", "Bool", "CppExpr", "Enum", "Identifier", "Int", "ListOf", "MappingOf",
+           "OneOf", "Pattern", "PyTarget", "RelativePath", "Schema", "String", "TorchTag"]
 
 
 def builtin_plugins(target: Target = ATEN) -> list[Plugin]:

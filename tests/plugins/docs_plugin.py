@@ -4,8 +4,7 @@ as plugins type their fields (codegen/front/fields.py: checked by the loader bef
 sees it), and `see_also:`, declared the older way with only a description (any plain YAML
 value, given to the plugin frozen: lists as tuples)."""
 
-from opwrap_codegen.front.fields import Field, String
-from opwrap_codegen.plugins import Output, Plugin
+from opwrap_codegen.plugins import Field, Output, Plugin, String
 
 
 class OpReference(Plugin):
