@@ -725,7 +725,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     unit_cflags = cflags + (openmp_flags() if target.openmp else []) + [f"-D{d}" for d in target.defines]
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
     # idle while it compiles after the library's last unit.  The two precompiled headers a
-    # first build makes (15 and 19 s of one core each at -O0 here) are made at once too.
+    # first build makes are made at once too (docs/architecture.md, "Precompiled torch headers").
     with ThreadPoolExecutor(max_workers=1) as pool:
         fast_done = pool.submit(build_fast) if fast is not None else None
         pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log) if target.precompiled

@@ -69,8 +69,8 @@ class Autocast(Plugin):
             ))
         if kernels:
             template = "autocast/autocast.cpp.j2"
-            # In the CPU wrappers' units, after torch's precompiled headers: compiled alone it
-            # parses them again (6.0 s at -O0 here, 2.7 s in a unit).
+            # In the CPU wrappers' units, after torch's precompiled headers, which it would
+            # otherwise parse again (docs/architecture.md, "Unity units").
             yield Output("autocast/autocast.cpp", ctx.render(template, namespace=ns, kernels=kernels),
                          tuple(sorted({k["decl"].path for k in kernels})) + (ctx.template_source(template),),
                          unit="cpu", precompiled=True)

@@ -51,9 +51,9 @@ def banner(path: str, plugin: str, sources: tuple[str, ...]) -> str:
 
 class _CompiledTemplates(jinja2.BytecodeCache):
     """The compiled templates of this process, shared by the environment of every run
-    (EmitContext.create): compiling them is most of a small library's `generate()` (about
-    15 ms a template, 17 templates), which the fuzz tests and a long-lived process repeat
-    thousands of times.  Jinja keys a template by its name and file and checks the checksum
+    (EmitContext.create): compiling them is most of a small library's `generate()`, which
+    the fuzz tests and a long-lived process repeat thousands of times (docs/architecture.md,
+    "Generating").  Jinja keys a template by its name and file and checks the checksum
     of its source, so an edited template is compiled again."""
 
     def __init__(self) -> None:
