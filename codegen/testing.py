@@ -182,6 +182,7 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
 
     s = decl.schema
     env = {} if env is None else env  # dimension variables and int arguments; preset ones are kept
+    preset = set(env)
     shapes: dict[str, list[int]] = {}
     values: dict[str, Any] = {}
     grads = differentiable_inputs(decl) if requires_grad else set()
@@ -234,6 +235,10 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
         if a.name in grads and x.is_floating_point():
             x.requires_grad_(True)
         values[a.name] = x
+    for r in _reductions(decl):  # the dims of `reduce(self, dim, keepdim)`: dimensions of its tensor
+        x = values.get(r.tensor)
+        if r.dims in values and r.dims not in preset and isinstance(x, torch.Tensor):
+            values[r.dims] = env[r.dims] = _reduced_dims_value(s.argument(r.dims).type, x.dim(), rng)
     for b in decl.index_bounds:  # integer values in [low, high)
         x = values.get(b.argument)
         if not isinstance(x, torch.Tensor):
@@ -247,6 +252,32 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
     for a in decl.out_arguments:  # after the inputs: their size and dtype are the result's
         values[a.name] = _out_tensor(decl, a, variant, dtype, dtypes, values, env, shapes, rng)
     return values
+
+
+def _reductions(decl: Declaration) -> list:
+    """The `reduce(self, dim, keepdim)` shapes of the op's outputs (codegen/lang/shapes.py's Reduction)."""
+    return [sh.reduce for sh in decl.shapes if sh is not None and sh.reduce is not None]
+
+
+def _reduced_dims_value(t, rank: int, rng: random.Random) -> Any:
+    """A valid value of a reduction's dims argument of type `t` for a tensor of `rank`
+    dimensions: some of its dimensions, each from the front or the back (-1 the last); for
+    an optional argument sometimes None, for a list sometimes [] (both: every dimension)."""
+    n = max(rank, 1)
+    picked = [d - n if rng.random() < 0.5 else d for d in rng.sample(range(n), rng.randint(1, n))]
+    inner = unwrap_optional(t)
+    if not isinstance(inner, ListType):
+        return None if t != inner and rng.random() < 0.25 else picked[0]
+    if t != inner and rng.random() < 0.2:
+        return None
+    return [] if rng.random() < 0.15 else picked
+
+
+def _from_front(dims: Any, rank: int) -> Any:
+    """A reduction's dims (an int or a list) counted from the front of a tensor of `rank`
+    dimensions."""
+    n = max(rank, 1)
+    return dims % n if isinstance(dims, int) else [d % n for d in dims]
 
 
 _INDEX_RANGES = "__index_ranges"  # env key: {argument: (low, high)} of the index bounds, as evaluated
@@ -682,7 +713,11 @@ def _rule_dtype(decl: Declaration, rule, values: dict, torch):
             return given
         if rule.fallback == "default":
             return torch.get_default_dtype()
+        if rule.integers:
+            return _integers(values[rule.fallback].dtype, torch)
         return values[rule.fallback].dtype if rule.fallback else None
+    if rule.kind == "integers":
+        return _integers(values[rule.names[0]].dtype, torch)
     if rule.kind == "given":  # an optional tensor's dtype where given
         given = values.get(rule.names[0])
         if given is not None:
@@ -691,6 +726,11 @@ def _rule_dtype(decl: Declaration, rule, values: dict, torch):
             return torch.get_default_dtype()
         return getattr(torch, rule.fallback) if rule.fallback in DTYPES else values[rule.fallback].dtype
     raise ValueError(f"unknown dtype rule kind {rule.kind!r}")
+
+
+def _integers(dtype, torch):
+    """`promote_integers`: an integral or bool dtype is int64."""
+    return dtype if dtype.is_floating_point or dtype.is_complex else torch.int64
 
 
 def fake_dtypes(decl: Declaration, op, sample: SampleInput) -> list:
@@ -1025,6 +1065,16 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
                 add(f"{n} = 0", values({n: [0] if _is_run(decl, n) else 0}, given=True), None)
             except Unsatisfiable:
                 pass  # an index into an empty dimension: no valid call has it
+    # a reduction's dims: one past the tensor's last dimension, and a dimension named twice
+    for r in _reductions(decl):
+        v = values(given=True)
+        if r.dims not in v or not isinstance(v.get(r.tensor), torch.Tensor):
+            continue
+        rank = v[r.tensor].dim()
+        listed = isinstance(unwrap_optional(decl.schema.argument(r.dims).type), ListType)
+        add(f"{r.dims} holding {max(rank, 1)}", {**v, r.dims: [max(rank, 1)] if listed else max(rank, 1)}, (r.dims,))
+        if listed and rank:
+            add(f"{r.dims} naming dimension 0 twice", {**v, r.dims: [0, -rank]}, (r.dims,))
     # index values one past each end of their bounds
     for b in decl.index_bounds:
         env: dict[str, Any] = {}
@@ -1087,7 +1137,10 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
                 sh = decl.shape_of(name)
                 return {n for d in (sh.dims or ()) for n in names_in(d.expr)} if sh is not None else set()
             linked = tuple(a.name for a in tensors[1:] if names_of(first) & names_of(a.name))
-            add(f"{first} expanded to 2**40 rows", {**v, first: huge}, (first, *linked, *outputs))
+            # a reduction's dims from the front: still valid, and distinct, with the new first dimension
+            wrapped = {r.dims: _from_front(v[r.dims], x.dim()) for r in _reductions(decl)
+                       if r.tensor == first and v.get(r.dims) is not None}
+            add(f"{first} expanded to 2**40 rows", {**v, **wrapped, first: huge}, (first, *linked, *outputs))
     return cases
 
 

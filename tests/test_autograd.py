@@ -187,6 +187,14 @@ GRADLIB_DECLS = """\
   kernels: {CPU: copy_maybe_cpu}
   header: lists.h
 
+- func: scale_named(Tensor x, int[1]? dims, float[]? fs, str? mode, str name, bool[2] flags, Device? device, Layout layout, MemoryFormat? fmt, SymInt[] sizes, SymInt[]? osizes, str[] tags, float factor) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: scale_named_cpu}
+  header: lists.h
+  like: x
+  derivatives:
+    x: grad * named_factor(factor, dims, fs, mode, name, flags, device, layout, fmt, sizes, osizes, tags)
+
 - func: acc_count_(Tensor(a!) self, Tensor(b!) count, Tensor x) -> Tensor(a!)
   dtypes: [float32, float64]
   kernels: {CPU: acc_count_cpu}
@@ -222,9 +230,34 @@ GRADLIB_LISTS = """\
 #pragma once
 #include <ATen/ATen.h>
 #include <array>
+#include <string>
 #include <tuple>
 #include <vector>
 namespace sharedlib::kernels {
+template <typename scalar_t>
+void scale_named_cpu(const at::Tensor& x, at::OptionalIntArrayRef, std::optional<at::ArrayRef<double>>,
+                     std::optional<c10::string_view>, c10::string_view, std::array<bool, 2>, std::optional<at::Device>,
+                     at::Layout, std::optional<at::MemoryFormat>, at::IntArrayRef, at::OptionalIntArrayRef,
+                     at::ArrayRef<c10::string_view>, double factor, at::Tensor& result) {
+  result.copy_(x * factor);
+}
+
+// Every kind of value a formula may name, as the node saved it: a number made of them all.
+inline double named_factor(double factor, at::OptionalIntArrayRef dims, std::optional<at::ArrayRef<double>> fs,
+                           const std::optional<std::string>& mode, const std::string& name, std::array<bool, 2> flags,
+                           std::optional<at::Device> device, at::Layout layout, std::optional<at::MemoryFormat> fmt,
+                           c10::SymIntArrayRef sizes, at::OptionalSymIntArrayRef osizes,
+                           const std::vector<std::string>& tags) {
+  double f = factor + (mode ? static_cast<double>(mode->size()) : 0) + static_cast<double>(name.size())
+      + flags[0] + 2 * flags[1] + (device ? 10 : 0) + (layout == at::kStrided ? 20 : 0) + (fmt ? 40 : 0);
+  if (dims) for (int64_t d : *dims) f += 100 * d;
+  if (fs) for (double v : *fs) f += v;
+  for (const c10::SymInt& s : sizes) f += 1000 * s.guard_int(__FILE__, __LINE__);
+  if (osizes) for (const c10::SymInt& s : *osizes) f += 10000 * s.guard_int(__FILE__, __LINE__);
+  for (const std::string& t : tags) f += 100000 * static_cast<double>(t.size());
+  return f;
+}
+
 template <typename scalar_t> at::Tensor weighted_stack_cpu(const at::Tensor& w, at::TensorList xs, double alpha) {
   return at::stack(xs, 0) * w * alpha;
 }
@@ -511,3 +544,25 @@ def test_list_and_written_argument_declaration_errors(project, decl, expected):
     assert r.returncode == 2, r.stderr
     assert expected in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.xdist_group("sharedlib")
+def test_formulas_name_every_kind_of_argument(gradlib):
+    """A formula may name an argument of any type; the node saves it as torchgen does
+    (int[]? and SymInt[]? as c10::OptionalArray, str as std::string, lists as vectors), so the
+    values outlive the call that passed them."""
+    run_in(gradlib, """
+import gc
+for given in (True, False):
+    x = f64(3)
+    args = ([1, 2] if given else None, [0.5, 0.25] if given else None, "ab" if given else None, "name",
+            [True, given], "cpu" if given else None, torch.strided, torch.contiguous_format if given else None,
+            [3, 4], [5] if given else None, ["xyz", "q"], 2.0)
+    y = ops.scale_named(x, *args)
+    del args
+    gc.collect()
+    y.sum().backward()
+    want = (2.0 + 2 + 4 + 1 + 2 + 10 + 20 + 40 + 300 + 0.75 + 7000 + 50000 + 400000 if given
+            else 2.0 + 4 + 1 + 20 + 7000 + 400000)
+    assert torch.allclose(x.grad, torch.full((3,), want, dtype=torch.float64)), (given, x.grad, want)
+""")

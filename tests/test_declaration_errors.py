@@ -705,6 +705,12 @@ KH = "  kernels: {CPU: k}\n  header: f.h\n"
      "declarations/ops.yaml:6:31: error: 'c' is not a required Tensor argument of f"),
     ("- func: f(Tensor a, ScalarType? dtype) -> Tensor\n" + K + "  like: a\n  dtype: {result: dtype or b}\n",
      "declarations/ops.yaml:6:28: error: the fallback 'b' is neither 'default' nor a required Tensor argument"),
+    ("- func: f(Tensor a, ScalarType? dtype) -> Tensor\n" + K + "  like: a\n"
+     "  dtype: {result: dtype or promote_integers(b)}\n",
+     "declarations/ops.yaml:6:45: error: 'b' is not a required Tensor argument of f"),
+    ("- func: f(Tensor a, float d) -> Tensor\n" + K + "  shape: {result: 'reduce(a, d)'}\n",
+     "declarations/ops.yaml:5:30: error: 'd' is not an int, int?, int[] or int[]? argument of f (the dimensions "
+     "reduce(...) reduces)"),
     ("- func: f(Tensor a, Tensor idx) -> Tensor\n" + K + "  like: a\n  index: {idy: a.size(0)}\n",
      "declarations/ops.yaml:6:11: error: 'idy' is not a Tensor argument of f\n"
      "declarations/ops.yaml:6:11: note: did you mean 'idx'?"),

@@ -50,6 +50,18 @@ DECLARATIONS = """\
   dtype: {result: "promote(a, b)"}
   shape: {a: [N], b: [N], result: [N]}
   kernels: {CPU: add_promoted}
+
+- func: sum_over(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
+  dtypes: [float32, int32, bool]
+  dtype: {result: dtype or promote_integers(self)}
+  shape: {result: "reduce(self, dim, keepdim)"}
+  kernels: {CPU: sum_over}
+
+- func: sum_kept(Tensor self, int dim) -> Tensor
+  dtypes: [float32, int32]
+  dtype: {result: promote_integers(self)}
+  shape: {result: "reduce(self, dim, True)"}
+  kernels: {CPU: sum_kept}
 """
 
 KERNELS = """\
@@ -107,6 +119,18 @@ void add_promoted(const at::Tensor& a, const at::Tensor& b, at::Tensor& result) 
   result.copy_(a.to(result.scalar_type()) + b.to(result.scalar_type()));
 }
 
+// The wrapper allocated the result (shape reduce(...), dtype from the rule): aten fills it.
+template <typename scalar_t>
+void sum_over(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, std::optional<at::ScalarType>,
+              at::Tensor& result) {
+  result.copy_(dim.has_value() ? self.sum(*dim, keepdim, result.scalar_type()) : self.sum(result.scalar_type()));
+}
+
+template <typename scalar_t>
+void sum_kept(const at::Tensor& self, int64_t dim, at::Tensor& result) {
+  result.copy_(self.sum(dim, /*keepdim=*/true, result.scalar_type()));
+}
+
 }  // namespace sharedlib::kernels
 """
 
@@ -119,7 +143,8 @@ def add_to_sharedlib(lib):
 
 
 def add_kernel_headers(lib):
-    for name in ("gather_rows", "convert", "scaled", "ones_like_rows", "weighted", "add_promoted"):
+    for name in ("gather_rows", "convert", "scaled", "ones_like_rows", "weighted", "add_promoted", "sum_over",
+                 "sum_kept"):
         (lib / "kernels" / f"{name}.h").write_text(KERNELS)
 
 
@@ -312,3 +337,34 @@ def test_dtype_rules_compile(ops):
     x, s, idx = torch.randn(4), torch.randn(4), torch.tensor([0, 3], dtype=torch.int32)
     torch.testing.assert_close(torch.compile(f, fullgraph=True)(x, s, idx), f(x, s, idx))
     assert sum(counters["graph_break"].values()) == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool])
+def test_a_reduction_over_an_optional_dim_types_and_shapes_its_result_as_torch_sum(ops, dtype):
+    """`dtype or promote_integers(self)` and `reduce(self, dim, keepdim)` over an `int?`:
+    integral and bool inputs sum to int64, a given dtype wins, None reduces every dimension;
+    `reduce(self, dim, True)` over an `int` keeps it, as `promote_integers(self)` types it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    x = (torch.randn(3, 4) * 4).to(dtype)
+    for args, kwargs in [((x,), {}), ((x, 1), {}), ((x, -2, True), {}), ((x, None, True), {"dtype": torch.float64})]:
+        out = ops.sum_over(*args, **kwargs)
+        want = torch.sum(x, dim=args[1] if len(args) > 1 else None, keepdim=len(args) > 2 and args[2], **kwargs)
+        assert out.dtype == want.dtype and out.shape == want.shape, (args, kwargs, out, want)
+        torch.testing.assert_close(out, want)
+        opcheck(ops.sum_over, args, kwargs)
+    if dtype != torch.bool:
+        out = ops.sum_kept(x, -1)
+        torch.testing.assert_close(out, torch.sum(x, -1, keepdim=True))
+        opcheck(ops.sum_kept, (x, 0))
+    for f, args, expected in [
+            (ops.sum_over, lambda: (torch.ones(3, 4), 2), "sharedlib::sum_over: argument 'dim' holds 2, out of range: "
+                                                          "expected a dimension of 'self' in [-2, 1] ('self' has 2 "
+                                                          "dimensions)"),
+            (ops.sum_kept, lambda: (torch.ones(3), -2), "sharedlib::sum_kept: argument 'dim' holds -2, out of range")]:
+        for mode in (None, FakeTensorMode()):  # the real and the fake kernel
+            with mode or torch.no_grad(), pytest.raises(RuntimeError) as e:
+                f(*args())
+            assert str(e.value).startswith(expected), str(e.value)
+    g = torch.compile(lambda t: ops.sum_over(t, 0, True) + ops.sum_kept(t, 0), fullgraph=True, dynamic=True)
+    y = torch.randn(5, 2)
+    torch.testing.assert_close(g(y), 2 * torch.sum(y, 0, keepdim=True))

@@ -100,6 +100,32 @@ def test_new_output_checks_sizes():
         rt.new_output("ns::op", "result", [2, -1], torch.float32, "cpu")
 
 
+def test_reduced_shape_is_torch_sums_and_its_errors_name_the_argument():
+    """`reduce(self, dim, keepdim)` in the fake kernel: the shape torch.sum gives for every
+    rank (0-d included), dims list, None, [] and keepdim; out of range and repeated dims are
+    errors naming the op and the argument, with aten's words."""
+    import itertools
+    for rank in range(4):
+        x = torch.empty([2, 3, 4][:rank])
+        n = max(rank, 1)
+        lists = [None, []] + [list(c) for k in (1, 2) for c in itertools.permutations(range(-n, n), k)
+                              if len({d % n for d in c}) == k]
+        for dims, keepdim in itertools.product(lists, (False, True)):
+            want = torch.sum(x, dims, keepdim).shape
+            assert rt.reduced_shape("ns::op", "dim", "self", x, dims, keepdim) == list(want), (rank, dims, keepdim)
+        for d in range(-n, n):  # an int dim
+            assert rt.reduced_shape("ns::op", "dim", "self", x, d, True) == list(torch.sum(x, d, True).shape)
+    x = torch.empty(2, 3)
+    with pytest.raises(RuntimeError, match=r"^ns::op: argument 'dim' holds 2, out of range: expected a dimension of "
+                                           r"'self' in \[-2, 1\] \('self' has 2 dimensions\)$"):
+        rt.reduced_shape("ns::op", "dim", "self", x, [0, 2], False)
+    with pytest.raises(RuntimeError, match=r"^ns::op: argument 'dim' holds \[1, -1\]: dim 1 appears multiple times in "
+                                           r"the list of dims$"):
+        rt.reduced_shape("ns::op", "dim", "self", x, [1, -1], False)
+    assert rt.promote_integers(torch.bool) == rt.promote_integers(torch.int8) == torch.int64
+    assert rt.promote_integers(torch.bfloat16) == torch.bfloat16 and rt.promote_integers(torch.complex64) == torch.complex64
+
+
 def test_pointwise_output_is_what_the_tensor_iterator_makes():
     a, b = torch.ones(3, 1, dtype=torch.int32), torch.ones(4)
     out = rt.pointwise_output("ns::op", ("a", "b"), (a, b), (torch.float32,), "float32", float_op=False)

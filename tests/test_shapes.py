@@ -112,6 +112,46 @@ def test_bad_shape_rule(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
 
 
+@pytest.mark.parametrize("schema, spec, expected", [
+    ("f(Tensor self, float dim) -> Tensor", {"result": "reduce(self, dim)"},
+     "'dim' is not an int, int?, int[] or int[]? argument of f (the dimensions reduce(...) reduces)"),
+    ("f(Tensor self, int[] dim, int keepdim) -> Tensor", {"result": "reduce(self, dim, keepdim)"},
+     "'keepdim' is neither a bool argument of f nor True or False"),
+    ("f(Tensor self, int[] dim) -> Tensor", {"result": "reduce(self)"},
+     "reduce(...) takes a tensor, the dims argument and keepdim (reduce(self, dim, keepdim)), not 1 argument"),
+    ("f(Tensor self, int[] dim) -> Tensor", {"self": "reduce(self, dim)", "result": ["1"]},
+     "reduce(...) is the shape of an output; 'self' is an input"),
+    ("f(Tensor self, Tensor? b, int[] dim) -> Tensor", {"result": "reduce(b, dim)"},
+     "'b' is optional (it may be None), so its sizes cannot be used here"),
+    ("f(Tensor[] xs, int[] dim) -> Tensor", {"result": "reduce(xs, dim)"}, "'xs' is a list of tensors"),
+])
+def test_bad_reduction_rule(schema, spec, expected):
+    assert any(e.startswith(expected) for e in plan_of(schema, spec)[2]), plan_of(schema, spec)[2]
+
+
+@pytest.mark.parametrize("schema, rule, cpp, python", [
+    ("f(Tensor self, int[1]? dim, bool keepdim=False) -> Tensor", "reduce(self, dim, keepdim)",
+     'opwrap::rt::reduced_shape(kOp, "dim", "self", self, dim, keepdim)',
+     "_runtime.reduced_shape('ns::f', 'dim', 'self', self, dim, keepdim)"),
+    ("f(Tensor x, int d) -> Tensor", "reduce(x, d, True)", 'opwrap::rt::reduced_shape(kOp, "d", "x", x, d, true)',
+     "_runtime.reduced_shape('ns::f', 'd', 'x', x, d, True)"),
+    ("f(Tensor x, int? d) -> Tensor", "reduce(x, d)", 'opwrap::rt::reduced_shape(kOp, "d", "x", x, d, false)',
+     "_runtime.reduced_shape('ns::f', 'd', 'x', x, d, False)"),
+    ("f(Tensor x, int[2] d, bool k) -> Tensor", "reduce(x, d, keepdim=k)",
+     'opwrap::rt::reduced_shape(kOp, "d", "x", x, d, k)', "_runtime.reduced_shape('ns::f', 'd', 'x', x, d, k)"),
+])
+def test_a_reduction_rule_is_one_helper_call_in_each_language(schema, rule, cpp, python):
+    """`reduce(self, dim, keepdim)` (codegen/shapes.py's Reduction) allocates the real output
+    through opwrap::rt::reduced_shape and the fake one through _runtime.reduced_shape, which
+    wrap, check and reduce alike."""
+    _, plan, errors = plan_of(schema, {"result": rule})
+    assert not errors, errors
+    (out,) = plan.outputs
+    assert out.text == rule
+    assert S.cpp_output_shape(out) == cpp
+    assert S.python_output_shape(out, op="'ns::f'") == python
+
+
 def test_binding_errors_are_reported_once():
     _, _, errors = plan_of("f(Tensor x, Tensor y) -> Tensor", {"x": ["H // 2"], "y": ["H"], "result": ["H"]})
     assert len(errors) == 1 and "cannot bind dimension 'H'" in errors[0], errors

@@ -137,6 +137,9 @@ def problems(decl) -> list[Problem]:
         elif o.made_by != "wrapper":
             out.append(Problem("shape", f"return '{o.name}' has no shape rule: the stable target allocates every "
                                "output from its shape rule ('shape:' or 'like:') so far"))
+        elif o.shape is not None and o.shape.reduce is not None:
+            out.append(Problem("shape", f"return '{o.name}': the stable target has no reduction shape rule "
+                               f"({o.shape.text}) so far"))
         elif o.dtype_rule is not None and (o.dtype_rule.kind not in ("dtype", "tensor", "arg")
                                            or o.dtype_rule.fallback):
             out.append(Problem("dtype", f"return '{o.name}': the stable target takes a dtype name, a Tensor "

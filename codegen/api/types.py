@@ -176,6 +176,11 @@ class TypeRow:
     abi_return: ReturnRow | None = MISSING  # a kernel-made return at the C ABI
     saveable: str | None = MISSING  # the C++ type of the autograd node's member saving it for a formula
     sample: str | None = MISSING  # the test sample value (codegen/testing.py), one of SAMPLES
+    # How a saved value is stored and given back, as torchgen's autograd Functions do: the
+    # member is assigned `save` of the value ({}), and a formula sees a local of type
+    # `unpacked` ("": a const reference to the member).
+    save: str = "{}"
+    unpacked: str = ""
 
     @property
     def kernel_type(self) -> str:
@@ -284,11 +289,12 @@ TABLE: dict[str, TypeRow] = _rows(
     TypeRow("int?", "std::optional<int64_t>", returned="std::optional<int64_t>",
             **_none(python="Optional[int]", fast=("std::optional<int64_t>", "take_optional_int"), abi=_OPT_INT_ABI,
                     saveable="std::optional<int64_t>", sample="int")),
-    TypeRow("int[]", "at::IntArrayRef", returned="std::vector<int64_t>", doc="also int[N]",
+    TypeRow("int[]", "at::IntArrayRef", returned="std::vector<int64_t>", doc="also int[N]", save="{}.vec()",
             **_none(python="Sequence[int]", fast=("std::vector<int64_t>", "take_int_list"), abi=_INTS_ABI,
                     saveable="std::vector<int64_t>", sample="ints")),
-    TypeRow("int[]?", "at::OptionalIntArrayRef",
-            **_none(python="Optional[Sequence[int]]", abi=_OPT_INTS_ABI, sample="ints")),
+    TypeRow("int[]?", "at::OptionalIntArrayRef", doc="also int[N]?", unpacked="at::OptionalIntArrayRef",
+            **_none(python="Optional[Sequence[int]]", abi=_OPT_INTS_ABI, saveable="c10::OptionalArray<int64_t>",
+                    sample="ints")),
     TypeRow("SymInt", "c10::SymInt", "int64_t", "{}.guard_int(__FILE__, __LINE__)", returned="c10::SymInt",
             kernel_returned="int64_t", from_kernel="c10::SymInt({})",
             doc="a symbolic size is guarded to its concrete value",
@@ -299,14 +305,17 @@ TABLE: dict[str, TypeRow] = _rows(
                     sample="int")),
     TypeRow("SymInt[]", "c10::SymIntArrayRef", "at::IntArrayRef", "C10_AS_INTARRAYREF_SLOW({})",
             returned="std::vector<c10::SymInt>", kernel_returned="std::vector<int64_t>",
-            from_kernel="c10::fromIntArrayRefSlow({}).vec()", doc="also SymInt[N]",
+            from_kernel="c10::fromIntArrayRefSlow({}).vec()", doc="also SymInt[N]", save="{}.vec()",
             **_none(python=f"Sequence[{_SYMINT}]", fast=("std::vector<c10::SymInt>", "take_symint_list"),
-                    abi=_INTS_ABI, sample="ints")),
+                    abi=_INTS_ABI, saveable="std::vector<c10::SymInt>", sample="ints")),
     TypeRow("SymInt[]?", "at::OptionalSymIntArrayRef", "at::OptionalIntArrayRef", "opwrap::rt::guard_ints({})",
-            **_none(python=f"Optional[Sequence[{_SYMINT}]]", abi=_OPT_INTS_ABI, sample="ints")),
+            unpacked="at::OptionalSymIntArrayRef",
+            **_none(python=f"Optional[Sequence[{_SYMINT}]]", abi=_OPT_INTS_ABI,
+                    saveable="c10::OptionalArray<c10::SymInt>", sample="ints")),
     TypeRow("SymBool", "c10::SymBool", "bool", "{}.guard_bool(__FILE__, __LINE__)", returned="c10::SymBool",
             kernel_returned="bool", from_kernel="c10::SymBool({})", doc="a symbolic bool is guarded to its value",
-            **_none(python="Union[bool, torch.SymBool]", abi=_BOOL_ABI, abi_return=_BOOL_RETURN)),
+            **_none(python="Union[bool, torch.SymBool]", abi=_BOOL_ABI, abi_return=_BOOL_RETURN,
+                    saveable="c10::SymBool")),
     TypeRow("float", "double", returned="double",
             **_none(python="float", fast=("double", "take_double"), abi=AbiRow("double", "f64", "f64", "{}"),
                     abi_return=ReturnRow("double*", "*mut f64", "f64"), saveable="double", sample="float")),
@@ -314,10 +323,12 @@ TABLE: dict[str, TypeRow] = _rows(
             **_none(python="Optional[float]", fast=("std::optional<double>", "take_optional_double"),
                     abi=AbiRow("opwrap_optional_float", "OptionalFloat", "Option<f64>", "{}.get()"),
                     saveable="std::optional<double>", sample="float")),
-    TypeRow("float[]", "at::ArrayRef<double>", returned="std::vector<double>",
+    TypeRow("float[]", "at::ArrayRef<double>", returned="std::vector<double>", save="{}.vec()",
             **_none(python="Sequence[float]", fast=("std::vector<double>", "take_double_list"),
-                    abi=AbiRow("opwrap_float_array", "FloatArray", "&[f64]", "{}.as_slice()"))),
-    TypeRow("float[]?", "std::optional<at::ArrayRef<double>>", **_none(python="Optional[Sequence[float]]")),
+                    abi=AbiRow("opwrap_float_array", "FloatArray", "&[f64]", "{}.as_slice()"),
+                    saveable="std::vector<double>")),
+    TypeRow("float[]?", "std::optional<at::ArrayRef<double>>", unpacked="std::optional<at::ArrayRef<double>>",
+            **_none(python="Optional[Sequence[float]]", saveable="c10::OptionalArray<double>")),
     TypeRow("bool", "bool", returned="bool",
             **_none(python="bool", fast=("bool", "take_bool"), abi=_BOOL_ABI, abi_return=_BOOL_RETURN,
                     saveable="bool", sample="bool")),
@@ -325,23 +336,29 @@ TABLE: dict[str, TypeRow] = _rows(
             **_none(python="Optional[bool]", fast=("std::optional<bool>", "take_optional_bool"),
                     abi=AbiRow("opwrap_optional_bool", "OptionalBool", "Option<bool>", "{}.get()"),
                     saveable="std::optional<bool>", sample="bool")),
-    TypeRow("bool[N]", "std::array<bool, {n}>", doc="a sized list, e.g. bool[3]", **_none(python="Sequence[bool]")),
-    TypeRow("bool[]", "const c10::List<bool>&", returned="c10::List<bool>", **_none(python="Sequence[bool]")),
+    TypeRow("bool[N]", "std::array<bool, {n}>", doc="a sized list, e.g. bool[3]",
+            **_none(python="Sequence[bool]", saveable="std::array<bool, {n}>")),
+    TypeRow("bool[]", "const c10::List<bool>&", returned="c10::List<bool>", save="{}.copy()",
+            **_none(python="Sequence[bool]", saveable="c10::List<bool>")),
     TypeRow("Scalar", "const at::Scalar&", returned="at::Scalar",
             **_none(python=_SCALAR, fast=("at::Scalar", "take_scalar"), abi=AbiRow("opwrap_scalar", "Scalar", "Scalar", "{}"),
                     saveable="at::Scalar", sample="float")),
     TypeRow("Scalar?", "const std::optional<at::Scalar>&", returned="std::optional<at::Scalar>",
             **_none(python=f"Optional[{_SCALAR}]", fast=("std::optional<at::Scalar>", "take_optional_scalar"),
                     saveable="std::optional<at::Scalar>", sample="float")),
-    TypeRow("Scalar[]", "at::ArrayRef<at::Scalar>", **_none(python=None)),
-    TypeRow("str", "c10::string_view", returned="std::string", doc="returned as std::string",
+    TypeRow("Scalar[]", "at::ArrayRef<at::Scalar>", save="{}.vec()",
+            **_none(python=None, saveable="std::vector<at::Scalar>")),
+    TypeRow("str", "c10::string_view", returned="std::string", doc="returned as std::string", save="std::string({})",
             **_none(python="str", fast=("c10::string_view", "take_string"),
-                    abi=AbiRow("opwrap_string", "Str", "&str", "{}.as_str()"), sample="str")),
+                    abi=AbiRow("opwrap_string", "Str", "&str", "{}.as_str()"), saveable="std::string", sample="str")),
     TypeRow("str?", "std::optional<c10::string_view>", returned="std::optional<std::string>",
+            save="opwrap::rt::saved_string({})",
             **_none(python="Optional[str]", fast=("std::optional<c10::string_view>", "take_optional_string"),
-                    abi=AbiRow("opwrap_optional_string", "OptionalStr", "Option<&str>", "{}.get()"), sample="str")),
+                    abi=AbiRow("opwrap_optional_string", "OptionalStr", "Option<&str>", "{}.get()"),
+                    saveable="std::optional<std::string>", sample="str")),
     TypeRow("str[]", "at::ArrayRef<c10::string_view>", returned="std::vector<std::string>",
-            **_none(python="Sequence[str]")),
+            save="opwrap::rt::saved_strings({})",
+            **_none(python="Sequence[str]", saveable="std::vector<std::string>")),
     TypeRow("ScalarType", "at::ScalarType", returned="at::ScalarType",
             **_none(python="torch.dtype", fast=("at::ScalarType", "take_dtype"),
                     abi=AbiRow("int32_t", "i32", "DType", "DType({})"), saveable="at::ScalarType", sample="dtype")),
@@ -349,27 +366,32 @@ TABLE: dict[str, TypeRow] = _rows(
             **_none(python="Optional[torch.dtype]", fast=("std::optional<at::ScalarType>", "take_optional_dtype"),
                     abi=AbiRow("opwrap_optional_dtype", "OptionalDType", "Option<DType>", "{}.get()"),
                     saveable="std::optional<at::ScalarType>", sample="dtype")),
-    TypeRow("Device", "at::Device", returned="at::Device", **_none(python=_DEVICE)),
+    TypeRow("Device", "at::Device", returned="at::Device", **_none(python=_DEVICE, saveable="at::Device")),
     TypeRow("Device?", "std::optional<at::Device>", returned="std::optional<at::Device>",
-            **_none(python=f"Optional[{_DEVICE}]", fast=("std::optional<at::Device>", "take_optional_device"))),
+            **_none(python=f"Optional[{_DEVICE}]", fast=("std::optional<at::Device>", "take_optional_device"),
+                    saveable="std::optional<at::Device>")),
     TypeRow("Layout", "at::Layout", returned="at::Layout",
-            **_none(python="torch.layout", fast=("at::Layout", "take_layout"))),
+            **_none(python="torch.layout", fast=("at::Layout", "take_layout"), saveable="at::Layout")),
     TypeRow("Layout?", "std::optional<at::Layout>", returned="std::optional<at::Layout>",
-            **_none(python="Optional[torch.layout]", fast=("std::optional<at::Layout>", "take_optional_layout"))),
+            **_none(python="Optional[torch.layout]", fast=("std::optional<at::Layout>", "take_optional_layout"),
+                    saveable="std::optional<at::Layout>")),
     TypeRow("MemoryFormat", "at::MemoryFormat", returned="at::MemoryFormat",
-            **_none(python="torch.memory_format", fast=("at::MemoryFormat", "take_memory_format"))),
+            **_none(python="torch.memory_format", fast=("at::MemoryFormat", "take_memory_format"),
+                    saveable="at::MemoryFormat")),
     TypeRow("MemoryFormat?", "std::optional<at::MemoryFormat>", returned="std::optional<at::MemoryFormat>",
             **_none(python="Optional[torch.memory_format]",
-                    fast=("std::optional<at::MemoryFormat>", "take_optional_memory_format"))),
+                    fast=("std::optional<at::MemoryFormat>", "take_optional_memory_format"),
+                    saveable="std::optional<at::MemoryFormat>")),
     TypeRow("Generator", "at::Generator", returned="at::Generator",
-            **_none(python="torch.Generator", sample="generator")),
+            **_none(python="torch.Generator", saveable="at::Generator", sample="generator")),
     TypeRow("Generator?", "std::optional<at::Generator>",
             doc="std::nullopt: the default generator (see random ops in the docs, kernels.md)",
             **_none(python="Optional[torch.Generator]", fast=("std::optional<at::Generator>", "take_optional_generator"),
-                    sample="generator")),
-    TypeRow("Storage", "at::Storage", returned="at::Storage", **_none(python="torch.UntypedStorage")),
-    TypeRow("Stream", "c10::Stream", returned="c10::Stream", **_none(python="torch.Stream")),
-    TypeRow("QScheme", "at::QScheme", returned="at::QScheme", **_none(python="torch.qscheme")),
+                    saveable="std::optional<at::Generator>", sample="generator")),
+    TypeRow("Storage", "at::Storage", returned="at::Storage",
+            **_none(python="torch.UntypedStorage", saveable="at::Storage")),
+    TypeRow("Stream", "c10::Stream", returned="c10::Stream", **_none(python="torch.Stream", saveable="c10::Stream")),
+    TypeRow("QScheme", "at::QScheme", returned="at::QScheme", **_none(python="torch.qscheme", saveable="at::QScheme")),
 )
 
 # Types torch's unboxed-kernel registration refuses (c10's make_boxed_from_unboxed_functor.h).
@@ -397,14 +419,14 @@ def row(t: Type, mutable: bool = False) -> TypeRow:
     if isinstance(t, ClassType):
         cpp = f"const c10::intrusive_ptr<{t.class_name}>&"
         return TypeRow(str(t), cpp, returned=f"c10::intrusive_ptr<{t.class_name}>", doc="a custom class",
-                       **_none(python=None))
+                       **_none(python=None, saveable=f"c10::intrusive_ptr<{t.class_name}>"))
     key = type_key(t, mutable)
     r = TABLE.get(key)
     if r is None:
         raise UnsupportedType(str(t), _REFUSED.get(key, ""))
     if key == "bool[N]":
         n = t.elem.size if isinstance(t, OptionalType) else t.size  # type: ignore[union-attr]
-        return replace(r, schema=f"bool[{n}]", dispatcher=r.dispatcher.format(n=n))
+        return replace(r, schema=f"bool[{n}]", dispatcher=r.dispatcher.format(n=n), saveable=r.saveable.format(n=n))
     return r
 
 

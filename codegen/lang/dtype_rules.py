@@ -26,6 +26,9 @@ kernel is instantiated over it, so `to_dtype(Tensor self, ScalarType dtype)` get
     weights or int64        an optional tensor's dtype where it is given, else a dtype name,
                             a required tensor's dtype or `default`
     promote(a, b)           the promotion of tensor arguments, as torch.result_type does it
+    promote_integers(self)  a tensor argument's dtype, integral and bool ones promoted to
+                            int64 (aten's `promote_integers`: sum, prod, cumsum)
+    dtype or promote_integers(self)   a `ScalarType?` argument, else the above (torch.sum)
 
 An optional tensor may own a variable too, with the dtype the kernel is instantiated for
 when it is not given: `weights: {dtypes: [float32, float64], absent: float32}` (`absent`).
@@ -61,18 +64,23 @@ class DTypeRule:
     "arg" (names = (ScalarType argument,); `fallback`: for a `ScalarType?` argument, the
     tensor argument or "default" used when it is None), "given" (names = (optional tensor,);
     `fallback`: a dtype name, a required tensor or "default", used when it is not given),
-    "promote" (names = tensor arguments)."""
+    "promote" (names = tensor arguments), "integers" (names = (tensor argument,): its dtype,
+    an integral or bool one promoted to int64).  `integers` on an "arg" rule: its tensor
+    fallback is promoted so (`dtype or promote_integers(self)`)."""
 
     kind: str
     names: tuple[str, ...]
     fallback: str = ""
+    integers: bool = False
 
     @property
     def text(self) -> str:
         if self.kind == "promote":
             return f"promote({', '.join(self.names)})"
+        if self.kind == "integers":
+            return f"promote_integers({self.names[0]})"
         if self.fallback:
-            return f"{self.names[0]} or {self.fallback}"
+            return f"{self.names[0]} or " + (f"promote_integers({self.fallback})" if self.integers else self.fallback)
         return self.names[0]
 
     @property
@@ -83,7 +91,7 @@ class DTypeRule:
     @property
     def tensors(self) -> tuple[str, ...]:
         """The tensor arguments the rule reads."""
-        if self.kind in ("tensor", "promote"):
+        if self.kind in ("tensor", "promote", "integers"):
             return self.names
         fallback = (self.fallback,) if self.fallback not in ("", "default") and self.fallback not in DTYPES else ()
         if self.kind == "given":
@@ -131,6 +139,22 @@ def parse_rule(text: str, schema: FunctionSchema, return_name: str) -> DTypeRule
         if len(set(names)) != len(names):
             raise RuleError("promote(...) names an argument twice", m.start(1))
         return DTypeRule("promote", tuple(names))
+    m = re.fullmatch(rf"promote_integers\s*\(\s*({_NAME})\s*\)", text)
+    if m:
+        if m.group(1) not in tensors:
+            raise RuleError(f"'{m.group(1)}' is not a required Tensor argument of {schema.name}", m.start(1),
+                            "promote_integers(x) is the dtype of Tensor argument x, an integral or bool one int64")
+        return DTypeRule("integers", (m.group(1),))
+    m = re.fullmatch(rf"({_NAME})\s+or\s+promote_integers\s*\(\s*({_NAME})\s*\)", text)
+    if m:
+        arg, fallback = m.group(1), m.group(2)
+        a = schema.argument(arg)
+        if a is None or not _is_scalar_type(a) or not isinstance(a.type, OptionalType):
+            raise RuleError(f"'{arg}' is not a ScalarType? argument of {schema.name}", 0,
+                            "'<dtype argument> or promote_integers(<Tensor argument>)' takes a 'ScalarType?' argument")
+        if fallback not in tensors:
+            raise RuleError(f"'{fallback}' is not a required Tensor argument of {schema.name}", m.start(2))
+        return DTypeRule("arg", (arg,), fallback, integers=True)
     m = re.fullmatch(rf"({_NAME})\s+or\s+({_NAME})", text)
     if m:
         arg, fallback = m.group(1), m.group(2)
@@ -150,7 +174,8 @@ def parse_rule(text: str, schema: FunctionSchema, return_name: str) -> DTypeRule
         return DTypeRule("arg", (arg,), fallback)
     if not re.fullmatch(_NAME, text):
         raise RuleError(f"dtype of '{return_name}' must be a dtype name, a Tensor argument, a ScalarType argument, "
-                        f"'<ScalarType? argument> or <Tensor argument | default>' or 'promote(a, b, ...)', "
+                        f"'<ScalarType? argument> or <Tensor argument | default>', 'promote(a, b, ...)' or "
+                        f"'promote_integers(a)', "
                         f"not '{text}'")
     if text in DTYPES:
         return DTypeRule("dtype", (text,))
@@ -179,6 +204,8 @@ def render_cpp(rule: DTypeRule, names: Mapping[str, str]) -> str:
         return f"{n(rule.names[0])}.scalar_type()"
     if rule.kind == "promote":
         return f"opwrap::rt::result_type({{{', '.join(n(x) for x in rule.names)}}})"
+    if rule.kind == "integers":
+        return _cpp_integers(f"{n(rule.names[0])}.scalar_type()")
     if rule.kind == "given":  # an optional tensor (std::optional<at::Tensor>)
         t, fb = n(rule.names[0]), rule.fallback
         other = (f"at::ScalarType::{DTYPES[fb].scalar_type}" if fb in DTYPES else
@@ -189,7 +216,14 @@ def render_cpp(rule: DTypeRule, names: Mapping[str, str]) -> str:
         return arg
     if rule.fallback == "default":
         return f"{arg}.value_or(c10::get_default_dtype_as_scalartype())"
+    if rule.integers:
+        return f"{arg}.value_or({_cpp_integers(f'{n(rule.fallback)}.scalar_type()')})"
     return f"{arg}.value_or({n(rule.fallback)}.scalar_type())"
+
+
+def _cpp_integers(dtype: str) -> str:
+    """`dtype` (an at::ScalarType expression), int64 when integral or bool."""
+    return f"(c10::isIntegralType({dtype}, /*includeBool=*/true) ? at::ScalarType::Long : {dtype})"
 
 
 def render_python(rule: DTypeRule, names: Mapping[str, str] | None = None) -> str:
@@ -205,13 +239,21 @@ def render_python(rule: DTypeRule, names: Mapping[str, str] | None = None) -> st
             return f"torch.result_type({n(rule.names[0])}, {n(rule.names[1])})"
         return ("torch._prims_common.elementwise_dtypes(" + ", ".join(n(x) for x in rule.names)
                 + ", type_promotion_kind=torch._prims_common.ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[1]")
+    if rule.kind == "integers":
+        return _python_integers(f"{n(rule.names[0])}.dtype")
     arg = n(rule.names[0])
     if not rule.fallback:
         return arg
     other = ("torch.get_default_dtype()" if rule.fallback == "default" else DTYPES[rule.fallback].python
-             if rule.fallback in DTYPES else f"{n(rule.fallback)}.dtype")
+             if rule.fallback in DTYPES else _python_integers(f"{n(rule.fallback)}.dtype") if rule.integers
+             else f"{n(rule.fallback)}.dtype")
     return f"({arg}.dtype if {arg} is not None else {other})" if rule.kind == "given" else \
         f"({arg} if {arg} is not None else {other})"
+
+
+def _python_integers(dtype: str) -> str:
+    """`dtype` (a torch.dtype expression), torch.int64 when integral or bool."""
+    return f"_runtime.promote_integers({dtype})"
 
 
 def template_parameter(owner: str, first: bool) -> str:

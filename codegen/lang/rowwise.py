@@ -133,6 +133,9 @@ def classify(schema: FunctionSchema, shapes: dict[str, Shape], like: str) -> tup
                 return {}, 0, f"the shape of '{name}' must be a tensor's shape ('x.shape') or a list of dimensions"
             whole[name] = s.whole.source
             continue
+        if s.reduce is not None:
+            return {}, 0, f"the shape of '{name}' is a reduction over dims: a row-wise op reduces its rows, " \
+                          "[\"*B\"] (one value per row)"
         if s.dims is None:
             return {}, 0, f"'{name}' cannot be a list of tensors in a row-wise op"
         dims = s.dims

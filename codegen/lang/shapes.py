@@ -26,6 +26,13 @@ optional tensor binds may be unbound, so no output and no other expression may u
 name that only a list binds is required to be bound (the list must hold a tensor) where
 something else uses it.
 
+An output's shape may be ``reduce(self, dim, keepdim)``: ``self``'s shape with the dimensions
+the ``int``/``int?``/``int[]``/``int[]?`` argument ``dim`` names reduced, as aten's
+reductions over dims do it (dims wrapped, ``None`` or ``[]`` meaning all, a dimension named
+twice or out of range an error; kept as size 1 when the ``bool`` argument ``keepdim`` is
+true), computed by one run-time helper in each language (``opwrap::rt::reduced_shape``,
+``_runtime.reduced_shape``).
+
 A ``Tensor[]`` return's shape is a list comprehension, one shape per element:
 ``"[[N // chunks, D] for i in range(chunks)]"``, ``"[[s, D] for s in split_sizes]"``,
 ``"[[t.size(0), D] for t in tensors]"``; ``range(?n)`` is a length only the kernel knows.
@@ -151,6 +158,23 @@ class WholeShape:
 
 
 @dataclass(frozen=True)
+class Reduction:
+    """An output shape `reduce(self, dim, keepdim)`: the shape of tensor `tensor` with the
+    dimensions that argument `dims` names reduced, as aten's reductions over dims
+    (`sum.dim_IntList`): `dims` an `int`, `int?`, `int[]`/`int[N]` or `int[]?`/`int[N]?`
+    argument, its dims wrapped (-1 the last), `None` or an empty list meaning every
+    dimension, a dimension named twice or out of range an error naming the op and `dims`;
+    each reduced dimension is kept as a 1 when `keepdim` (a `bool` argument, or `True` /
+    `False`; `False` when left out) is true, else dropped."""
+
+    tensor: str
+    dims: str
+    keepdim: str | bool
+    text: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
 class ListShape:
     """A `Tensor[]` return's shapes: `[<dims> for <var> in <source>]`.  `kind` is "index"
     (`range(length)`: `var` an int from 0), "int" (an int[] argument: `var` its items) or
@@ -176,11 +200,14 @@ class Shape:
     whole: WholeShape | None
     loc: Loc
     each: ListShape | None = None  # a Tensor[] return: one shape per element
+    reduce: Reduction | None = None  # `reduce(self, dim, keepdim)`: an output's shape
 
     @property
     def text(self) -> str:
         if self.whole is not None:
             return self.whole.text
+        if self.reduce is not None:
+            return self.reduce.text
         if self.each is not None:
             return self.each.text
         return "[" + ", ".join(d.text for d in self.dims) + "]"
@@ -403,6 +430,10 @@ def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, it
             node = p.parse(value)
             if isinstance(node, ast.ListComp):
                 raise _ShapeError(loc, f"a list comprehension is the shape of a Tensor[] return; '{target}' is not one")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "reduce":
+                if not is_output:
+                    raise _ShapeError(loc, f"reduce(...) is the shape of an output; '{target}' is an input")
+                return Shape(target, None, None, loc, reduce=_parse_reduction(p, node, value, loc))
             if in_list:
                 raise _ShapeError(loc, f"'{target}' is a tensor list: its shape is a list of dimensions that every "
                                   "element has, as in [_, D]")
@@ -422,6 +453,40 @@ def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, it
     except _ShapeError as e:
         diag.error(e.loc, e.message)
         return None
+
+
+_DIM_TYPES = "an int, int?, int[] or int[]? argument"
+
+
+def _parse_reduction(p: _ExprParser, node: ast.Call, text: str, loc: Loc) -> Reduction:
+    """`reduce(<tensor>, <dims argument>[, <keepdim>])`; `keepdim` may also be given by name."""
+    args = list(node.args)
+    for k in node.keywords:
+        if k.arg != "keepdim" or len(args) != 2:
+            p.fail(k.value if k.arg else node, "reduce(...) takes a tensor, the dims argument and keepdim, as in "
+                   "reduce(self, dim, keepdim)")
+        args.append(k.value)
+    if len(args) not in (2, 3):
+        p.fail(node, f"reduce(...) takes a tensor, the dims argument and keepdim (reduce(self, dim, keepdim)), "
+               f"not {len(args)} argument{'s' if len(args) != 1 else ''}")
+    tensor = p.tensor_arg(args[0])
+    a = p.schema.argument(args[1].id) if isinstance(args[1], ast.Name) else None
+    t = unwrap_optional(a.type) if a is not None else None
+    if t is None or not (t == BaseType("int") or (isinstance(t, ListType) and t.elem == BaseType("int"))):
+        p.fail(args[1], f"'{ast.unparse(args[1])}' is not {_DIM_TYPES} of {p.schema.name} (the dimensions "
+               f"reduce(...) reduces)")
+    keepdim: str | bool = False
+    if len(args) == 3:
+        k = args[2]
+        if isinstance(k, ast.Constant) and isinstance(k.value, bool):
+            keepdim = k.value
+        else:
+            b = p.schema.argument(k.id) if isinstance(k, ast.Name) else None
+            if b is None or b.type != BaseType("bool"):
+                p.fail(k, f"'{ast.unparse(k)}' is neither a bool argument of {p.schema.name} nor True or False "
+                       "(whether reduced dimensions are kept, as size 1)")
+            keepdim = k.id
+    return Reduction(tensor, a.name, keepdim, text.strip(), loc)
 
 
 def _parse_dim(schema: FunctionSchema, item: object, iloc: Loc, is_output: bool, diag: Diagnostics,
@@ -636,6 +701,8 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
         if s is None:
             continue
         outputs.append(s)
+        if s.reduce is not None:
+            use(TensorSize(s.reduce.tensor, Num(0)), s.loc, False, None)
         if s.each is not None:
             use(s.each.length, s.loc, False, None)
             loop = {s.each.var}
@@ -1134,6 +1201,11 @@ def cpp_output_shape(s: Shape, names: Mapping[str, str] | None = None) -> str:
     if s.whole is not None:
         src = names.get(s.whole.source, s.whole.source)
         return f"{src}.sizes().vec()" if s.whole.is_tensor else f"{src}.vec()"
+    if s.reduce is not None:
+        r = s.reduce
+        keepdim = names.get(r.keepdim, r.keepdim) if isinstance(r.keepdim, str) else str(r.keepdim).lower()
+        return (f"opwrap::rt::reduced_shape(kOp, {cpp_string(r.dims)}, {cpp_string(r.tensor)}, "
+                f"{names.get(r.tensor, r.tensor)}, {names.get(r.dims, r.dims)}, {keepdim})")
     return _cpp_dims(s.dims, names)
 
 
@@ -1194,11 +1266,17 @@ def cpp_list_output_checks(s: Shape, var: str, names: Mapping[str, str] | None =
     ]
 
 
-def python_output_shape(s: Shape, names: Mapping[str, str] | None = None) -> str:
+def python_output_shape(s: Shape, names: Mapping[str, str] | None = None, op: str = "") -> str:
     """A Python list expression for an output's shape (the fake kernel's allocation);
-    `names` as in `python_input_checks`.  For a Tensor[] return, the shape of one element,
-    inside the loop `python_list_loop` gives."""
+    `names` as in `python_input_checks`; `op` a Python expression naming the op in messages
+    (a reduction's checks).  For a Tensor[] return, the shape of one element, inside the loop
+    `python_list_loop` gives."""
     names = names or {}
+    if s.reduce is not None:
+        r = s.reduce
+        keepdim = names.get(r.keepdim, r.keepdim) if isinstance(r.keepdim, str) else str(r.keepdim)
+        return (f"_runtime.reduced_shape({op or repr('')}, {r.dims!r}, {r.tensor!r}, {names.get(r.tensor, r.tensor)}, "
+                f"{names.get(r.dims, r.dims)}, {keepdim})")
     if s.whole is not None:
         source = names.get(s.whole.source, s.whole.source)
         return f"list({source}.shape)" if s.whole.is_tensor else f"list({source})"

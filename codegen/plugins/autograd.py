@@ -375,9 +375,8 @@ def _save_inputs(decl, ids: dict[str, str], inputs: _Inputs, saved: _Saved, name
         out.append(f"grad_fn->{member[n]} = opwrap::rt::save_list({names.edge_arg(s.argument(n))});")
     for a in inputs.lists:
         out.append(f"grad_fn->{names.size[a.name]} = {ids[a.name]}.size();")
-    for a in saved.values:
-        vec = ".vec()" if isinstance(a.type, ListType) else ""
-        out.append(f"grad_fn->{member[a.name]} = {ids[a.name]}{vec};")
+    for a in saved.values:  # as torchgen saves them (the type table's `save` column)
+        out.append(f"grad_fn->{member[a.name]} = {types.row(a.type).save.format(ids[a.name])};")
     for n, m in saved.metadata:
         vec = ".vec()" if METADATA[m][1].startswith("std::vector") else ""
         out.append(f"grad_fn->{meta[(n, m)]} = {ids[n]}.{m}(){vec};")
@@ -492,7 +491,8 @@ def _unpack(decl, ids: dict[str, str], inputs: _Inputs, saved: _Saved, names: _N
     for n in saved.lists:
         out.append(f"const std::vector<at::Tensor> {ids[n]} = opwrap::rt::unpack_list({member[n]});")
     for a in saved.values:
-        out.append(f"const auto& {ids[a.name]} = {member[a.name]};")
+        unpacked = types.row(a.type).unpacked  # an OptionalArray, as the ArrayRef the formula takes
+        out.append(f"{unpacked or 'const auto&'} {ids[a.name]} = {member[a.name]};")
     if d.once_differentiable:
         unpacked = ["grads"] + [ids[n] for n in saved.variables + saved.lists]
         out.append(f"opwrap::rt::refuse_second_order({op_name}, {', '.join(unpacked)});")

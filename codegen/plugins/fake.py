@@ -18,7 +18,8 @@ A return the kernel makes itself (`OutputSpec.made_by == "kernel"`: no shape rul
 Such ops are not declared `pt2_compliant_tag`.
 
 `fake: module:function` is the escape hatch for results no rule expresses (a reduction over
-an `int[1]? dim` with `keepdim`, say): a fake kernel written in Python, called with the
+an `int[1]? dim` with `keepdim` has one: `reduce(self, dim, keepdim)`, codegen/lang/shapes.py):
+a fake kernel written in Python, called with the
 op's arguments as `torch.library.register_fake` calls one, after the generated dtype,
 device and input shape checks.  It computes every return, so no return may have a shape
 rule too (the real outputs would follow the rule, the fake ones the function); the kernel
@@ -250,12 +251,12 @@ def fake_function(d, ns: str) -> dict | None:
         if is_list_output(o.shape):  # a Tensor[] return: one new tensor per element of its shape rule
             results.append(f"_out{i}")
             body.append(f"_out{i} = [_runtime.new_output({lit}, {py_string(o.name)}, "
-                        f"{python_output_shape(o.shape, names=names)}, {dtype}, {device}) "
+                        f"{python_output_shape(o.shape, names=names, op=lit)}, {dtype}, {device}) "
                         f"{python_list_loop(o.shape, names=names)}]")
         elif o.made_by == "alias" and o.aliases in {a.name for a in d.out_arguments}:
             # An out= argument: checked against the result's dtype and device, and resized to
             # its shape rule as at::native::resize_output does (warning when it held elements).
-            shape = (python_output_shape(o.shape, names=names) if o.shape is not None
+            shape = (python_output_shape(o.shape, names=names, op=lit) if o.shape is not None
                      else f"{names[d.like]}.shape" if d.like else "None")
             body.append(f"_runtime.resize_out({lit}, {py_string(o.aliases)}, {names[o.aliases]}, {shape}, {dtype}, "
                         f"{device})")
@@ -270,7 +271,7 @@ def fake_function(d, ns: str) -> dict | None:
             if var is not None:  # the return has dtypes of its own: its rule's value is among them
                 body.append(f"_runtime.check_output_dtype({lit}, {py_string(o.name)}, {dtype}, "
                             f"{_allowed(d.variable(var))}, {py_string(o.dtype_rule.text if o.dtype_rule else '')})")
-            shape = python_output_shape(o.shape, names=names) if o.shape is not None else f"{names[d.like]}.shape"
+            shape = python_output_shape(o.shape, names=names, op=lit) if o.shape is not None else f"{names[d.like]}.shape"
             results.append(f"_out{i}")
             body.append(f"_out{i} = _runtime.new_output({lit}, {py_string(o.name)}, {shape}, {dtype}, {device})")
     body.append("return " + (", ".join(results) if results else "None"))

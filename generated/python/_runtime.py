@@ -320,6 +320,41 @@ def check_output_dtype(op: str, name: str, dtype: torch.dtype, allowed: tuple[to
            f"expected one of: {names}")
 
 
+def promote_integers(dtype: torch.dtype) -> torch.dtype:
+    """The dtype rule `promote_integers(x)`: an integral or bool dtype is int64 (aten's
+    promote_integers, as torch.sum takes it), any other is itself."""
+    return dtype if dtype.is_floating_point or dtype.is_complex else torch.int64
+
+
+def reduced_dims(op: str, name: str, tensor: str, rank: int, dims: int | Sequence[int] | None) -> list[int]:
+    """`reduce(self, dim, keepdim)`'s dimensions, as aten's reductions over dims
+    (sum.dim_IntList) take them: wrapped (-1 the last; a 0-d tensor takes -1 and 0), in the
+    order given; None or an empty list is every dimension.  A dimension out of range or named
+    twice is an error naming the op and the argument, as the C++ wrapper's
+    (opwrap::rt::reduced_dims, runtime/include/opwrap/runtime/shape_checks.h)."""
+    if dims is None or (not isinstance(dims, int) and len(dims) == 0):
+        return list(range(rank))
+    given = [dims] if isinstance(dims, int) else list(dims)
+    n = max(rank, 1)
+    out: list[int] = []
+    for d in given:
+        _check(-n <= d < n, lambda: f"{op}: argument '{name}' holds {d}, out of range: expected a dimension of "
+               f"'{tensor}' in [{-n}, {n - 1}] ('{tensor}' has {rank} dimension{'' if rank == 1 else 's'})")
+        w = d + n if d < 0 else d
+        _check(w not in out, lambda: f"{op}: argument '{name}' holds {given}: dim {w} appears multiple times in the "
+               "list of dims")
+        out.append(w)
+    return out if rank else []
+
+
+def reduced_shape(op: str, name: str, tensor: str, t: torch.Tensor, dims: int | Sequence[int] | None,
+                  keepdim: bool) -> list[Any]:
+    """The shape of `reduce(<tensor>, <name>, keepdim)`: `t`'s, each reduced dimension 1 when
+    `keepdim`, else left out (SymInt-safe: only the rank, always known, decides)."""
+    reduced = reduced_dims(op, name, tensor, t.dim(), dims)
+    return [1 if i in reduced else n for i, n in enumerate(t.shape) if keepdim or i not in reduced]
+
+
 def new_output(op: str, name: str, shape: Sequence[Any], dtype: torch.dtype, device: Any) -> torch.Tensor:
     """An output of the shape its rule gives (checked non-negative, SymInt-safe)."""
     shape = list(shape)

@@ -13,6 +13,8 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>  // c10::OptionalArray: a saved int[]? / SymInt[]? / float[]?
+#include <c10/util/string_view.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
@@ -26,9 +28,19 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace opwrap::rt {
+
+// A str? / str[] argument a formula names, saved as torchgen saves it (its own strings).
+inline std::optional<std::string> saved_string(std::optional<c10::string_view> s) {
+  return s.has_value() ? std::optional<std::string>(std::string(*s)) : std::nullopt;
+}
+
+inline std::vector<std::string> saved_strings(at::ArrayRef<c10::string_view> strings) {
+  return std::vector<std::string>(strings.begin(), strings.end());
+}
 
 using torch::autograd::Node;
 using torch::autograd::SavedVariable;
