@@ -106,6 +106,7 @@ REFERENCES = {
     "huber": lambda input, target, delta=1.0: F.huber_loss(input, target, reduction="none", delta=delta),
     "dedup_consecutive": lambda self: torch.unique_consecutive(self.flatten()),
     "bincount_fixed": lambda self, bins, weights=None: torch.bincount(self.long(), weights, minlength=bins),
+    "sum_dim": lambda self, dim, keepdim=False, *, dtype=None: torch.sum(self, dim, keepdim, dtype=dtype),
     "quantize_fp8": lambda input, scale, dtype: (input.float() / scale.float()).clamp(  # in float, as the kernel
         -torch.finfo(dtype).max, torch.finfo(dtype).max).to(dtype),
 }

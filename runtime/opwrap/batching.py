@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ._generated._runtime import batch_first, per_sample, sample
+from ._generated._runtime import batch_first, per_sample, reduced_dims, sample
 
 ops = torch.ops.opwrap
 
@@ -51,6 +51,18 @@ def to_dtype(info, in_dims, self, dtype):
     """vmap over opwrap::to_dtype: elementwise, so the batched tensor converts in one call and
     its batch dimension stays where it is."""
     return ops.to_dtype.default(self, dtype), in_dims[0]
+
+
+def sum_dim(info, in_dims, self, dim, keepdim=False, *, dtype=None):
+    """vmap over opwrap::sum_dim: the batch dimension moved to the front and each sample's
+    dims shifted past it (None or [] is every sample dimension; a 0-d sample sums itself), so
+    the whole batch is one call, batched at 0.  The dims are checked against a sample's rank
+    first, with the op's own messages (_runtime.reduced_dims)."""
+    x = self.movedim(in_dims[0], 0)
+    dims = [d + 1 for d in reduced_dims("opwrap::sum_dim", "dim", "self", x.dim() - 1, dim)]
+    if x.dim() == 1:  # 0-d samples: each is its own sum
+        return ops.sum_dim.default(x.unsqueeze(1), [1], False, dtype=dtype), 0
+    return ops.sum_dim.default(x, dims, keepdim, dtype=dtype), 0
 
 
 def mymatmul(info, in_dims, self, other):
