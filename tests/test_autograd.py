@@ -238,7 +238,7 @@ template <typename scalar_t>
 void scale_named_cpu(const at::Tensor& x, at::OptionalIntArrayRef, std::optional<at::ArrayRef<double>>,
                      std::optional<c10::string_view>, c10::string_view, std::array<bool, 2>, std::optional<at::Device>,
                      at::Layout, std::optional<at::MemoryFormat>, at::IntArrayRef, at::OptionalIntArrayRef,
-                     at::ArrayRef<c10::string_view>, double factor, at::Tensor& result) {
+                     at::ArrayRef<std::string>, double factor, at::Tensor& result) {
   result.copy_(x * factor);
 }
 

@@ -356,8 +356,11 @@ TABLE: dict[str, TypeRow] = _rows(
             **_none(python="Optional[str]", fast=("std::optional<c10::string_view>", "take_optional_string"),
                     abi=AbiRow("opwrap_optional_string", "OptionalStr", "Option<&str>", "{}.get()"),
                     saveable="std::optional<std::string>", sample="str")),
-    TypeRow("str[]", "at::ArrayRef<c10::string_view>", returned="std::vector<std::string>",
-            save="opwrap::rt::saved_strings({})",
+    # Strings of its own, not views: a boxed call (torch.ops from Python) converts the list
+    # into a vector the kernel's ArrayRef points at, and views would point into the list's
+    # strings, which c10 frees before the kernel runs (ASan: heap-use-after-free).
+    TypeRow("str[]", "at::ArrayRef<std::string>", returned="std::vector<std::string>",
+            save="{}.vec()",
             **_none(python="Sequence[str]", saveable="std::vector<std::string>")),
     TypeRow("ScalarType", "at::ScalarType", returned="at::ScalarType",
             **_none(python="torch.dtype", fast=("at::ScalarType", "take_dtype"),

@@ -33,13 +33,9 @@
 
 namespace opwrap::rt {
 
-// A str? / str[] argument a formula names, saved as torchgen saves it (its own strings).
+// A str? argument a formula names, saved as torchgen saves it (its own string).
 inline std::optional<std::string> saved_string(std::optional<c10::string_view> s) {
   return s.has_value() ? std::optional<std::string>(std::string(*s)) : std::nullopt;
-}
-
-inline std::vector<std::string> saved_strings(at::ArrayRef<c10::string_view> strings) {
-  return std::vector<std::string>(strings.begin(), strings.end());
 }
 
 using torch::autograd::Node;
