@@ -4,6 +4,7 @@ are marked `cuda` and run only on a machine with a GPU, where they compare every
 dtype with the CPU kernel.  `make gpu-test` runs them there."""
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,26 @@ def test_cuda_kernel_is_registered(decl):
     assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA"), name
     dump = torch._C._dispatch_dump(name)
     assert f"CUDA: registered at {ROOT}/generated/cuda/{decl.ident}.cu" in dump, dump
+
+
+@needs_cuda_build
+def test_cpp_units_of_the_cuda_build_compile_as_in_make_build():
+    """The C++ units of a CUDA build compile with a CPU build's options, so ccache serves
+    `make cuda-check` the objects of `make build` (build.cpp_units_as_in_a_cpu_build); CUDA's
+    include folders go to nvcc alone."""
+    cuda_dir = Path(opwrap.library_path).parent
+    cpu_ninja, cuda_ninja = ROOT / "build" / "build.ninja", cuda_dir / "build.ninja"
+    if cuda_dir == ROOT / "build" or not cpu_ninja.is_file():
+        pytest.skip("needs make build's build/ beside the CUDA build (make cuda-check)")
+
+    def flags(path, name):
+        return next(line for line in path.read_text().splitlines() if line.startswith(f"{name} = "))
+
+    assert flags(cuda_ninja, "cflags") == flags(cpu_ninja, "cflags")
+    assert flags(cuda_ninja, "post_cflags") == flags(cpu_ninja, "post_cflags")
+    cflags, cuda_cflags = flags(cuda_ninja, "cflags"), flags(cuda_ninja, "cuda_cflags")
+    cuda_include = cuda_env.find_toolkit_root() / "include"
+    assert f"-isystem {cuda_include}" in cuda_cflags and str(cuda_include) not in cflags, cuda_cflags
 
 
 def test_cuda_environment_is_found_without_hard_coded_paths():

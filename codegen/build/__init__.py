@@ -36,6 +36,7 @@ import sys
 import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..pipeline import units
@@ -194,6 +195,35 @@ def cuda_include_flags(env) -> list[str]:
     """The nvidia wheels' headers, for nvcc only: C++ translation units never need them, and
     keeping them off the C++ command lines keeps those objects valid across CUDA/CPU builds."""
     return [f"-I{d}" for d in env.include_dirs] if env is not None else []
+
+
+def cuda_only_includes(cpp_extension) -> list[str]:
+    """The include folders cpp_extension adds for a CUDA build beyond a CPU build's (CUDA's)."""
+    cpu = cpp_extension.include_paths("cpu")
+    return [d for d in cpp_extension.include_paths("cuda") if d not in cpu]
+
+
+@contextmanager
+def cpp_units_as_in_a_cpu_build(cpp_extension, cuda: bool):
+    """While a CUDA build's cpp_extension.load runs, its C++ units get a CPU build's include
+    folders, so that their commands are a CPU build's, byte for byte, and ccache serves a CUDA
+    build the objects of a CPU one (make cuda-check: make build's).  cpp_extension has no
+    option for this: it gives every unit of a CUDA build, C++ or CUDA, CUDA's include folders
+    (include_paths("cuda"), torch 2.11 to 2.15), which C++ units never use; nvcc gets them from
+    build() instead (cuda_only_includes)."""
+    if not cuda:
+        yield
+        return
+    original = cpp_extension.include_paths
+
+    def include_paths(device_type="cpu", *args, **kwargs):
+        return original("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    cpp_extension.include_paths = include_paths
+    try:
+        yield
+    finally:
+        cpp_extension.include_paths = original
 
 
 def cuda_archs_flags(build_dir: Path, env) -> list[str]:
@@ -730,19 +760,21 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         fast_done = pool.submit(build_fast) if fast is not None else None
         pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log) if target.precompiled
                                            else None)
-        cpp_extension.load(
-            name=config.library,
-            sources=[str(s) for s in srcs],
-            extra_cflags=unit_cflags + pch_flags,
-            extra_ldflags=ldflags + (openmp_flags() if target.openmp else []) + native_ldflags(config, native),
-            extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env), *cuda_archs_flags(build_dir, env),
-                               *(f"-D{d}" for d in target.defines)],
-            extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
-            build_directory=str(build_dir),
-            verbose=verbose,
-            is_python_module=False,
-            with_cuda=env is not None,
-        )
+        cuda_only = [f for d in cuda_only_includes(cpp_extension) for f in ("-isystem", d)] if env is not None else []
+        with cpp_units_as_in_a_cpu_build(cpp_extension, env is not None):
+            cpp_extension.load(
+                name=config.library,
+                sources=[str(s) for s in srcs],
+                extra_cflags=unit_cflags + pch_flags,
+                extra_ldflags=ldflags + (openmp_flags() if target.openmp else []) + native_ldflags(config, native),
+                extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env), *cuda_only,
+                                   *cuda_archs_flags(build_dir, env), *(f"-D{d}" for d in target.defines)],
+                extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
+                build_directory=str(build_dir),
+                verbose=verbose,
+                is_python_module=False,
+                with_cuda=env is not None,
+            )
         if fast_done is not None:
             fast_done.result()
     out = build_dir / f"{config.library}.so"
