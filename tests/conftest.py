@@ -347,20 +347,22 @@ def pynames(tmp_path_factory):
 # `sharedlib`: one library made with `codegen init` holding the ops of several test files,
 # each declared in its own file next to its tests: test_kernel_types.py (every schema type and
 # name), test_autograd.py (Tensor[] formulas, out= and mutable ops), test_shapes.py (the shape
-# rules end to end) and test_dtype_rules.py (per-argument dtypes).  Each had a library of its
+# rules end to end), test_dtype_rules.py (per-argument dtypes) and test_rowwise.py (row-wise
+# programs; it checks that a second build compiles nothing).  Each had a library of its
 # own, compiled from nothing in every run; one library pays the fixed cost of a library (its
 # registration and Python bindings, the headers of each unit, the link) once.  Each module adds
 # its files with `add_to_sharedlib(lib)`; test_dtype_rules.py's kernel headers come after a
 # first `codegen generate`, whose notes say what to write (its test reads them).  The ops
 # share the namespace `sharedlib`; where two files declared the same op, test_shapes.py's
 # `cat_rows` is `concat_rows` here.  Tests that use it carry the xdist_group "sharedlib".
-SHAREDLIB_MODULES = ("test_kernel_types", "test_autograd", "test_shapes", "test_dtype_rules")
+SHAREDLIB_MODULES = ("test_kernel_types", "test_autograd", "test_shapes", "test_dtype_rules", "test_rowwise")
 
 
 def _make_sharedlib(lib: Path) -> dict:
     """`codegen init` (its op `scale`; one unit a group), the files of SHAREDLIB_MODULES, `codegen generate`
     without test_dtype_rules.py's kernel headers, then those headers and `codegen build
-    --no-cuda -O0`.  Returns the exit statuses and outputs; asserts nothing itself."""
+    --no-cuda -O0`, twice (the second compiles nothing).  Returns the exit statuses and
+    outputs; asserts nothing itself."""
     import importlib
     record = {}
     r = run_codegen("init", str(lib))
@@ -376,6 +378,8 @@ def _make_sharedlib(lib: Path) -> dict:
     importlib.import_module("test_dtype_rules").add_kernel_headers(lib)
     r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)  # CPU only, -O0: less to compile
     record["build"] = [r.returncode, r.stdout + r.stderr]
+    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)  # a second time: nothing to compile
+    record["noop"] = [r.returncode, r.stdout + r.stderr]
     return record
 
 

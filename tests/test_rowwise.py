@@ -1,8 +1,9 @@
 """Row-wise programs (`rowwise:`) and pointwise expressions with several outputs, in a
-`codegen init` library declared from the README: rows of one and of two dimensions, column
-and per-row tensors, every reduction, reduced types, NaN and empty rows, derivatives, an
-out= overload, opcheck, torch.compile and export.  The bundled row-wise ops (softmax,
-log_softmax, logsumexp, layer_norm, rms_norm) are tested against aten at the end."""
+`codegen init` library declared from the README (conftest's `sharedlib`, which holds the ops
+of several test files): rows of one and of two dimensions, column and per-row tensors, every
+reduction, reduced types, NaN and empty rows, derivatives, an out= overload, opcheck,
+torch.compile and export.  The bundled row-wise ops (softmax, log_softmax, logsumexp,
+layer_norm, rms_norm) are tested against aten at the end."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import torch.nn.functional as F
 from torch.library import opcheck
 
 import opwrap
-from conftest import import_library, made_once, one_unit_a_group, run_codegen
+from conftest import import_library
+
+pytestmark = pytest.mark.xdist_group("sharedlib")  # one worker builds it; the others go on meanwhile
 
 DECLARATIONS = """\
 - func: pair(Tensor a, Tensor b) -> (Tensor total, Tensor product)
@@ -67,28 +70,18 @@ DECLARATIONS = """\
 """
 
 
-def _make_rowlib(lib: Path) -> dict:
-    record: dict = {}
-    r = run_codegen("init", str(lib))
-    record["init"] = [r.returncode, r.stdout + r.stderr]
-    if r.returncode != 0:
-        return record
-    one_unit_a_group(lib)
-    (lib / "declarations" / "ops.yaml").write_text(DECLARATIONS)
-    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)
-    record["build"] = [r.returncode, r.stdout + r.stderr]
-    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)  # a second time: nothing to compile
-    record["noop"] = [r.returncode, r.stdout + r.stderr]
-    return record
+def add_to_sharedlib(lib: Path) -> None:
+    """conftest's `sharedlib` holds the row-wise ops above (its build compiles them once with
+    the other test files' ops, then builds again to show the second build compiles nothing)."""
+    (lib / "declarations" / "rowwise.yaml").write_text(DECLARATIONS)
 
 
 @pytest.fixture(scope="module")
-def rowlib(tmp_path_factory):
-    root, made = made_once(tmp_path_factory, "rowlib", _make_rowlib)
+def rowlib(sharedlib):
+    made = sharedlib.record
     assert made["init"][0] == 0, made["init"][1]
     assert made["build"][0] == 0, made["build"][1][-5000:]
-    module = import_library(root / "rowlib")
-    return module, made, root / "rowlib"
+    return import_library(sharedlib.path), made, sharedlib.path
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +116,7 @@ def test_two_outputs_of_one_expression(ops, dtype):
     want = at + b.t().unsqueeze(-1)
     assert total.stride() == want.stride() and product.stride() == want.stride()
     torch.testing.assert_close(total, want)
-    opcheck(torch.ops.rowlib.pair.default, (a, b))
+    opcheck(torch.ops.sharedlib.pair.default, (a, b))
 
 
 @pytest.mark.slow(120)
@@ -150,16 +143,16 @@ def test_rows_of_two_dimensions(ops, dtype, shape):
                                **tol)
     assert sumsq.shape == shape[:-2]
     if dtype == torch.float32:
-        opcheck(torch.ops.rowlib.plane_norm.default, (x, scale, 1e-3))
+        opcheck(torch.ops.sharedlib.plane_norm.default, (x, scale, 1e-3))
 
 
 @pytest.mark.slow(120)
 def test_shape_errors_name_the_op_and_argument(ops):
-    with pytest.raises(RuntimeError, match=r"rowlib::plane_norm.*'scale'"):
+    with pytest.raises(RuntimeError, match=r"sharedlib::plane_norm.*'scale'"):
         ops.plane_norm(torch.randn(2, 3, 4), torch.randn(4, 3))
-    with pytest.raises(RuntimeError, match=r"rowlib::center.*'offset'"):
+    with pytest.raises(RuntimeError, match=r"sharedlib::center.*'offset'"):
         ops.center(torch.randn(2, 3), torch.randn(3))
-    with pytest.raises(RuntimeError, match=r"rowlib::center.*'x'"):
+    with pytest.raises(RuntimeError, match=r"sharedlib::center.*'x'"):
         ops.center(torch.randn(2, 3).to(torch.bfloat16), torch.randn(2).to(torch.bfloat16))
 
 
@@ -184,11 +177,11 @@ def test_derivatives_out_overload_opcheck_compile_export(ops):
     assert torch.autograd.gradcheck(ops.center, (x, off))
     out = torch.empty(0)
     x32, off32 = torch.randn(5, 7), torch.randn(5)
-    result = torch.ops.rowlib.center.out(x32, off32, out=out)
+    result = torch.ops.sharedlib.center.out(x32, off32, out=out)
     assert result is out and out.shape == (5, 7)
     torch.testing.assert_close(out, ops.center(x32, off32))
-    opcheck(torch.ops.rowlib.center.default, (x32, off32))
-    opcheck(torch.ops.rowlib.center.out, (x32, off32), {"out": torch.empty(5, 7)})
+    opcheck(torch.ops.sharedlib.center.default, (x32, off32))
+    opcheck(torch.ops.sharedlib.center.out, (x32, off32), {"out": torch.empty(5, 7)})
 
     from torch._dynamo.testing import CompileCounterWithBackend
     counter = CompileCounterWithBackend("inductor")
@@ -216,9 +209,9 @@ def test_vmap_rules_generated_from_the_shape_rule(ops, rowlib):
     the batch is one more leading row dimension of row and per-row tensors (one call); a
     batched column runs one call per sample.  Each is compared with a loop over the samples."""
     vmap_py = (rowlib[2] / "generated" / "python" / "vmap.py").read_text()
-    assert "# rowlib::plane_norm: row-wise, one call with the batch in the rows of x; one call per sample " \
+    assert "# sharedlib::plane_norm: row-wise, one call with the batch in the rows of x; one call per sample " \
            "where scale is batched" in vmap_py, vmap_py
-    assert "_runtime.rowwise_rule(torch.ops.rowlib.center.default, ('rows', 'rows'), 1)" in vmap_py, vmap_py
+    assert "_runtime.rowwise_rule(torch.ops.sharedlib.center.default, ('rows', 'rows'), 1)" in vmap_py, vmap_py
     f64 = torch.float64
     x, scale = torch.randn(3, 2, 4, 5, dtype=f64), torch.randn(3, 4, 5, dtype=f64)
     plane = lambda a, s: ops.plane_norm(a, s, 1e-3)  # noqa: E731
@@ -234,7 +227,7 @@ def test_vmap_rules_generated_from_the_shape_rule(ops, rowlib):
         args = (xs if in_dims[0] is not None else xs[0], off if in_dims[1] is not None else off[:, 0])
         torch.testing.assert_close(torch.vmap(ops.center, in_dims=in_dims)(*args), _per_sample(ops.center, in_dims, *args))
     out = torch.empty(4, 3, 6, dtype=f64)  # the out= overload, through center's rule
-    torch.vmap(lambda a, o, buf: torch.ops.rowlib.center.out(a, o, out=buf), in_dims=(0, 1, 0))(xs, off, out)
+    torch.vmap(lambda a, o, buf: torch.ops.sharedlib.center.out(a, o, out=buf), in_dims=(0, 1, 0))(xs, off, out)
     torch.testing.assert_close(out, _per_sample(ops.center, (0, 1), xs, off))
     e = torch.randn(2, 3, 7)
     torch.testing.assert_close(torch.vmap(ops.extremes, in_dims=1)(e), _per_sample(ops.extremes, (1,), e))
