@@ -297,10 +297,11 @@ def test_eager_graph_is_unchanged_in_shape():
 
 
 # ---------------------------------------------------------- a library made with `codegen init`
-from test_rowwise import rowlib  # noqa: E402,F401  (its fixture: the library built once per run)
+from test_rowwise import rowlib  # noqa: E402,F401  (its fixture: conftest's sharedlib, built once per run)
 
 
 @pytest.mark.slow(120)
+@pytest.mark.xdist_group("sharedlib")  # on the worker that builds it, not waiting for it on another
 def test_func_on_a_user_library(rowlib):
     ops = rowlib[0].ops
     a, b = torch.randn(4, 5, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
@@ -329,5 +330,5 @@ def test_func_on_a_user_library(rowlib):
     h = hessian(loss, argnums=(0, 1))(a[0], b[0])  # the second derivative of sum(a * b): the identity across
     torch.testing.assert_close(h[0][1], torch.eye(5, dtype=torch.float64))
     # center is row-wise with no forward formula ('result:'): forward mode names the op.
-    with pytest.raises(NotImplementedError, match=r"rowlib::center: forward-mode AD .* needs a forward-derivative"):
+    with pytest.raises(NotImplementedError, match=r"sharedlib::center: forward-mode AD .* needs a forward-derivative"):
         jvp(lambda x: ops.center(x, off), (x,), (torch.ones_like(x),))
