@@ -379,7 +379,7 @@ def test_every_type_and_name_compiles_and_runs(sharedlib):
     assert out["errors"] == [
         "sharedlib::count_positive: the kernel returned 'result' of dtype Float, but the declaration says Long",
         "not positive at 0",
-        "sharedlib::first_of: argument 'the first tensor given' has dtype Int, but expected one of: float32, float64",
+        "sharedlib::first_of: argument 'a' has dtype Int, but expected one of: float32, float64",
     ]
     assert out["assert_positive"] is True
     assert out["clamp_max_"] == [True, [0, 1, 2, 2.5, 2.5, 2.5], True, [0, 1, 1, 2.5, 1, 2.5]]

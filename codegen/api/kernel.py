@@ -228,9 +228,19 @@ class _DtypeLocals:
         self.primary = decl.variables[0]
         self.value: dict[str, str] = {self.primary.name: dispatched}
         self.source: dict[str, str] = {}
+        self.spelled: dict[str, str] = {}  # a source named at run time: its C++ expression
 
-    def declare(self, var: str, local: str, source: str) -> None:
+    def declare(self, var: str, local: str, source: str, spelled: str = "") -> None:
+        """`var` is read into `local` from the tensor `source` names in messages; `spelled`:
+        the C++ expression of that name where it is known only at run time (the first tensor
+        given: `xs[2]`)."""
         self.value[var], self.source[var] = local, source
+        if spelled:
+            self.spelled[source] = spelled
+
+    def named(self, source: str) -> str:
+        """The C++ expression that names `source` in messages."""
+        return self.spelled.get(source) or cpp_string(source)
 
     def read(self, var: str) -> str | None:
         """The local of a variable already read from a tensor; None before."""
@@ -245,7 +255,7 @@ class _DtypeLocals:
         if known is not None and (var.name != self.primary.name or a.name != first_name):
             if var.name in self.source:
                 return [f"opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, {value}, {known}, "
-                        f"{cpp_string(self.source[var.name])});"]
+                        f"{self.named(self.source[var.name])});"]
         local = known or self.scope.fresh(f"{a.name}_dtype")
         self.declare(var.name, local, a.name)
         return [f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, {value}, {_dtype_list(var)}, "
@@ -257,7 +267,7 @@ class _DtypeLocals:
         declared it (None: leave it as the checks left it)."""
         if unread is not None:
             self.source.setdefault(self.primary.name, unread)
-        return tuple((self.value[v.name], cpp_string(self.source.get(v.name, v.owner)), v)
+        return tuple((self.value[v.name], self.named(self.source.get(v.name, v.owner)), v)
                      for v in self.decl.variables)
 
 
@@ -269,6 +279,12 @@ class _DispatchTensor:
     value: str
     name: str
     checks: tuple[str, ...] = ()  # reading it, when it is the first tensor given
+    spelled: str = ""  # the C++ expression of its name where only the run knows it (the first tensor given)
+
+    @property
+    def name_cpp(self) -> str:
+        """The C++ expression that names it in messages."""
+        return self.spelled or cpp_string(self.name)
 
 
 def _dispatch_tensor(decl, ident: dict[str, str], scope: Scope, dtypes: _DtypeLocals,
@@ -283,17 +299,17 @@ def _dispatch_tensor(decl, ident: dict[str, str], scope: Scope, dtypes: _DtypeLo
     if not tensors:
         return _DispatchTensor(value="", name="")
     primary, dtype = dtypes.primary, dtypes.dispatched
-    first = scope.fresh("first")
-    only = tensors[0]
-    one_list = len(tensors) == 1 and not only.is_optional and isinstance(only.type, ListType) \
-        and only.type.elem == BaseType("Tensor")
-    first_name = f"{only.name}[0]" if one_list else "the first tensor given"
+    given_local, first = scope.fresh("given"), scope.fresh("first")
+    # Its name in messages is the run's: the optional tensor's, or the list and the element's (`xs[2]`).
+    first_name, spelled = "the first tensor given", f"{given_local}.name.c_str()"
     given = ", ".join(ident[a.name] for a in tensors)
-    dtypes.declare(primary.name, dtype, first_name)
-    return _DispatchTensor(value=first, name=first_name, checks=(
-        f"const at::Tensor {first} = opwrap::rt::first_given(kOp, {given});",
-        *device_checks(first_name, first, "", "", device),
-        f"opwrap::rt::check_dtype_in(kOp, {cpp_string(first_name)}, {first}, {_dtype_list(primary)}, "
+    names = ", ".join(cpp_string(a.name) for a in tensors)
+    dtypes.declare(primary.name, dtype, first_name, spelled)
+    return _DispatchTensor(value=first, name=first_name, spelled=spelled, checks=(
+        f"const opwrap::rt::Given {given_local} = opwrap::rt::first_given(kOp, {{{names}}}, {given});",
+        f"const at::Tensor& {first} = {given_local}.tensor;",
+        *device_checks(first_name, first, "", "", device, name_cpp=spelled),
+        f"opwrap::rt::check_dtype_in(kOp, {spelled}, {first}, {_dtype_list(primary)}, "
         f"{cpp_string(_dtype_names(primary))});",
         f"const at::ScalarType {dtype} = {first}.scalar_type();"))
 
@@ -312,7 +328,7 @@ def _argument_checks(decl, ident: dict[str, str], first: _DispatchTensor, dtypes
     checks: list[str] = []
     for a in sorted(required, key=lambda a: a is not required[0]):
         name = ident[a.name]
-        checks.extend(device_checks(a.name, name, first.value, first.name, device))
+        checks.extend(device_checks(a.name, name, first.value, first.name_cpp, device))
         if a.name not in outs:  # an out= argument's dtype is the output's (see _outputs)
             checks.extend(dtypes.check(a, name, first.name))
     for a in s.arguments:
@@ -330,7 +346,7 @@ def _argument_checks(decl, ident: dict[str, str], first: _DispatchTensor, dtypes
             checks.append(f"const at::ScalarType {local} = {name}.has_value() && {name}->defined() ? "
                           f"{name}->scalar_type() : at::ScalarType::{var.absent.scalar_type};")
         checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
-        checks.extend("  " + c for c in device_checks(a.name, f"*{name}", first.value, first.name, device))
+        checks.extend("  " + c for c in device_checks(a.name, f"*{name}", first.value, first.name_cpp, device))
         if owns:
             checks.append(f"  opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, *{name}, {_dtype_list(var)}, "
                           f"{cpp_string(_dtype_names(var))});")
@@ -354,8 +370,8 @@ def _list_checks(a: Argument, name: str, first: _DispatchTensor, dtypes: _DtypeL
         checks.append(f"const at::ScalarType {known} = opwrap::rt::list_dtype({name}, "
                       f"at::ScalarType::{var.dtypes[0].scalar_type});")
     checks.append(f"opwrap::rt::check_list(kOp, {cpp_string(a.name)}, {name}, {device.device_type}, "
-                  f"{first.value or 'at::Tensor()'}, {cpp_string(first.name)}, {_dtype_list(var)}, "
-                  f"{cpp_string(_dtype_names(var))}, {known}, {cpp_string(dtypes.source[var.name])});")
+                  f"{first.value or 'at::Tensor()'}, {first.name_cpp}, {_dtype_list(var)}, "
+                  f"{cpp_string(_dtype_names(var))}, {known}, {dtypes.named(dtypes.source[var.name])});")
     return checks
 
 
@@ -671,14 +687,17 @@ def _index_checks(decl, names: dict[str, str], device: Device) -> list[str]:
     return out
 
 
-def device_checks(name: str, value: str, first: str, first_name: str, device: Device) -> list[str]:
-    """The tensor argument `name` (the C++ expression `value`) is defined and on `device`; where
-    the row says so, on the same device as `first` (named `first_name` in messages): cuda:0 and
-    cuda:1 do not mix.  Shared by every generated wrapper."""
-    out = [f"opwrap::rt::check_tensor(kOp, {cpp_string(name)}, {value}, {device.device_type});"]
+def device_checks(name: str, value: str, first: str, first_name: str, device: Device,
+                  name_cpp: str = "") -> list[str]:
+    """The tensor argument `name` (the C++ expression `value`; `name_cpp`, where given, the C++
+    expression of its name) is defined and on `device`; where the row says so, on the same
+    device as `first` (named by the C++ expression `first_name` in messages, a string literal
+    or a name known at run time): cuda:0 and cuda:1 do not mix.  Shared by every generated
+    wrapper."""
+    out = [f"opwrap::rt::check_tensor(kOp, {name_cpp or cpp_string(name)}, {value}, {device.device_type});"]
     if device.same_device and first and value != first:
-        out.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(name)}, {value}, {first}, "
-                   f"{cpp_string(first_name)});")
+        out.append(f"opwrap::rt::check_same_device(kOp, {name_cpp or cpp_string(name)}, {value}, {first}, "
+                   f"{first_name});")
     return out
 
 

@@ -96,7 +96,7 @@ def wrapper(decl, p: PointwisePlan, device: Device) -> dict:
     first = p.tensors[0]
     checks = [f"constexpr const char* kOp = {cpp_string(p.op)};"]
     for t in p.tensors + ((p.out,) if p.out else ()):
-        checks.extend(device_checks(t, t, first, first, device))
+        checks.extend(device_checks(t, t, first, cpp_string(first), device))
     checks.extend(device_guard(first, device))
     # The inputs by name, for the messages of the checks that TensorIterator's build and the
     # promoted dtype get (opwrap::rt::build_pointwise checks broadcasting only when the build failed).

@@ -14,11 +14,12 @@ namespace {
 // cat_rows(Tensor[] tensors) -> Tensor
 at::Tensor cat_rows_cpu(at::TensorList tensors) {
   constexpr const char* kOp = "opwrap::cat_rows";
-  const at::Tensor first = opwrap::rt::first_given(kOp, tensors);
-  opwrap::rt::check_tensor(kOp, "tensors[0]", first, c10::DeviceType::CPU);
-  opwrap::rt::check_dtype_in(kOp, "tensors[0]", first, {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, bfloat16, int32, int64");
+  const opwrap::rt::Given given = opwrap::rt::first_given(kOp, {"tensors"}, tensors);
+  const at::Tensor& first = given.tensor;
+  opwrap::rt::check_tensor(kOp, given.name.c_str(), first, c10::DeviceType::CPU);
+  opwrap::rt::check_dtype_in(kOp, given.name.c_str(), first, {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, bfloat16, int32, int64");
   const at::ScalarType dtype = first.scalar_type();
-  opwrap::rt::check_list(kOp, "tensors", tensors, c10::DeviceType::CPU, first, "tensors[0]", {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, bfloat16, int32, int64", dtype, "tensors[0]");
+  opwrap::rt::check_list(kOp, "tensors", tensors, c10::DeviceType::CPU, first, given.name.c_str(), {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, bfloat16, int32, int64", dtype, given.name.c_str());
   int64_t D = -1;  // bound by 'tensors' when given
   for (size_t opwrap_i = 0; opwrap_i < tensors.size(); ++opwrap_i) {
     const at::Tensor& opwrap_e = opwrap::rt::element(tensors, opwrap_i);
@@ -48,7 +49,7 @@ at::Tensor cat_rows_cpu(at::TensorList tensors) {
       ::opwrap::kernels::cat_rows_cpu<int64_t>(tensors, result);
       break;
     default:
-      opwrap::rt::unsupported_dtype(kOp, "tensors[0]", dtype, "float32, float64, bfloat16, int32, int64");
+      opwrap::rt::unsupported_dtype(kOp, given.name.c_str(), dtype, "float32, float64, bfloat16, int32, int64");
   }
   return result;
 }

@@ -15,11 +15,12 @@ namespace {
 // cat_rows(Tensor[] tensors) -> Tensor
 at::Tensor cat_rows_cuda(at::TensorList tensors) {
   constexpr const char* kOp = "opwrap::cat_rows";
-  const at::Tensor first = opwrap::rt::first_given(kOp, tensors);
-  opwrap::rt::check_tensor(kOp, "tensors[0]", first, c10::DeviceType::CUDA);
-  opwrap::rt::check_dtype_in(kOp, "tensors[0]", first, {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, bfloat16, int32, int64");
+  const opwrap::rt::Given given = opwrap::rt::first_given(kOp, {"tensors"}, tensors);
+  const at::Tensor& first = given.tensor;
+  opwrap::rt::check_tensor(kOp, given.name.c_str(), first, c10::DeviceType::CUDA);
+  opwrap::rt::check_dtype_in(kOp, given.name.c_str(), first, {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, bfloat16, int32, int64");
   const at::ScalarType dtype = first.scalar_type();
-  opwrap::rt::check_list(kOp, "tensors", tensors, c10::DeviceType::CUDA, first, "tensors[0]", {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, bfloat16, int32, int64", dtype, "tensors[0]");
+  opwrap::rt::check_list(kOp, "tensors", tensors, c10::DeviceType::CUDA, first, given.name.c_str(), {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, bfloat16, int32, int64", dtype, given.name.c_str());
   const c10::cuda::CUDAGuard device_guard(first.device());
   int64_t D = -1;  // bound by 'tensors' when given
   for (size_t opwrap_i = 0; opwrap_i < tensors.size(); ++opwrap_i) {
@@ -50,7 +51,7 @@ at::Tensor cat_rows_cuda(at::TensorList tensors) {
       ::opwrap::kernels::cat_rows_cuda<int64_t>(tensors, result);
       break;
     default:
-      opwrap::rt::unsupported_dtype(kOp, "tensors[0]", dtype, "float32, float64, bfloat16, int32, int64");
+      opwrap::rt::unsupported_dtype(kOp, given.name.c_str(), dtype, "float32, float64, bfloat16, int32, int64");
   }
   return result;
 }

@@ -236,29 +236,38 @@ inline at::OptionalIntArrayRef guard_ints(at::OptionalSymIntArrayRef v) {
   return C10_AS_INTARRAYREF_SLOW(*v);
 }
 
-// Ops whose tensors are all optional or lists dispatch on the first tensor given (undefined:
-// none was).  Arguments that are not tensors are skipped.
-inline at::Tensor given(const at::Tensor& t) { return t; }
-inline at::Tensor given(const std::optional<at::Tensor>& t) { return t.has_value() ? *t : at::Tensor(); }
-inline at::Tensor given(at::TensorList ts) {
-  for (const at::Tensor& t : ts) {
-    if (t.defined()) return t;
-  }
-  return at::Tensor();
+// Ops whose tensors are all optional or lists dispatch on the first tensor given; its name in
+// messages is the argument's, or the list's and the element's (`xs[2]`).
+struct Given {
+  at::Tensor tensor;
+  std::string name;
+};
+
+inline void find_given(Given& out, const char* name, const at::Tensor& t) {
+  if (!out.tensor.defined() && t.defined()) out = {t, name};
 }
-inline at::Tensor given(const c10::List<std::optional<at::Tensor>>& ts) {
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const std::optional<at::Tensor> t = ts.get(i);
-    if (t.has_value() && t->defined()) return *t;
+inline void find_given(Given& out, const char* name, const std::optional<at::Tensor>& t) {
+  if (t.has_value()) find_given(out, name, *t);
+}
+inline void find_given(Given& out, const char* name, at::TensorList ts) {
+  for (size_t i = 0; i < ts.size() && !out.tensor.defined(); ++i) {
+    if (ts[i].defined()) out = {ts[i], element_name(name, i)};
   }
-  return at::Tensor();
+}
+inline void find_given(Given& out, const char* name, const c10::List<std::optional<at::Tensor>>& ts) {
+  for (size_t i = 0; i < ts.size() && !out.tensor.defined(); ++i) {
+    const std::optional<at::Tensor> t = ts.get(i);
+    if (t.has_value() && t->defined()) out = {*t, element_name(name, i)};
+  }
 }
 
+// `names`: the arguments' names, one for each of `tensors`, in order.
 template <typename... Ts>
-at::Tensor first_given(const char* op, const Ts&... tensors) {
-  at::Tensor out;
-  ((out = out.defined() ? out : given(tensors)), ...);
-  TORCH_CHECK(out.defined(), op, ": expected at least one tensor argument to dispatch on, but none was given");
+Given first_given(const char* op, std::initializer_list<const char*> names, const Ts&... tensors) {
+  Given out;
+  const char* const* name = names.begin();
+  (find_given(out, *name++, tensors), ...);
+  TORCH_CHECK(out.tensor.defined(), op, ": expected at least one tensor argument to dispatch on, but none was given");
   return out;
 }
 
