@@ -239,16 +239,22 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
         x = values.get(r.tensor)
         if r.dims in values and r.dims not in preset and isinstance(x, torch.Tensor):
             values[r.dims] = env[r.dims] = _reduced_dims_value(s.argument(r.dims).type, x.dim(), rng)
-    for b in decl.index_bounds:  # integer values in [low, high)
+    for b in decl.index_bounds:  # integer values in [low, high); a tensor list's in every element
         x = values.get(b.argument)
-        if not isinstance(x, torch.Tensor):
+        if not isinstance(x, (torch.Tensor, list)):
             continue
         low, high = evaluate(b.low, env, shapes), evaluate(b.high, env, shapes)
         env.setdefault(_INDEX_RANGES, {})[b.argument] = (low, high)
-        if high <= low and x.numel():
-            raise Unsatisfiable(f"{decl.op_name}: '{b.argument}' must hold values in [{low}, {high})")
         g = torch.Generator().manual_seed(rng.randrange(2**31))
-        values[b.argument] = torch.randint(low, max(high, low + 1), x.shape, generator=g, dtype=torch.int64).to(x.dtype)
+
+        def drawn(t):
+            if t is None:
+                return None
+            if high <= low and t.numel():
+                raise Unsatisfiable(f"{decl.op_name}: '{b.argument}' must hold values in [{low}, {high})")
+            return torch.randint(low, max(high, low + 1), t.shape, generator=g, dtype=torch.int64).to(t.dtype)
+
+        values[b.argument] = [drawn(t) for t in x] if isinstance(x, list) else drawn(x)
     for a in decl.out_arguments:  # after the inputs: their size and dtype are the result's
         values[a.name] = _out_tensor(decl, a, variant, dtype, dtypes, values, env, shapes, rng)
     return values
@@ -1080,13 +1086,20 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
         env: dict[str, Any] = {}
         v = values(env, given=True)
         x = v.get(b.argument)
-        if not isinstance(x, torch.Tensor) or not x.numel():
+        # a tensor list: its last element given that holds a value (messages name it: `offsets[1]`)
+        k = max((i for i, t in enumerate(x) if t is not None and t.numel()), default=None) \
+            if isinstance(x, list) else None
+        if k is None and (not isinstance(x, torch.Tensor) or not x.numel()):
             continue
         low, high = env[_INDEX_RANGES][b.argument]
         for value in (high, low - 1):
-            bad_index = x.clone()
+            bad_index = (x if k is None else x[k]).clone()
             bad_index.view(-1)[-1] = value
-            add(f"{b.argument} holding {value}", {**v, b.argument: bad_index}, (b.argument,))
+            if k is None:
+                add(f"{b.argument} holding {value}", {**v, b.argument: bad_index}, (b.argument,))
+            else:
+                add(f"{b.argument}[{k}] holding {value}", {**v, b.argument: [*x[:k], bad_index, *x[k + 1:]]},
+                    (f"{b.argument}[{k}]",))
     # layouts: non-contiguous copies of every input (optional ones given), and inputs
     # expanded from one element; every dimension 2 or more, so that each tensor has a layout
     if tensors:

@@ -712,10 +712,14 @@ KH = "  kernels: {CPU: k}\n  header: f.h\n"
      "declarations/ops.yaml:5:30: error: 'd' is not an int, int?, int[] or int[]? argument of f (the dimensions "
      "reduce(...) reduces)"),
     ("- func: f(Tensor a, Tensor idx) -> Tensor\n" + K + "  like: a\n  index: {idy: a.size(0)}\n",
-     "declarations/ops.yaml:6:11: error: 'idy' is not a Tensor argument of f\n"
+     "declarations/ops.yaml:6:11: error: 'idy' is neither a Tensor argument nor a tensor list of f\n"
      "declarations/ops.yaml:6:11: note: did you mean 'idx'?"),
     ("- func: f(Tensor a, Tensor idx) -> Tensor\n" + K + "  like: a\n  index: {idx: [0, 1, 2]}\n",
      "declarations/ops.yaml:6:16: error: an index range is 'high' or '[low, high]'"),
+    ("- func: f(Tensor a, Tensor[] idx) -> Tensor\n" + K + "  like: a\n  index: {idx: '*S'}\n  shape: {a: ['*S']}\n",
+     "declarations/ops.yaml:6:16: error: an index bound is a number or an expression, not a run"),
+    ("- func: f(Tensor a, Tensor?[] idx) -> Tensor\n" + K + "  like: a\n  index: {idx: 'idx.size(0)'}\n",
+     "declarations/ops.yaml:6:17: error: 'idx' is a list of tensors; use len(idx) or sum(t.size(0) for t in idx)"),
 ])
 def test_dtype_errors(project, yaml_text, expected):
     check_error(project, yaml_text, expected)

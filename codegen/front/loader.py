@@ -540,9 +540,10 @@ class DeclarationLoader:
         for k, v in node.value:
             name = k.value
             a = schema.argument(name)
-            if a is None or not is_tensor(unwrap_optional(a.type)):
-                self.diag.error(loc_of(k, path), f"'{name}' is not a Tensor argument of {schema.name}",
-                                did_you_mean(str(name), [t.name for t in _tensor_args(schema)]))
+            if a is None or not (is_tensor(unwrap_optional(a.type)) or is_list_of_tensors(a)):
+                tensors = [t.name for t in schema.arguments if t in _tensor_args(schema) or is_list_of_tensors(t)]
+                self.diag.error(loc_of(k, path), f"'{name}' is neither a Tensor argument nor a tensor list of "
+                                f"{schema.name}", did_you_mean(str(name), tensors))
                 continue
             items = v.value if isinstance(v, yaml.SequenceNode) else [v]
             if len(items) not in (1, 2):

@@ -288,6 +288,14 @@ inline void check_index(const char* op, const char* arg, const Tensor& t, int64_
                       ", out of range: its values must lie in [", low, ", ", high, ") (index: ", rule, ")");
 }
 
+// A tensor list's bound is every element's (`offsets[2]` in messages).
+inline void check_index(const char* op, const char* arg, const std::vector<Tensor>& ts, int64_t low, int64_t high,
+                        const char* rule) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    check_index(op, (std::string(arg) + "[" + std::to_string(i) + "]").c_str(), ts[i], low, high, rule);
+  }
+}
+
 #ifdef USE_CUDA
 // The current CUDA stream of a device (a cudaStream_t), given to CUDA C kernels.
 inline void* current_cuda_stream(int32_t device_index) {
