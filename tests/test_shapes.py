@@ -98,6 +98,18 @@ K = "  dtypes: [float32]\n"
      "declarations/ops.yaml:3:34: error: 't' is a tensor; use t.size(i) or t.dim()"),
     ("- func: f(Tensor[] ts, Tensor x) -> Tensor\n" + K + "  shape: {ts: [N], result: ['sum(x.size(0) for x in ts)']}\n",
      "declarations/ops.yaml:3:48: error: the loop variable 'x' must not be the name of an argument"),
+    # an element's shape is named through the list's shape (a run for any rank), not by indexing
+    ("- func: f(Tensor[] xs) -> Tensor\n" + K + "  shape: {result: 'xs[0].shape'}\n",
+     "declarations/ops.yaml:3:20: error: 'xs[0]': the elements of a tensor list are named through its shape, which "
+     "every element has: xs: [\"*S\"] (a run: any rank) or [N, D], then [\"*S\"] or N is an element's shape or size"),
+    ("- func: f(Tensor[] xs) -> Tensor\n" + K + "  shape: {xs: ['*S'], result: ['xs[1].size(0)']}\n",
+     "declarations/ops.yaml:3:33: error: 'xs[1]': the elements of a tensor list are named through its shape"),
+    ("- func: f(Tensor[] xs) -> Tensor\n" + K + "  like: xs\n",
+     "declarations/ops.yaml:3:9: error: 'like: xs' must name a Tensor argument of f\n"
+     "declarations/ops.yaml:3:9: note: for results shaped like each element of the tensor list 'xs', give the "
+     "elements a shape with a run and the results the same: shape: {xs: [\"*S\"], result: [\"*S\"]}"),
+    ("- func: f(Tensor[] xs) -> Tensor\n" + K + "  shape: {xs: ['*S', '*T'], result: ['*S']}\n",
+     "declarations/ops.yaml:3:23: error: a shape may have at most one '*' run of dimensions"),
     # Tensor[] returns
     ("- func: f(Tensor x) -> Tensor[]\n" + K + "  shape: {x: [N], result: [N]}\n",
      "declarations/ops.yaml:3:27: error: 'result' is a Tensor[] return: its shape is a list comprehension"),
@@ -269,6 +281,9 @@ CPP_CASES = [
      {"ts": ["2 * H", "_"], "w": ["H"], "b": ["heads * M + 1"], "result": ["sum(t.size(0) for t in ts)", "len(ts)"]},
      "const c10::List<std::optional<at::Tensor>>& ts, const at::Tensor& w, const std::optional<at::Tensor>& b, "
      "int64_t heads"),
+    ("runs(Tensor[] xs, Tensor?[] ys, Tensor? b) -> Tensor",
+     {"xs": ["*S", "D"], "ys": ["N", "*S", "D"], "b": ["*S"], "result": ["len(xs)", "*S", "D"]},
+     "at::TensorList xs, const c10::List<std::optional<at::Tensor>>& ys, const std::optional<at::Tensor>& b"),
 ]
 
 
@@ -367,6 +382,34 @@ def test_python_list_contract_runs():
     raises(f, [None], e(4), match="argument 'ts' holds no tensor, but its shape [_, 2 * D] must give D")
 
 
+def test_runs_of_tensor_lists():
+    """`*S` in a list's shape: bound by its first given element, checked against the others;
+    a later list binds it too where the earlier held no tensor, and something after the lists
+    that uses it needs one of them to hold a tensor (checked after the last)."""
+    schema, spec = "f(Tensor[] xs, Tensor?[] ys) -> Tensor", {"xs": ["*S", "D"], "ys": ["*S", "D"],
+                                                               "result": ["len(xs) + len(ys)", "*S", "D"]}
+    s, plan, errors = plan_of(schema, spec)
+    assert not errors and plan.required == (("ys", ("S", "D")),)
+    lines = S.cpp_input_checks(plan, "kOp", s)
+    assert lines[:2] == ["opwrap::rt::Run S;  // bound by 'xs' when given", "int64_t D = -1;  // bound by 'xs' when given"]
+    assert lines.count('  opwrap::rt::bind_or_check_run(kOp, opwrap_name.c_str(), opwrap_e, 0, 1, S, "S");') == 2
+    assert lines[-2:] == ['opwrap::rt::require_bound(kOp, "ys", S, "S", "[*S, D]");',
+                          'opwrap::rt::require_bound(kOp, "ys", D, "D", "[*S, D]");']
+    assert S.cpp_output_shape(plan.outputs[0]) == ("opwrap::rt::concat({{opwrap::rt::shape_add(kOp, static_cast<int64_t>"
+                                                   "(xs.size()), static_cast<int64_t>(ys.size()))}, S, {D}})")
+    f = checks_function(schema, spec)
+    e = torch.empty
+    assert f([e(2, 3), e(2, 3)], [None]) == ({"D": 3, "S": [2]}, [[3, 2, 3]])
+    assert f([], [None, e(3)]) == ({"D": 3, "S": []}, [[2, 3]])  # 1-d elements: an empty run
+    raises(f, [e(2, 3)], [e(4, 3)], match="argument 'ys[0]' has dimensions [4] where *S = [2] was expected")
+    raises(f, [e(2, 3)], [e(2, 4)], match="argument 'ys[0]' has size 4 at dimension 1, but expected D = 3")
+    raises(f, [e(2, 3), e(3)], [], match="argument 'xs[1]' has dimensions [] where *S = [2] was expected")
+    raises(f, [], [None], match="argument 'ys' holds no tensor, but its shape [*S, D] must give *S")
+    # a name used after the lists in an expression with another unknown: the first list binds it
+    _, plan, errors = plan_of("f(Tensor[] xs, Tensor[] ys) -> Tensor", {"xs": ["D"], "ys": ["D + K"], "result": ["K"]})
+    assert not errors and plan.required == (("xs", ("D",)), ("ys", ("K",)))
+
+
 def test_python_list_outputs_run():
     f = checks_function("f(Tensor self, int chunks, int[] sizes, Tensor[] ts) -> (Tensor[] a, Tensor[] b, Tensor[] c)",
                         {"self": ["chunks * R", "D"], "a": "[[R, D] for i in range(chunks)]",
@@ -434,6 +477,29 @@ LIB_FILES = {
   kernels: {CPU: split_rows_cpu}
   shape: {self: ["sum(s for s in sizes)", D], result: "[[s, D] for s in sizes]"}
 """,
+    # Tensor lists of any rank: a run that the elements share, a result shaped like an element,
+    # and index bounds checked in every element
+    "declarations/elements.yaml": """\
+- func: sum_list(Tensor[] xs) -> Tensor
+  doc: The elements' sum, as torch.stack(xs).sum(0), for elements of one shape of any rank.
+  dtypes: [float32, float64]
+  kernels: {CPU: sum_list_cpu}
+  shape: {xs: ["*S"], result: ["*S"]}
+  derivatives:
+    xs: std::vector<at::Tensor>(xs.size(), grad)
+    result: at::stack(xs_t).sum(0)
+- func: stack_list(Tensor[] xs, Tensor[] ys) -> Tensor
+  doc: torch.stack(xs + ys) of elements of one shape of any rank.
+  dtypes: [float32, float64]
+  kernels: {CPU: stack_list_cpu}
+  shape: {xs: ["*S"], ys: ["*S"], result: ["len(xs) + len(ys)", "*S"]}
+- func: count_in_lists(Tensor?[] indices, int bins) -> Tensor
+  doc: How often each of 0 .. bins - 1 occurs in the index tensors given.
+  dtypes: [int32, int64]
+  kernels: {CPU: count_in_lists_cpu}
+  index: {indices: bins}
+  shape: {indices: [_, W], result: [bins, W]}
+""",
     # aten's sum.dim_IntList: no rule says its shape, so the fake kernel is declared in Python
     "declarations/fake.yaml": """\
 - func: mysum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor
@@ -457,6 +523,33 @@ def mysum(self, dim=None, keepdim=False, *, dtype=None):
 #include <ATen/ops/sum.h>
 #include <vector>
 namespace sharedlib::kernels {
+template <typename T> void sum_list_cpu(at::TensorList xs, at::Tensor& out) {
+  T* o = out.mutable_data_ptr<T>();
+  for (int64_t i = 0; i < out.numel(); ++i) o[i] = T(0);
+  for (const at::Tensor& x : xs) {
+    const at::Tensor c = x.contiguous(); const T* in = c.const_data_ptr<T>();
+    for (int64_t i = 0; i < c.numel(); ++i) o[i] += in[i];
+  }
+}
+template <typename T> void stack_list_cpu(at::TensorList xs, at::TensorList ys, at::Tensor& out) {
+  T* o = out.mutable_data_ptr<T>();
+  for (at::TensorList l : {xs, ys}) for (const at::Tensor& x : l) {
+    const at::Tensor c = x.contiguous(); const T* in = c.const_data_ptr<T>();
+    for (int64_t i = 0; i < c.numel(); ++i) *o++ = in[i];
+  }
+}
+// out[b][w]: how often b occurs in column w of the index tensors given
+template <typename T> void count_in_lists_cpu(const c10::List<std::optional<at::Tensor>>& indices, int64_t bins,
+                                              at::Tensor& out) {
+  T* o = out.mutable_data_ptr<T>(); const int64_t W = out.size(1);
+  for (int64_t i = 0; i < out.numel(); ++i) o[i] = T(0);
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> t = indices.get(k);
+    if (!t.has_value() || !t->defined()) continue;
+    const at::Tensor c = t->contiguous(); const T* in = c.const_data_ptr<T>();
+    for (int64_t i = 0; i < c.numel(); ++i) o[in[i] * W + i % W] += T(1);
+  }
+}
 template <typename T, typename R> at::Tensor mysum_cpu(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                                        bool keepdim, std::optional<at::ScalarType> dtype) {
   return at::sum(self, dim, keepdim, dtype.value_or(self.scalar_type()));
@@ -598,6 +691,41 @@ samples = {
     "chunk_rows": [(e(6, 2), 3)],
     "split_rows": [(e(6, 2), [1, 5])],
 }
+# tensor lists of any rank: elements share the run *S, the result is shaped like one
+for shape in [(), (3,), (2, 3, 4)]:
+    xs = [e(shape), e(shape), e(shape)]
+    torch.testing.assert_close(ops.sum_list(xs), torch.stack(xs).sum(0))
+    assert torch.equal(ops.stack_list(xs[:1], xs[1:]), torch.stack(xs))
+same_error("sharedlib::sum_list: argument 'xs[2]' has dimensions [2, 4] where *S = [2, 3] was expected",
+           ops.sum_list, [e(2, 3), e(2, 3), e(2, 4)])
+same_error("sharedlib::stack_list: argument 'ys[0]' has dimensions [3] where *S = [2] was expected",
+           ops.stack_list, [e(2)], [e(3)])
+with FakeTensorMode(shape_env=ShapeEnv()):  # (the real op cannot dispatch on no tensor)
+    assert error(ops.sum_list, []) == "sharedlib::sum_list: argument 'xs' holds no tensor, but its shape [*S] must give *S"
+    assert ops.sum_list([torch.empty(2, 3, 1)] * 2).shape == (2, 3, 1)
+assert ops.stack_list([], [e(2, 2)]).shape == (1, 2, 2)  # ys binds *S when xs is empty
+xs = [e(2, 3, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+assert torch.autograd.gradcheck(lambda *xs: ops.sum_list(list(xs)), xs)
+assert torch.autograd.gradcheck(lambda *xs: ops.sum_list(list(xs)), xs, check_forward_ad=True, check_backward_ad=False,
+                                check_undefined_grad=False, check_batched_grad=False)
+# index bounds in every element given; the first tensor given named by its list and index
+idx = [torch.tensor([[0, 4], [2, 4]]), None, torch.tensor([[1, 1]])]
+ref = torch.stack([torch.cat([idx[0], idx[2]])[:, w].bincount(minlength=5) for w in range(2)], 1)
+assert torch.equal(ops.count_in_lists(idx, 5), ref)
+assert torch.equal(ops.count_in_lists([None, idx[2].int()], 2), torch.tensor([[0, 0], [1, 1]], dtype=torch.int32))
+assert error(ops.count_in_lists, idx, 4) == ("sharedlib::count_in_lists: argument 'indices[0]' holds 4, out of range: "
+                                             "its values must lie in [0, 4) (index: bins)")
+assert error(ops.count_in_lists, [None, torch.tensor([[0, -1]])], 4).startswith(
+    "sharedlib::count_in_lists: argument 'indices[1]' holds -1, out of range")
+assert error(ops.count_in_lists, [None, torch.ones(1, 2)], 4) == (
+    "sharedlib::count_in_lists: argument 'indices[1]' has dtype Float, but expected one of: int32, int64")
+assert error(ops.count_in_lists, [None, torch.ones(1, 2, dtype=torch.long), torch.ones(1, 2, dtype=torch.int)], 4) == (
+    "sharedlib::count_in_lists: argument 'indices[2]' has dtype Int, but expected Long (the dtype of 'indices[1]')")
+samples.update({
+    "sum_list": [([e(2, 3), e(2, 3)],), ([e(()), e(())],), ([e(4, 1, 2)],)],
+    "stack_list": [([e(2, 3)], [e(2, 3), e(2, 3)]), ([], [e(5)])],
+    "count_in_lists": [(idx, 5), ([None, torch.tensor([[3]])], 4)],
+})
 for name, calls in samples.items():
     for args in calls:
         opcheck(getattr(ops, name), args)
@@ -616,6 +744,7 @@ print("ok")
 
 
 SHAPE_OPS = ("pair_sum", "heads_first", "group_affine", "concat_rows", "sum_given", "chunk_rows", "split_rows", "mysum")
+LIST_OPS = ("sum_list", "stack_list", "count_in_lists")
 
 
 def add_to_sharedlib(lib):
@@ -624,7 +753,7 @@ def add_to_sharedlib(lib):
     declares a `cat_rows` of its own there, so this file's is `concat_rows`."""
     for rel, text in LIB_FILES.items():
         (lib / rel).write_text(text)
-    for name in SHAPE_OPS:
+    for name in SHAPE_OPS + LIST_OPS:
         (lib / "kernels" / f"{name}.h").write_text('#pragma once\n#include "shapes.h"\n')
 
 

@@ -295,7 +295,11 @@ class DeclarationLoader:
                                   ((), ()))
         like = values.get("like", "")
         if like and (schema.argument(like) is None or like not in {a.name for a in _tensor_args(schema)}):
-            self.diag.error(locs["like"], f"'like: {like}' must name a Tensor argument of {schema.name}")
+            listed = schema.argument(like) is not None and is_list_of_tensors(schema.argument(like))
+            self.diag.error(locs["like"], f"'like: {like}' must name a Tensor argument of {schema.name}",
+                            f"for results shaped like each element of the tensor list '{like}', give the elements a "
+                            f"shape with a run and the results the same: shape: {{{like}: [\"*S\"], result: "
+                            f"[\"*S\"]}}" if listed else "")
             invalid.add("like")
             like = ""
         rets = schema.return_names()

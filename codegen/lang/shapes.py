@@ -20,11 +20,13 @@ An input dimension binds the one name in it that nothing has bound yet, when the
 expression is linear in it (``2 * H``, ``H * 2 + 1``, ``heads * head_size`` with ``heads``
 an int argument): the checks compute it as ``(size - b) / a`` and check that it divides
 and is not negative.  Names are bound by the required tensors first (in argument order),
-then by the ``Tensor[]``/``Tensor?[]`` lists (every given element has the list's contract;
-the first binds), then by the optional tensors (checked when given).  A name that only an
-optional tensor binds may be unbound, so no output and no other expression may use it; a
-name that only a list binds is required to be bound (the list must hold a tensor) where
-something else uses it.
+then by the ``Tensor[]``/``Tensor?[]`` lists (every given element has the list's contract,
+runs included: ``xs: ["*S"]`` is elements of one shape of any rank; the first binds, and a
+later list with the name alone in a dimension binds it where the earlier held no tensor),
+then by the optional tensors (checked when given).  A name that only an optional tensor
+binds may be unbound, so no output and no other expression may use it; a name that only
+lists bind is required to be bound (one of them must hold a tensor: checked after the last)
+where something else uses it.
 
 An output's shape may be ``reduce(self, dim, keepdim)``: ``self``'s shape with the dimensions
 the ``int``/``int?``/``int[]``/``int[]?`` argument ``dim`` names reduced, as aten's
@@ -295,6 +297,12 @@ class _ExprParser:
         raise _ShapeError(self.loc.shifted(col), message)
 
     def tensor_arg(self, node: ast.AST) -> str:
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            a = self.schema.argument(node.value.id)
+            if a is not None and is_tensor_list(unwrap_optional(a.type)):
+                self.fail(node, f"'{ast.unparse(node)}': the elements of a tensor list are named through its shape, "
+                          f"which every element has: {node.value.id}: [\"*S\"] (a run: any rank) or [N, D], "
+                          "then [\"*S\"] or N is an element's shape or size")
         if not isinstance(node, ast.Name):
             self.fail(node, "expected an argument name")
         if self.locals.get(node.id) == "tensor":
@@ -570,7 +578,8 @@ class ShapePlan:
     """Input contracts in the order they are checked (required tensors, tensor lists, optional
     tensors, each in argument order), then output shapes, checked for consistency.
     `required`: for a tensor list, the names it binds that something after it uses, so the
-    list must bind them (hold a tensor)."""
+    list (or an earlier list that binds them too) must bind them (hold a tensor); it is the
+    last list whose contract binds them."""
 
     inputs: tuple[Shape, ...]
     outputs: tuple[Shape, ...]
@@ -608,8 +617,9 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
     optional_tensors = {a.name for a in schema.arguments
                         if a.is_optional and is_tensor(unwrap_optional(a.type))}
     only_optional: dict[str, str] = {}  # name -> the optional tensor that binds it
-    list_bound: dict[str, str] = {}  # name -> the tensor list that binds it
-    required: dict[str, list[str]] = {}
+    list_bound: dict[str, str] = {}  # name -> the first tensor list that binds it
+    binders: dict[str, list[str]] = {}  # name -> the lists that bind it, the first given element of all
+    needed: list[str] = []  # names lists bind that something after them uses: some list must bind them
     inputs = []
 
     def use(e: Expr, loc: Loc, star_ok: bool, where: str | None, unknown: str | None = None) -> None:
@@ -635,10 +645,8 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
                 diag.error(loc, f"dimension '{v}' is bound only by optional argument '{only_optional[v]}', so it is "
                            "unknown when that is None; bind it in the shape of a required argument, or "
                            "leave it out here")
-            elif v in list_bound and list_bound[v] != where:
-                required.setdefault(list_bound[v], [])
-                if v not in required[list_bound[v]]:
-                    required[list_bound[v]].append(v)
+            elif v in list_bound and where not in binders[v] and v not in needed:
+                needed.append(v)
 
     for a, s, kind in _order(schema, shapes):
         inputs.append(s)
@@ -657,11 +665,17 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
                 if name in int_args:
                     diag.error(d.loc, f"'*{name}' names an int argument, not a run of dimensions")
                 elif name not in bindings:
-                    if kind != "required":
+                    if kind == "optional":
                         diag.error(d.loc, f"the run '*{name}' is first bound by {_kind_words(kind)} '{a.name}'; "
-                                   "bind it in the shape of a required Tensor argument")
+                                   "bind it in the shape of a required Tensor argument or a tensor list")
                         continue
-                    bindings[name] = Binding(name, a.name, i, True, n - i - 1)
+                    # a list's first element binds it, the others are checked against it
+                    bindings[name] = Binding(name, a.name, i, True, n - i - 1, maybe=kind == "list")
+                    if kind == "list":
+                        list_bound[name] = a.name
+                        binders[name] = [a.name]
+                elif kind == "list" and name in binders and name not in needed:
+                    binders[name].append(a.name)  # bound by this list where the ones before held no tensor
                 else:
                     use(d.expr, d.loc, True, a.name)
                 continue
@@ -671,6 +685,15 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
             # list's contract) those that only optional tensors bind, bound at run time if at all.
             unknowns = sorted({v for v in names_in(d.expr) if v not in int_args and (
                 v not in bindings or (kind != "required" and (v in only_optional or list_bound.get(v) == a.name)))})
+            if not unknowns and kind == "list":
+                # A name an earlier list binds, alone unknown in a linear dimension: bound by this
+                # list too where the earlier ones held no tensor (`xs: [D], ys: [D]`).
+                others = sorted({v for v in names_in(d.expr) if v in binders and v not in needed})
+                if len(others) == 1 and _linear(d.expr, others[0]) is not None:
+                    if a.name not in binders[others[0]]:
+                        binders[others[0]].append(a.name)
+                    use(d.expr, d.loc, False, a.name, unknown=others[0])
+                    continue
             if not unknowns:
                 use(d.expr, d.loc, False, a.name)
                 continue
@@ -695,6 +718,7 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
                 only_optional[x] = a.name
             elif kind == "list":
                 list_bound[x] = a.name
+                binders[x] = [a.name]
     outputs = []
     for name in output_names:
         s = shapes.get(name)
@@ -727,7 +751,15 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
         else:
             use(e, loc, False, None)
     return ShapePlan(tuple(inputs), tuple(outputs), tuple(bindings.values()),
-                     tuple((k, tuple(v)) for k, v in required.items()))
+                     tuple(_required_after(needed, binders)))
+
+
+def _required_after(needed: list[str], binders: dict[str, list[str]]) -> list[tuple[str, tuple[str, ...]]]:
+    """(list, names): after the last list that binds each needed name, it must be bound."""
+    out: dict[str, list[str]] = {}
+    for v in needed:
+        out.setdefault(binders[v][-1], []).append(v)
+    return [(k, tuple(v)) for k, v in out.items()]
 
 
 def _kind_words(kind: str) -> str:
@@ -925,7 +957,7 @@ def variables(plan: "ShapePlan") -> set[str]:
 class _Step:
     """One action of the input contracts on one dimension, the same in both languages."""
 
-    kind: str  # rank | bind | bind_linear | maybe_bind | maybe_bind_linear | check | bind_run | check_run
+    kind: str  # rank | bind | bind_linear | maybe_bind | maybe_bind_linear | check | bind_run | check_run | maybe_bind_run
     index: int = 0  # the dimension (from the back when < 0)
     dim: Dim | None = None
     var: str = ""
@@ -961,11 +993,19 @@ def _contracts(plan: ShapePlan, schema: FunctionSchema) -> list[_Contract]:
             for i, d in enumerate(s.dims):
                 index = i if star is None or i < star else i - count
                 if d.star:
-                    if d.expr.name in bound:
-                        steps.append(_Step("check_run", i, d, d.expr.name))
+                    x = d.expr.name
+                    b = plan.binding(x)
+                    if x in bound:
+                        steps.append(_Step("check_run", i, d, x))
+                    elif b is not None and b.maybe:  # a list's: bound by its first given element
+                        if x not in declared:
+                            declared.add(x)
+                            declare.append(x)
+                        steps.append(_Step("maybe_bind_run", i, d, x))
+                        binds_here.append(x)
                     else:
-                        steps.append(_Step("bind_run", i, d, d.expr.name))
-                        bound.add(d.expr.name)
+                        steps.append(_Step("bind_run", i, d, x))
+                        bound.add(x)
                     continue
                 if isinstance(d.expr, Free):
                     continue
@@ -1023,7 +1063,8 @@ def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
     for c in _contracts(plan, schema):
         arg = schema.argument(c.arg)
         s = c.shape
-        lines.extend(f"int64_t {n(v)} = -1;  // bound by '{c.arg}' when given" for v in c.declare)
+        lines.extend((f"opwrap::rt::Run {n(v)};" if plan.binding(v).run else f"int64_t {n(v)} = -1;")
+                     + f"  // bound by '{c.arg}' when given" for v in c.declare)
         if c.kind == "list":
             t, label = "opwrap_e", "opwrap_name.c_str()"
         else:
@@ -1045,6 +1086,9 @@ def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
             elif st.kind == "check_run":
                 body.append(f"opwrap::rt::check_run({op}, {label}, {t}, {st.index}, {count - 1 - st.index}, {n(st.var)}, "
                             f"{cpp_string(st.var)});")
+            elif st.kind == "maybe_bind_run":
+                body.append(f"opwrap::rt::bind_or_check_run({op}, {label}, {t}, {st.index}, {count - 1 - st.index}, "
+                            f"{n(st.var)}, {cpp_string(st.var)});")
             elif st.kind == "bind":
                 decl = "" if plan.binding(st.var).maybe else "const int64_t "
                 body.append(f"{decl}{n(st.var)} = {t}.size({st.index});")
@@ -1103,15 +1147,18 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
                         f"{{list({t}.shape)}}, but expected {_py_escape(s.whole.text)} = {{{expected}}}\")")
         count = len(s.dims or ())
 
+        def at(index: int) -> str:  # a dimension after a run counts from the back: its index as C++ prints it
+            return str(index) if index >= 0 else f"{{{t}.dim() - {-index}}}"
+
         def size_check(index: int, expected: str, text: str) -> str:
             value = "" if text.strip().isdigit() else f" = {{{expected}}}"  # "expected 5", not "expected 5 = 5"
             return (f"torch._check({t}.size({index}) == {expected}, lambda: f\"{op}: argument '{label}' has size "
-                    f"{{{t}.size({index})}} at dimension {index}, but expected {_py_escape(text)}{value}\")")
+                    f"{{{t}.size({index})}} at dimension {at(index)}, but expected {_py_escape(text)}{value}\")")
 
         def linear(st: _Step) -> list[str]:
             size, a, b, var = f"{t}.size({st.index})", render_python(st.a, names), render_python(st.b, names), n(st.var)
             rest = f"{size} - {b}" if st.b != Num(0) else size
-            what = f"argument '{label}' has size {{{size}}} at dimension {st.index}, but expected {_py_escape(st.dim.text)}"
+            what = f"argument '{label}' has size {{{size}}} at dimension {at(st.index)}, but expected {_py_escape(st.dim.text)}"
             out = [] if isinstance(st.a, Num) else [
                 f"torch._check({a} != 0, lambda: f\"{op}: {what} (its factor {_py_escape(render_python(st.a))} is 0)\")"]
             def shown(x: Expr, text: str) -> str:  # a number as it is, an expression as its value
@@ -1131,10 +1178,14 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
                             f"{words}{st.index} dimensions {_py_escape(s.text)}, but got {{{t}.dim()}}\")")
             elif st.kind == "bind_run":
                 body.append(f"{n(st.var)} = list({t}.shape[{st.index}:{t}.dim() - {count - 1 - st.index}])")
-            elif st.kind == "check_run":
+            elif st.kind in ("check_run", "maybe_bind_run"):
                 run, var = f"list({t}.shape[{st.index}:{t}.dim() - {count - 1 - st.index}])", n(st.var)
-                body.append(f"torch._check({run} == {var}, lambda: f\"{op}: argument '{label}' has dimensions "
-                            f"{{{run}}} where *{st.var} = {{{var}}} was expected\")")
+                check = (f"torch._check({run} == {var}, lambda: f\"{op}: argument '{label}' has dimensions "
+                         f"{{{run}}} where *{st.var} = {{{var}}} was expected\")")
+                if st.kind == "maybe_bind_run":
+                    body.extend([f"if {var} is None:", f"    {var} = {run}", "else:", "    " + check])
+                else:
+                    body.append(check)
             elif st.kind == "bind":
                 body.append(f"{n(st.var)} = {t}.size({st.index})")
             elif st.kind == "bind_linear":
@@ -1153,7 +1204,8 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
             lines.append("        continue")
             lines.extend("    " + b for b in body)
             lines.extend(f"torch._check({n(v)} is not None, lambda: \"{op}: argument '{c.arg}' holds no tensor, "
-                         f"but its shape {_py_escape(s.text)} must give {v}\")" for v in c.require)
+                         f"but its shape {_py_escape(s.text)} must give {'*' if plan.binding(v).run else ''}{v}\")"
+                         for v in c.require)
         elif arg.is_optional:
             lines.append(f"if {t} is not None:")
             lines.extend("    " + b for b in body)

@@ -215,7 +215,7 @@ def _layer_norm_backward_fake(grad_out, input, weight, saved_mean, saved_rstd):
     D = grad_out.size(-1)
     torch._check(input.dim() >= 1, lambda: f"opwrap::layer_norm_backward: argument 'input' must have at least 1 dimensions [*B, D], but got {input.dim()}")
     torch._check(list(input.shape[0:input.dim() - 1]) == B, lambda: f"opwrap::layer_norm_backward: argument 'input' has dimensions {list(input.shape[0:input.dim() - 1])} where *B = {B} was expected")
-    torch._check(input.size(-1) == D, lambda: f"opwrap::layer_norm_backward: argument 'input' has size {input.size(-1)} at dimension -1, but expected D = {D}")
+    torch._check(input.size(-1) == D, lambda: f"opwrap::layer_norm_backward: argument 'input' has size {input.size(-1)} at dimension {input.dim() - 1}, but expected D = {D}")
     torch._check(weight.dim() == 1, lambda: f"opwrap::layer_norm_backward: argument 'weight' must have 1 dimensions [D], but got {weight.dim()}")
     torch._check(weight.size(0) == D, lambda: f"opwrap::layer_norm_backward: argument 'weight' has size {weight.size(0)} at dimension 0, but expected D = {D}")
     torch._check(saved_mean.dim() >= 0, lambda: f"opwrap::layer_norm_backward: argument 'saved_mean' must have at least 0 dimensions [*B], but got {saved_mean.dim()}")
@@ -377,7 +377,7 @@ def _softmax_backward_fake(grad_output, output):
     D = grad_output.size(-1)
     torch._check(output.dim() >= 1, lambda: f"opwrap::softmax_backward: argument 'output' must have at least 1 dimensions [*B, D], but got {output.dim()}")
     torch._check(list(output.shape[0:output.dim() - 1]) == B, lambda: f"opwrap::softmax_backward: argument 'output' has dimensions {list(output.shape[0:output.dim() - 1])} where *B = {B} was expected")
-    torch._check(output.size(-1) == D, lambda: f"opwrap::softmax_backward: argument 'output' has size {output.size(-1)} at dimension -1, but expected D = {D}")
+    torch._check(output.size(-1) == D, lambda: f"opwrap::softmax_backward: argument 'output' has size {output.size(-1)} at dimension {output.dim() - 1}, but expected D = {D}")
     _out0 = _runtime.new_output('opwrap::softmax_backward', 'result', list(output.shape), grad_output.dtype, grad_output.device)
     return _out0
 
@@ -403,7 +403,7 @@ def _log_softmax_backward_fake(grad_output, output):
     D = grad_output.size(-1)
     torch._check(output.dim() >= 1, lambda: f"opwrap::log_softmax_backward: argument 'output' must have at least 1 dimensions [*B, D], but got {output.dim()}")
     torch._check(list(output.shape[0:output.dim() - 1]) == B, lambda: f"opwrap::log_softmax_backward: argument 'output' has dimensions {list(output.shape[0:output.dim() - 1])} where *B = {B} was expected")
-    torch._check(output.size(-1) == D, lambda: f"opwrap::log_softmax_backward: argument 'output' has size {output.size(-1)} at dimension -1, but expected D = {D}")
+    torch._check(output.size(-1) == D, lambda: f"opwrap::log_softmax_backward: argument 'output' has size {output.size(-1)} at dimension {output.dim() - 1}, but expected D = {D}")
     _out0 = _runtime.new_output('opwrap::log_softmax_backward', 'result', list(output.shape), grad_output.dtype, grad_output.device)
     return _out0
 

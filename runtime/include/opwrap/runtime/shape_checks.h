@@ -89,6 +89,32 @@ inline void require_bound(const char* op, const char* list, int64_t var, const c
   TORCH_CHECK(var >= 0, op, ": argument '", list, "' holds no tensor, but its shape ", spec, " must give ", name);
 }
 
+// A run of dimensions (`*S`) that a tensor list binds: unbound until the list's first given
+// element binds it (an empty run is a value too: 0-d elements), then the run the others must
+// have.  Read as the sizes it holds wherever a run is (opwrap::rt::concat, check_run).
+struct Run {
+  std::vector<int64_t> dims;
+  bool bound = false;
+  operator c10::IntArrayRef() const { return dims; }
+};
+
+// `*S` in a list element's shape: `t`'s dimensions from `start`, all but the `after` last.
+inline void bind_or_check_run(const char* op, const char* arg, const at::Tensor& t, int64_t start, int64_t after,
+                              Run& var, const char* what) {
+  const auto actual = t.sizes().slice(start, t.dim() - start - after);  // the rank was checked before
+  if (!var.bound) {
+    var.dims = actual.vec();
+    var.bound = true;
+    return;
+  }
+  TORCH_CHECK(actual == c10::IntArrayRef(var.dims), op, ": argument '", arg, "' has dimensions ", shape_str(actual),
+              " where *", what, " = ", shape_str(var.dims), " was expected (shape ", shape_str(t.sizes()), ")");
+}
+
+inline void require_bound(const char* op, const char* list, const Run& var, const char* name, const char* spec) {
+  TORCH_CHECK(var.bound, op, ": argument '", list, "' holds no tensor, but its shape ", spec, " must give *", name);
+}
+
 // `sum(<f(t)> for t in list)`, overflow-checked; a Tensor?[]'s None elements are left out.
 template <typename F>
 int64_t list_sum(const char* op, at::TensorList list, F&& f) {
