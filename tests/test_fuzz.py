@@ -353,12 +353,19 @@ def dtype_declarations(draw):
              for r in ret_names if draw(st.integers(0, 2)) == 0}
     if rules:
         entry["dtype"] = rules
-    if names and draw(st.booleans()):  # shape rules for some arguments and returns, or none
-        shape = {n: draw(st.sampled_from([["N"], ["N", "_"], ["*S"], "t0.shape"])) for n in names if draw(st.booleans())}
-        shape.update({r: draw(st.sampled_from([["N"], "t0.shape", ["n"], ["?m"]])) for r in ret_names
-                      if draw(st.booleans())})
+    if names and draw(st.booleans()):  # shape rules for some arguments and returns, or none; runs in lists
+        shape = {n: draw(st.sampled_from([["N"], ["N", "_"], ["*S"], "t0.shape", ["*S", "N"], ["N", "*S"],
+                                          ["2 * N", "*S"], "t0[0].shape"]))
+                 for n in names if draw(st.booleans())}
+        shape.update({r: draw(st.sampled_from([["N"], "t0.shape", ["n"], ["?m"], ["*S"], ["len(t0)", "*S"],
+                                               ["sum(t.size(0) for t in t0)", "*S"], "[[N] for t in t0]",
+                                               "reduce(t0, dim, keepdim)"]))
+                      for r in ret_names if draw(st.booleans())})
         if shape:
             entry["shape"] = shape
+    if names and draw(st.integers(0, 3)) == 0:  # index bounds, on tensors and tensor lists
+        entry["index"] = {draw(st.sampled_from(names + ["n"])): draw(st.sampled_from(
+            ["n", "N", [0, "N"], [-1, "len(t0)"], "t0.size(0)", "*S", "_", "?m"])) for _ in range(draw(st.integers(1, 2)))}
     if names and draw(st.integers(0, 3)) == 0:
         entry["like"] = draw(st.sampled_from(names))
     if draw(st.integers(0, 5)) == 0:

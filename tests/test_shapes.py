@@ -4,6 +4,7 @@ errors at their positions; the C++ and Python renderings; the Python checks run 
 on symbolic (fake) tensors; and one library built with them, end to end."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import torch
 from opwrap_codegen.lang import shapes as S
 from opwrap_codegen.core.diagnostics import Diagnostics, Loc
 from opwrap_codegen.lang.schema import FunctionSchema
-from conftest import ROOT, run_codegen
+from conftest import ROOT, import_library, run_codegen
 from test_declaration_errors import check_error
 
 
@@ -767,6 +768,38 @@ def test_library_with_the_new_shape_rules(sharedlib):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib), str(ROOT)]))
     out = subprocess.run([sys.executable, "-c", LIB_CHECK], cwd=lib, env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
+
+
+@pytest.mark.xdist_group("sharedlib")
+def test_the_testing_library_on_tensor_lists(sharedlib):
+    """opwrap_codegen.testing, as a library's tests use it, on the list ops: samples whose
+    elements share a run and hold indices inside their bound, checked against references, and
+    misuse cases with an index one past each end in an element."""
+    from opwrap_codegen import testing
+
+    assert sharedlib.record["build"][0] == 0, sharedlib.record["build"][1]
+    import_library(sharedlib.path)
+
+    def counts(indices, bins):
+        given = [t for t in indices if t is not None]
+        return torch.stack([torch.cat(given)[:, w].bincount(minlength=bins) for w in range(given[0].shape[1])],
+                           1).to(given[0].dtype)
+
+    refs = {"sum_list": lambda xs: torch.stack(xs).sum(0), "stack_list": lambda xs, ys: torch.stack(xs + ys),
+            "count_in_lists": counts}
+    misused = []
+    for decl in testing.declared_ops(sharedlib.path):
+        if decl.name not in LIST_OPS:
+            continue
+        op = getattr(torch.ops.sharedlib, decl.name).default
+        for combo in testing.dtype_combinations(decl):
+            dtype = testing.torch_dtype(combo["scalar_t"])
+            for sample in testing.sample_inputs(decl, dtype):
+                testing.check_reference(decl, op, sample, refs[decl.name])
+            for misuse in testing.misuse_cases(decl, dtype):
+                testing.check_misuse(decl, op, misuse, refs[decl.name], "sharedlib")
+                misused.append(misuse.case)
+    assert sum(bool(re.fullmatch(r"indices\[\d\] holding (-1|\d+)", c)) for c in misused) == 4, misused  # 2 dtypes
 
 
 @pytest.mark.xdist_group("sharedlib")

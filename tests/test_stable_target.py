@@ -85,6 +85,13 @@ DECLARATIONS = """\
   kernels: {CPU: {abi: c, symbol: stablelib_weighted_sum}}
   shape: {w: [K]}
   like: w
+
+- func: hist(Tensor w, Tensor[] idx) -> Tensor
+  doc: result[v] = w[v] times how often v occurs in the tensors of idx, in C; index bounds on a tensor list.
+  dtypes: {w: [float32], idx: [int64]}
+  kernels: {CPU: {abi: c, symbol: stablelib_hist}}
+  index: {idx: w.size(0)}
+  like: w
 """
 
 C_SOURCE = """\
@@ -177,6 +184,21 @@ int32_t stablelib_weighted_sum_float32(opwrap_context* ctx, const opwrap_tensor*
   for (int64_t k = 0; k < xs.len; ++k) {
     const float* x = (const float*)xs.data[k].data;
     for (int64_t i = 0; i < n; ++i) out[i] += ws[k] * x[i];
+  }
+  return OPWRAP_OK;
+}
+
+#include "abi/hist.h"
+
+int32_t stablelib_hist_float32_int64(opwrap_context* ctx, const opwrap_tensor* w, opwrap_tensor_list idx,
+                                     opwrap_tensor* result) {
+  (void)ctx;
+  const float* ws = (const float*)w->data;
+  float* out = (float*)result->data;
+  for (int64_t i = 0; i < w->sizes[0]; ++i) out[i] = 0;
+  for (int64_t k = 0; k < idx.len; ++k) {
+    const int64_t* x = (const int64_t*)idx.data[k].data;
+    for (int64_t i = 0, m = opwrap_numel(&idx.data[k]); i < m; ++i) out[x[i]] += ws[x[i]];
   }
   return OPWRAP_OK;
 }
@@ -291,7 +313,7 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
     assert cpp == ["stable/cpu/axpy.cpp", "stable/cpu/convert.cpp", "stable/cpu/count_above.cpp",
-                   "stable/cpu/gather_rows.cpp", "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp",
+                   "stable/cpu/gather_rows.cpp", "stable/cpu/hist.cpp", "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp",
                    "stable/cpu/sumsq.cpp", "stable/cpu/weighted_sum.cpp", "stable/registration.cpp",
                    "units/stable.0.cpp", "units/stable.1.cpp"], cpp
     for path in (gen / "stable").rglob("*.cpp"):
@@ -408,6 +430,20 @@ def test_a_tensor_list(stablelib):
     with pytest.raises(RuntimeError, match=r"^stablelib::weighted_sum: 1 tensors for 3 weights$"):  # the kernel's
         module.ops.weighted_sum(w, xs[:1])
     result = torch.library.opcheck(torch.ops.stablelib.weighted_sum.default, (w, xs))
+    assert all(v == "SUCCESS" for v in result.values()), result
+
+
+def test_index_bounds_in_a_tensor_list(stablelib):
+    """`index:` on a Tensor[]: every element checked, as the full target checks it."""
+    module, _, _ = stablelib
+    w = torch.tensor([1.0, 2.0, 3.0])
+    torch.testing.assert_close(module.ops.hist(w, [torch.tensor([0, 2]), torch.tensor([2])]), torch.tensor([1., 0., 6.]))
+    with pytest.raises(RuntimeError, match=r"^stablelib::hist: argument 'idx\[1\]' holds 3, out of range: its values "
+                                           r"must lie in \[0, 3\) \(index: w.size\(0\)\)$"):
+        module.ops.hist(w, [torch.tensor([0, 2]), torch.tensor([3])])
+    with pytest.raises(RuntimeError, match=r"^stablelib::hist: argument 'idx\[0\]' holds -1, out of range"):
+        module.ops.hist(w, [torch.tensor([-1])])
+    result = torch.library.opcheck(torch.ops.stablelib.hist.default, (w, [torch.tensor([1, 1]), torch.tensor([0])]))
     assert all(v == "SUCCESS" for v in result.values()), result
 
 
