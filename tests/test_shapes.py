@@ -237,7 +237,7 @@ def test_cpp_tensor_list_contract():
 def test_cpp_outputs():
     s, plan, _ = plan_of("f(Tensor[] ts) -> Tensor", {"ts": ["_", "D"], "result": ["sum(t.size(0) for t in ts)", "D"]})
     assert S.cpp_output_shape(plan.outputs[0]) == (
-        "std::vector<int64_t>{opwrap::rt::list_sum(kOp, ts, [&](const at::Tensor& t) -> int64_t "
+        "std::vector<int64_t>{opwrap::rt::list_sum(kOp, ts, [&](const auto& t) -> int64_t "
         "{ return t.size(0); }), D}")
     s, plan, _ = plan_of("f(Tensor x, int chunks) -> Tensor[]",
                          {"x": ["chunks * R", "D"], "result": "[[R, D + i] for i in range(chunks)]"})

@@ -92,6 +92,12 @@ DECLARATIONS = """\
   kernels: {CPU: {abi: c, symbol: stablelib_hist}}
   index: {idx: w.size(0)}
   like: w
+
+- func: weighted_any(Tensor w, Tensor[] xs) -> Tensor
+  doc: The sum of w[k] * xs[k], xs of one shape of any rank, in C; a tensor list's shape rule with a run.
+  dtypes: [float32]
+  kernels: {CPU: {abi: c, symbol: stablelib_weighted_any}}
+  shape: {w: [K], xs: ["*S"], result: ["*S"]}
 """
 
 C_SOURCE = """\
@@ -184,6 +190,22 @@ int32_t stablelib_weighted_sum_float32(opwrap_context* ctx, const opwrap_tensor*
   for (int64_t k = 0; k < xs.len; ++k) {
     const float* x = (const float*)xs.data[k].data;
     for (int64_t i = 0; i < n; ++i) out[i] += ws[k] * x[i];
+  }
+  return OPWRAP_OK;
+}
+
+#include "abi/weighted_any.h"
+
+int32_t stablelib_weighted_any_float32(opwrap_context* ctx, const opwrap_tensor* w, opwrap_tensor_list xs,
+                                       opwrap_tensor* result) {
+  const float* ws = (const float*)w->data;
+  float* out = (float*)result->data;
+  if (xs.len != w->sizes[0]) return opwrap_fail(ctx, "%lld tensors for %lld weights", (long long)xs.len,
+                                                (long long)w->sizes[0]);
+  for (int64_t i = 0, n = opwrap_numel(result); i < n; ++i) out[i] = 0;
+  for (int64_t k = 0; k < xs.len; ++k) {
+    const float* x = (const float*)xs.data[k].data;
+    for (int64_t i = 0, n = opwrap_numel(result); i < n; ++i) out[i] += ws[k] * x[i];
   }
   return OPWRAP_OK;
 }
@@ -314,7 +336,7 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
     assert cpp == ["stable/cpu/axpy.cpp", "stable/cpu/convert.cpp", "stable/cpu/count_above.cpp",
                    "stable/cpu/gather_rows.cpp", "stable/cpu/hist.cpp", "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp",
-                   "stable/cpu/sumsq.cpp", "stable/cpu/weighted_sum.cpp", "stable/registration.cpp",
+                   "stable/cpu/sumsq.cpp", "stable/cpu/weighted_any.cpp", "stable/cpu/weighted_sum.cpp", "stable/registration.cpp",
                    "units/stable.0.cpp", "units/stable.1.cpp"], cpp
     for path in (gen / "stable").rglob("*.cpp"):
         text = path.read_text()
@@ -431,6 +453,26 @@ def test_a_tensor_list(stablelib):
         module.ops.weighted_sum(w, xs[:1])
     result = torch.library.opcheck(torch.ops.stablelib.weighted_sum.default, (w, xs))
     assert all(v == "SUCCESS" for v in result.values()), result
+
+
+def test_a_tensor_list_of_any_rank(stablelib):
+    """A tensor list's shape rule with a run (`xs: ["*S"], result: ["*S"]`): checked per element
+    with the full target's messages, the result allocated from it; opcheck and compile."""
+    module, _, _ = stablelib
+    w, xs = torch.tensor([1.0, 2.0]), [torch.ones(2, 3), torch.full((2, 3), 3.0)]
+    torch.testing.assert_close(module.ops.weighted_any(w, xs), torch.full((2, 3), 7.0))
+    torch.testing.assert_close(module.ops.weighted_any(w[:1], [torch.tensor(2.0)]), torch.tensor(2.0))
+    with pytest.raises(RuntimeError, match=r"^stablelib::weighted_any: argument 'xs\[1\]' has dimensions \[3, 2\] "
+                                           r"where \*S = \[2, 3\] was expected \(shape \[3, 2\]\)$"):
+        module.ops.weighted_any(w, [xs[0], torch.ones(3, 2)])
+    with pytest.raises(RuntimeError, match=r"^stablelib::weighted_any: argument 'xs' holds no tensor, but its shape "
+                                           r"\[\*S\] must give \*S$"):
+        module.ops.weighted_any(w, [])
+    result = torch.library.opcheck(torch.ops.stablelib.weighted_any.default, (w, xs))
+    assert all(v == "SUCCESS" for v in result.values()), result
+    f = torch.compile(module.ops.weighted_any, fullgraph=True, dynamic=True, backend="aot_eager")
+    torch.testing.assert_close(f(w, xs), torch.full((2, 3), 7.0))
+    torch._dynamo.reset()
 
 
 def test_index_bounds_in_a_tensor_list(stablelib):

@@ -149,12 +149,11 @@ def problems(decl) -> list[Problem]:
     if dict(decl.dtype_owners).keys() - readable - {o.name for o in decl.outputs() if o.made_by == "wrapper"}:
         out.append(Problem("dtypes", "the stable target reads every dtype variable from a required Tensor "
                            "argument or a return it allocates so far"))
-    optional_tensors = {a.name for a in decl.schema.arguments
-                        if (a.is_optional and is_tensor(unwrap_optional(a.type))) or type_key(a) == "Tensor[]"}
+    optional_tensors = {a.name for a in decl.schema.arguments if a.is_optional and is_tensor(unwrap_optional(a.type))}
     for s in decl.shapes:
         if s.target in optional_tensors:
-            out.append(Problem("shape", f"the stable target does not check shape rules of optional tensors or "
-                               f"tensor lists ('{s.target}') yet"))
+            out.append(Problem("shape", f"the stable target does not check shape rules of optional tensors "
+                               f"('{s.target}') yet"))
     if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") is None and not out:
         out.append(Problem("kernels", "the stable target needs a CPU kernel"))
     return out

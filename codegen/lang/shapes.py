@@ -921,7 +921,7 @@ class _CppPrinter(_Printer):
         return f"static_cast<int64_t>({self.name(e.list)}.size())"
 
     def visit_ListSum(self, e: ListSum) -> str:
-        param = "const at::Tensor&" if e.of_tensors else "int64_t"
+        param = "const auto&" if e.of_tensors else "int64_t"  # a tensor of either target
         return (f"opwrap::rt::list_sum(kOp, {self.name(e.list)}, [&]({param} {e.var}) -> int64_t {{ "
                 f"return {self.body_printer(e).visit(e.body)}; }})")
 
@@ -1108,7 +1108,7 @@ def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
                             f"{cpp_string(d.text)});")
         if c.kind == "list":
             lines.append(f"for (size_t opwrap_i = 0; opwrap_i < {n(c.arg)}.size(); ++opwrap_i) {{")
-            lines.append(f"  const at::Tensor& opwrap_e = opwrap::rt::element({n(c.arg)}, opwrap_i);")
+            lines.append(f"  const auto& opwrap_e = opwrap::rt::element({n(c.arg)}, opwrap_i);  // a tensor of either target")
             lines.append("  if (!opwrap_e.defined()) continue;")
             lines.append(f"  const std::string opwrap_name = opwrap::rt::element_name({cpp_string(c.arg)}, opwrap_i);")
             lines.extend("  " + b for b in body)

@@ -22,14 +22,14 @@ at::Tensor cat_rows_cpu(at::TensorList tensors) {
   opwrap::rt::check_list(kOp, "tensors", tensors, c10::DeviceType::CPU, first, given.name.c_str(), {at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::BFloat16, at::ScalarType::Int, at::ScalarType::Long}, "float32, float64, bfloat16, int32, int64", dtype, given.name.c_str());
   int64_t D = -1;  // bound by 'tensors' when given
   for (size_t opwrap_i = 0; opwrap_i < tensors.size(); ++opwrap_i) {
-    const at::Tensor& opwrap_e = opwrap::rt::element(tensors, opwrap_i);
+    const auto& opwrap_e = opwrap::rt::element(tensors, opwrap_i);  // a tensor of either target
     if (!opwrap_e.defined()) continue;
     const std::string opwrap_name = opwrap::rt::element_name("tensors", opwrap_i);
     opwrap::rt::check_rank(kOp, opwrap_name.c_str(), opwrap_e, 2, false, "[_, D]");
     opwrap::rt::bind_or_check(kOp, opwrap_name.c_str(), opwrap_e, 1, D, "D");
   }
   opwrap::rt::require_bound(kOp, "tensors", D, "D", "[_, D]");
-  const std::vector<int64_t> result_shape = std::vector<int64_t>{opwrap::rt::list_sum(kOp, tensors, [&](const at::Tensor& t) -> int64_t { return t.size(0); }), D};
+  const std::vector<int64_t> result_shape = std::vector<int64_t>{opwrap::rt::list_sum(kOp, tensors, [&](const auto& t) -> int64_t { return t.size(0); }), D};
   opwrap::rt::check_output_shape(kOp, "result", result_shape, "[sum(t.size(0) for t in tensors), D]");
   at::Tensor result = opwrap::rt::empty(kOp, "result", result_shape, first.options().dtype(dtype));
   switch (dtype) {

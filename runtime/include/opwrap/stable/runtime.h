@@ -238,6 +238,75 @@ inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int
   return x;
 }
 
+// Tensor lists' shape rules, as <opwrap/runtime/shape_checks.h> has them for the ATen target:
+// a list's element and its name in messages, names and runs its first element binds (-1 and an
+// unbound Run until then) and the others check, and sums over its elements.
+inline const Tensor& element(const std::vector<Tensor>& list, size_t i) { return list[i]; }
+
+inline std::string element_name(const char* list, size_t i) {
+  return std::string(list) + "[" + std::to_string(i) + "]";
+}
+
+inline void bind_or_check(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t& var,
+                          const char* what) {
+  if (var < 0) {
+    var = t.size(dim);
+    return;
+  }
+  check_size(op, arg, t, dim, var, what);
+}
+
+inline void bind_or_check_linear(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t a, int64_t b,
+                                 const char* what, const char* name, int64_t& var) {
+  if (var < 0) {
+    var = bind_linear(op, arg, t, dim, a, b, what, name);
+    return;
+  }
+  int64_t expected;
+  OPWRAP_STABLE_CHECK(!__builtin_mul_overflow(a, var, &expected) && !__builtin_add_overflow(expected, b, &expected),
+                      op, ": a shape expression overflows int64: ", a, " * ", var, " + ", b);
+  const int64_t size = t.size(dim);
+  OPWRAP_STABLE_CHECK(size == expected, op, ": argument '", arg, "' has size ", size, " at dimension ",
+                      dim < 0 ? dim + t.dim() : dim, ", but expected ", what, " = ", expected, " (shape ",
+                      shape_str(t.sizes()), ")");
+}
+
+inline void require_bound(const char* op, const char* list, int64_t var, const char* name, const char* spec) {
+  OPWRAP_STABLE_CHECK(var >= 0, op, ": argument '", list, "' holds no tensor, but its shape ", spec, " must give ",
+                      name);
+}
+
+struct Run {
+  std::vector<int64_t> dims;
+  bool bound = false;
+  operator IntArrayRef() const { return IntArrayRef(dims); }
+};
+
+inline void bind_or_check_run(const char* op, const char* arg, const Tensor& t, int64_t start, int64_t after,
+                              Run& var, const char* what) {
+  if (!var.bound) {
+    const IntArrayRef run = t.sizes().slice(start, t.dim() - start - after);  // the rank was checked before
+    var.dims.assign(run.begin(), run.end());
+    var.bound = true;
+    return;
+  }
+  check_run(op, arg, t, start, after, var, what);
+}
+
+inline void require_bound(const char* op, const char* list, const Run& var, const char* name, const char* spec) {
+  OPWRAP_STABLE_CHECK(var.bound, op, ": argument '", list, "' holds no tensor, but its shape ", spec, " must give *",
+                      name);
+}
+
+template <typename F>
+int64_t list_sum(const char* op, const std::vector<Tensor>& list, F&& f) {
+  int64_t out = 0;
+  for (const Tensor& t : list) {
+    OPWRAP_STABLE_CHECK(!__builtin_add_overflow(out, f(t), &out), op, ": a shape expression overflows int64 in a sum");
+  }
+  return out;
+}
+
 // Tensor lists: every element defined, on the device (and, off the CPU, the device of the tensor
 // the op dispatches on), with the dtype of the list's dtype variable.
 inline void check_list(const char* op, const char* arg, const std::vector<Tensor>& ts, DeviceType device,
