@@ -409,6 +409,10 @@ def test_runs_of_tensor_lists():
     # a name used after the lists in an expression with another unknown: the first list binds it
     _, plan, errors = plan_of("f(Tensor[] xs, Tensor[] ys) -> Tensor", {"xs": ["D"], "ys": ["D + K"], "result": ["K"]})
     assert not errors and plan.required == (("xs", ("D",)), ("ys", ("K",)))
+    # a later list that binds the name too uses it, once bound, in its other dimensions
+    f = checks_function("f(Tensor[] xs, Tensor[] ys) -> Tensor", {"xs": ["D"], "ys": ["D", "D + K"], "result": ["K"]})
+    assert f([], [e(2, 5)]) == ({"D": 2, "K": 3}, [[3]])
+    raises(f, [e(2)], [e(2, 5), e(2, 6)], match="argument 'ys[1]' has size 6 at dimension 1, but expected D + K = 5")
 
 
 def test_python_list_outputs_run():

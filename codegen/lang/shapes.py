@@ -1009,7 +1009,8 @@ def _contracts(plan: ShapePlan, schema: FunctionSchema) -> list[_Contract]:
                     continue
                 if isinstance(d.expr, Free):
                     continue
-                unknown = [v for v in names_in(d.expr) if v not in bound]
+                # (a name an earlier dimension of this element bound is known here)
+                unknown = [v for v in names_in(d.expr) if v not in bound and v not in binds_here]
                 if not unknown:
                     steps.append(_Step("check", index, d))
                     continue
