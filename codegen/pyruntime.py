@@ -287,9 +287,9 @@ def check_device(op: str, name: str, t: torch.Tensor | None, first_name: str, fi
 
 
 def check_list(op: str, name: str, ts: Sequence[torch.Tensor | None], allowed: tuple[torch.dtype, ...], names: str,
-               ref_name: str, ref: torch.Tensor | None) -> None:
+               ref_name: str, ref: torch.Tensor | None, first_name: str = "", first: torch.Tensor | None = None) -> None:
     """Every given element of a tensor list has one of the declared dtypes, and the dtype of
-    `ref` (else of the list's first element)."""
+    `ref` (else of the list's first element); and, where `first` is given, its device."""
     given = [t for t in ts if t is not None]
     for i, t in enumerate(ts):
         if t is None:
@@ -299,6 +299,18 @@ def check_list(op: str, name: str, ts: Sequence[torch.Tensor | None], allowed: t
         expected, source = (ref.dtype, ref_name) if ref is not None else (given[0].dtype, f"{name}[0]")
         _check(t.dtype == expected, lambda: f"{op}: argument '{name}[{i}]' has dtype {t.dtype}, but expected "
                f"{expected} (the dtype of '{source}')")
+        if first is not None:
+            _check(t.device == first.device, lambda: f"{op}: argument '{name}[{i}]' is on {t.device}, but "
+                   f"'{first_name}' is on {first.device}")
+
+
+def first_or_none(tensors: Sequence[Any]) -> torch.Tensor | None:
+    """The first tensor given among tensors, optional tensors and lists; None when none is."""
+    for t in tensors:
+        for x in (t if isinstance(t, (list, tuple)) else [t]):
+            if isinstance(x, torch.Tensor):
+                return x
+    return None
 
 
 def first_given(tensors: Sequence[Any]) -> torch.Tensor:

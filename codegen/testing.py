@@ -558,10 +558,18 @@ def check_reference(decl: Declaration, op, sample: SampleInput, reference: Calla
     returned = {a.name for r in decl.schema.returns if (a := decl.schema.aliased_argument(r)) is not None}
     mine, theirs = bind(decl, ours), bind(decl, upcast)
     for a in decl.schema.arguments:
-        if a.is_write and a.name not in returned and isinstance(mine.get(a.name), torch.Tensor):
-            got = mine[a.name]
-            torch.testing.assert_close(got.detach(), theirs[a.name].to(got.dtype), equal_nan=True,
+        if not a.is_write or a.name in returned:
+            continue
+        got, want = mine.get(a.name), theirs.get(a.name)
+        if isinstance(got, torch.Tensor):
+            torch.testing.assert_close(got.detach(), want.to(got.dtype), equal_nan=True,
                                        msg=lambda m: f"{decl.op_name}: '{a.name}' as written differs from its reference: {m}")
+        elif isinstance(got, (list, tuple)):  # a Tensor(a!)[]: element by element
+            for i, (g, w) in enumerate(zip(got, want)):
+                if isinstance(g, torch.Tensor):
+                    torch.testing.assert_close(g.detach(), w.to(g.dtype), equal_nan=True,
+                                               msg=lambda m: f"{decl.op_name}: '{a.name}[{i}]' as written differs "
+                                                             f"from its reference: {m}")
 
 
 def _results(decl: Declaration, result) -> tuple:
@@ -764,7 +772,12 @@ def fake_dtypes(decl: Declaration, op, sample: SampleInput) -> list:
 def _map_tensors(sample: SampleInput, fn):
     import torch
 
-    f = lambda v: fn(v) if isinstance(v, torch.Tensor) else v
+    def f(v):
+        if isinstance(v, torch.Tensor):
+            return fn(v)
+        if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):  # a Tensor[]'s elements
+            return type(v)(f(x) for x in v)
+        return v
     return tuple(f(a) for a in sample.args), {k: f(v) for k, v in sample.kwargs.items()}
 
 
@@ -1100,16 +1113,32 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
             else:
                 add(f"{b.argument}[{k}] holding {value}", {**v, b.argument: [*x[:k], bad_index, *x[k + 1:]]},
                     (f"{b.argument}[{k}]",))
-    # layouts: non-contiguous copies of every input (optional ones given), and inputs
-    # expanded from one element; every dimension 2 or more, so that each tensor has a layout
-    if tensors:
+    # tensor lists: their last element of a wrong dtype, or on another device (optional lists
+    # are left alone)
+    lists = [a for a in decl.schema.arguments if isinstance(a.type, ListType) and a.type.elem == BaseType("Tensor")]
+    for a in lists:
+        v = values()
+        xs = list(v[a.name])
+        if not xs:
+            continue
+        k = len(xs) - 1
+        element = f"{a.name}[{k}]"
+        names = (element, *_FIRST_GIVEN) if k == 0 else (element,)  # a first element may be the dispatch tensor
+        bad = _wrong_dtype(decl, a.name, xs[k].dtype, False)
+        add(f"{element} as {bad}", {**v, a.name: [*xs[:k], xs[k].to(bad)]}, names)
+        if len(_flat(list(v.values()))) > 1:  # (the only tensor on meta is a call of the meta kernel, no misuse)
+            add(f"{element} on meta", {**v, a.name: [*xs[:k], xs[k].to("meta")]}, names)
+    # layouts: non-contiguous copies of every input (optional ones given, the elements of
+    # tensor lists too), and inputs expanded from one element; every dimension 2 or more, so
+    # that each tensor has a layout
+    if tensors or lists:
         v = values(_sizes_from_two(decl, rng), given=True)
-        add("non-contiguous", {k: _noncontiguous(x) if isinstance(x, torch.Tensor) else x for k, x in v.items()}, None,
-            "non-contiguous")
+        add("non-contiguous", {k: _each_tensor(x, _noncontiguous) for k, x in v.items()}, None, "non-contiguous")
         written = {a.name for a in decl.schema.arguments if a.is_write}
         v = values(_sizes_from_two(decl, rng), given=True)
-        if all(x.numel() for x in v.values() if isinstance(x, torch.Tensor)):
-            add("expanded inputs", {k: x.flatten()[:1].expand(x.shape) if isinstance(x, torch.Tensor) and k not in written
+        if all(x.numel() for x in _flat(list(v.values()))):
+            add("expanded inputs", {k: _each_tensor(x, lambda t: t.flatten()[:1].reshape([1] * t.dim()).expand(t.shape))
+                                    if k not in written
                                     else x for k, x in v.items()}, None, "expanded")
     # in place: the written argument expanded, or sharing memory with an input
     for w in (a for a in tensors if a.is_write):
@@ -1122,6 +1151,48 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
                 continue
             add(f"{w.name} overlapping {a.name}", {**v, **_overlapping(v[w.name], v[a.name], w.name, a.name)},
                 (w.name,))
+    # a written tensor list: its last element expanded, or sharing memory with the last element
+    # of each other tensor argument (the same tensor where both are written: one tensor in
+    # two written lists), or with the first element of its own list
+    for w in (a for a in lists if a.is_write):
+        v = values()
+        if not v[w.name]:
+            continue
+        k = len(v[w.name]) - 1
+        element = f"{w.name}[{k}]"
+        x = v[w.name][k]
+        if x.numel() > 1:
+            add(f"{element} expanded", {**v, w.name: [*v[w.name][:k], x.flatten()[:1].expand(x.shape)]}, (element,))
+        for a in (a for a in decl.schema.arguments if a.name in v and (is_tensor(unwrap_optional(a.type)) or a in lists)):
+            v = values()
+            ws, given = list(v[w.name]), v[a.name]
+            listed = isinstance(given, (list, tuple))
+            if not isinstance(given, (list, tuple, torch.Tensor)) or (listed and not given):
+                continue
+            j = (0 if a is w else len(given) - 1) if listed else None
+            if a is w and k == 0:
+                continue  # one element: nothing else in its list
+            if a.is_write and a is not w and lists.index(a) < lists.index(w) if a in lists else False:
+                continue  # two written lists: once, from the first
+            other = f"{a.name}[{j}]" if listed else a.name
+            y = given[j] if listed else given
+            if not ws[k].numel() or not y.numel():
+                continue
+            if a.is_write and a is not w and ws[k].shape == y.shape and ws[k].dtype == y.dtype:
+                pair = {element: ws[k], other: ws[k]}  # the very same tensor
+                case = f"{element} also {other}"
+            else:
+                pair = _overlapping(ws[k], y, element, other)
+                case = f"{element} overlapping {other}"
+            ws[k] = pair[element]
+            if a is w:
+                ws[j] = pair[other]
+                changed = {w.name: ws}
+            elif listed:
+                changed = {w.name: ws, a.name: [*given[:j], pair[other], *given[j + 1:]]}
+            else:
+                changed = {w.name: ws, a.name: pair[other]}
+            add(case, {**v, **changed}, (element, other))
     # sizes past int64 (int arguments) or past memory (an input expanded, with stride 0, to
     # trillions of elements: its output or contiguous copy cannot be allocated)
     in_contracts = {n for x in checked if (sh := decl.shape_of(x.name)) is not None and sh.dims is not None
@@ -1209,6 +1280,22 @@ def _wrong_dtype(decl: Declaration, name: str, current, out: bool):
 def _is_run(decl: Declaration, name: str) -> bool:
     return any(d.star and d.expr.name == name for a in decl.tensor_inputs
                for d in (decl.shape_of(a.name).dims if decl.shape_of(a.name) and decl.shape_of(a.name).whole is None else ()))
+
+
+# What the wrapper calls the tensor an op with no required Tensor argument dispatches on (the
+# first element of its first list, when that holds one).
+_FIRST_GIVEN = ("the first tensor given",)
+
+
+def _each_tensor(x, fn):
+    """fn(x) for a tensor, [fn(t) for t in x] for a tensor list; other values as they are."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in x):
+        return [fn(t) if isinstance(t, torch.Tensor) else t for t in x]
+    return x
 
 
 def _noncontiguous(x):

@@ -534,6 +534,11 @@ assert torch.equal(base.grad, torch.ones(3, dtype=torch.float64)) and torch.equa
     ("- func: f.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)\n  dtypes: [float32]\n"
      "  derivatives:\n    self: grad\n",
      "declarations/ops.yaml:4:5: error: f.out is an out= overload (out); as aten's, it is not differentiable"),
+    ("- func: f_(Tensor(a!)[] self, Tensor[] other) -> ()\n  dtypes: [float32]\n"
+     "  derivatives:\n    self: grad\n    other: grad\n",
+     "declarations/ops.yaml:4:5: error: 'Tensor(a!)[] self' is written by f_: derivatives of ops that write an "
+     "optional tensor or a list are not supported (as torch.library's register_autograd, which takes functional "
+     "ops only)"),
 ])
 def test_list_and_written_argument_declaration_errors(project, decl, expected):
     from conftest import run_codegen

@@ -530,7 +530,15 @@ def _kernel_inputs(decl, ident: dict[str, str], scope: Scope, allocated: tuple[s
     args, params, plain, checks, epilogue = [], [], [], [], []
     for a in decl.schema.arguments:
         name = ident[a.name]
-        if is_single_tensor(a) and decl.contiguous:
+        if decl.contiguous and isinstance(a.type, ListType) and a.type.elem == BaseType("Tensor"):
+            # a Tensor[]'s elements contiguous as a Tensor's: copies where they are not, and
+            # a written list's copies written back
+            c = scope.fresh(f"{name}_c")
+            checks.append(f"const opwrap::rt::ContiguousList {c}(kOp, {cpp_string(a.name)}, {name});")
+            if a.is_write:
+                epilogue.append(f"{c}.write_back({name});")
+            args.append(f"{c}.list()")
+        elif is_single_tensor(a) and decl.contiguous:
             c = scope.fresh(f"{name}_c")
             local_type = TENSOR.optional() if a.is_optional else TENSOR
             if a.is_write:
@@ -709,24 +717,35 @@ def device_guard(first: str, device: Device) -> list[str]:
 
 def overlap_checks(decl, ident: dict[str, str] | None = None) -> list[str]:
     """Each argument written in place has no self-overlapping elements and shares no memory
-    with another tensor input (aten's assert_no_internal_overlap / assert_no_overlap)."""
+    with another tensor argument, read or written (aten's assert_no_internal_overlap /
+    assert_no_overlap).  Between tensors, two at a time; where a tensor list takes part (an
+    optimizer step's `Tensor(a!)[] params`, or a read `Tensor[]` beside a written tensor),
+    every element of every argument at once (opwrap::rt::check_no_overlaps: one sort, not
+    every pair), each element named `list[i]` in messages."""
     ident = ident or {}
+    arguments = [a for a in decl.schema.arguments if is_single_tensor(a) or is_list_of_tensors(a)]
+    if not any(a.is_write for a in arguments):
+        return []
+    if any(is_list_of_tensors(a) for a in arguments):
+        entries = ", ".join(f"{{{cpp_string(a.name)}, {'true' if a.is_write else 'false'}, {ident.get(a.name, a.name)}}}"
+                            for a in arguments)
+        return [f"opwrap::rt::check_no_overlaps(kOp, {{{entries}}});"]
     out = []
-    singles = [a for a in decl.schema.arguments if is_single_tensor(a)]
-    for w in (a for a in singles if a.is_write):
+    for w in (a for a in arguments if a.is_write):
         wn = ident.get(w.name, w.name)
-        checks = [f"opwrap::rt::check_writable(kOp, {cpp_string(w.name)}, {'*' if w.is_optional else ''}{wn});"]
-        for a in singles:
-            if a is w:
-                continue
+        target = f"{'*' if w.is_optional else ''}{wn}"
+        checks = [f"opwrap::rt::check_writable(kOp, {cpp_string(w.name)}, {target});"]
+        for a in arguments:
+            if a is w or (a.is_write and arguments.index(a) < arguments.index(w)):
+                continue  # two written arguments are compared once, when the first is `w`
             an = ident.get(a.name, a.name)
-            target = f"{'*' if w.is_optional else ''}{wn}"
+            also = ", true" if a.is_write else ""
             if a.is_optional:
                 checks.append(f"if ({an}.has_value() && {an}->defined()) opwrap::rt::check_no_overlap(kOp, "
-                              f"{cpp_string(w.name)}, {target}, {cpp_string(a.name)}, *{an});")
+                              f"{cpp_string(w.name)}, {target}, {cpp_string(a.name)}, *{an}{also});")
             else:
                 checks.append(f"opwrap::rt::check_no_overlap(kOp, {cpp_string(w.name)}, {target}, "
-                              f"{cpp_string(a.name)}, {an});")
+                              f"{cpp_string(a.name)}, {an}{also});")
         if w.is_optional:
             out.append(f"if ({wn}.has_value() && {wn}->defined()) {{")
             out.extend("  " + c for c in checks)

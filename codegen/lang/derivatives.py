@@ -181,6 +181,18 @@ def parse(node, schema: FunctionSchema, path: str, diag: Diagnostics, output_dty
     if not isinstance(node, yaml.MappingNode):
         diag.error(loc_of(node, path), "'derivatives' must map input names to C++ formulas, e.g. {self: grad * 2}")
         return None
+    # As torch.library's register_autograd (functional ops only) and aten's _fused_adam_: an op
+    # that writes a tensor list (or an optional tensor) has no formulas.  One error, not one per
+    # formula that would have no gradient to use.
+    unsupported = [a for a in schema.arguments if a.is_write and (a.is_optional or is_tensor_list(a.type))]
+    for a in unsupported:
+        diag.error(loc_of(node, path), f"'{a}' is written by {schema.name}: derivatives of ops that "
+                   "write an optional tensor or a list are not supported (as torch.library's register_autograd, which "
+                   "takes functional ops only)", f"without 'derivatives:', backward through {schema.name} raises 'not "
+                   "implemented' and writing a leaf that requires grad is an error, as for any in-place op; or "
+                   "declare a functional op that returns the new tensors, with formulas")
+    if unsupported:
+        return None
     rets = schema.return_names()
     tensors = [a.name for a in schema.arguments if is_tensor(unwrap_optional(a.type)) or is_tensor_list(a.type)]
     all_args = [a.name for a in schema.arguments]
@@ -313,7 +325,9 @@ def check_names(d: Derivatives, schema: FunctionSchema, diag: Diagnostics) -> No
                 diag.error(loc, f"'{u.name}' is the gradient of a non-differentiable output")
             elif u.name not in known:
                 hint = did_you_mean(u.name, sorted(known))
-                if u.name == "grad" and len(diff_outputs) != 1:
+                if u.name == "grad" and not diff_outputs:
+                    hint = f"{schema.name} has no differentiable output, so no formula has a gradient to use"
+                elif u.name == "grad" and len(diff_outputs) != 1:
                     hint = f"{schema.name} has {len(diff_outputs)} differentiable outputs: use grads[i] or " + \
                         ", ".join(n for n in grads if grads[n] in diff_outputs)
                 elif u.name == "grad_input_mask":

@@ -73,13 +73,29 @@ def _dtype_checks(d, lit: str, names: dict[str, str]) -> list[str]:
     first = required[0] if required else None
     owner: dict[str, str] = {}  # variable -> the argument that declared it
     body = []
+    # the device every element of a list must be on: the first required tensor's, else the first
+    # tensor given (named as the real wrapper names it: a lone list's first element)
+    if first is not None:
+        device_ref = f", {py_string(first.name)}, {names[first.name]}"
+    elif lists:
+        tensors = [a for a in s.arguments if a in singles or a in lists]
+        lone = len(tensors) == 1 and not tensors[0].is_optional and str(tensors[0].type) == "Tensor[]"
+        body.append(f"_given = _runtime.first_or_none({_tuple([names[a.name] for a in tensors])})")
+        device_ref = f", {py_string(f'{lists[0].name}[0]' if lone else 'the first tensor given')}, _given"
     for a in required + lists + [a for a in singles if a.is_optional]:
         var = d.dtype_var(a.name)
         value = names[a.name]
         if a in lists:
             ref = owner.get(var.name)
-            body.append(f"_runtime.check_list({lit}, {py_string(a.name)}, {value}, "
-                        f"{_allowed(var)}, {py_string(ref or '')}, {names[ref] if ref else 'None'})")
+            if ref is None:  # the list declares its variable: its first element's dtype, for the lists after it
+                owner[var.name] = f"{a.name}[0]"
+                ref_value = "None"
+            elif ref.endswith("[0]"):  # declared by a list before: its first element (when it has one)
+                ref_value = f"({names[ref[:-3]]}[0] if {names[ref[:-3]]} else None)"
+            else:
+                ref_value = names[ref]
+            body.append(f"_runtime.check_list({lit}, {py_string(a.name)}, {value}, {_allowed(var)}, "
+                        f"{py_string(ref if ref_value != 'None' else '')}, {ref_value}{device_ref})")
             continue
         if first is None:
             continue

@@ -32,21 +32,22 @@ at::Tensor cat_rows_cpu(at::TensorList tensors) {
   const std::vector<int64_t> result_shape = std::vector<int64_t>{opwrap::rt::list_sum(kOp, tensors, [&](const auto& t) -> int64_t { return t.size(0); }), D};
   opwrap::rt::check_output_shape(kOp, "result", result_shape, "[sum(t.size(0) for t in tensors), D]");
   at::Tensor result = opwrap::rt::empty(kOp, "result", result_shape, first.options().dtype(dtype));
+  const opwrap::rt::ContiguousList tensors_c(kOp, "tensors", tensors);
   switch (dtype) {
     case at::ScalarType::Float:
-      ::opwrap::kernels::cat_rows_cpu<float>(tensors, result);
+      ::opwrap::kernels::cat_rows_cpu<float>(tensors_c.list(), result);
       break;
     case at::ScalarType::Double:
-      ::opwrap::kernels::cat_rows_cpu<double>(tensors, result);
+      ::opwrap::kernels::cat_rows_cpu<double>(tensors_c.list(), result);
       break;
     case at::ScalarType::BFloat16:
-      ::opwrap::kernels::cat_rows_cpu<at::BFloat16>(tensors, result);
+      ::opwrap::kernels::cat_rows_cpu<at::BFloat16>(tensors_c.list(), result);
       break;
     case at::ScalarType::Int:
-      ::opwrap::kernels::cat_rows_cpu<int32_t>(tensors, result);
+      ::opwrap::kernels::cat_rows_cpu<int32_t>(tensors_c.list(), result);
       break;
     case at::ScalarType::Long:
-      ::opwrap::kernels::cat_rows_cpu<int64_t>(tensors, result);
+      ::opwrap::kernels::cat_rows_cpu<int64_t>(tensors_c.list(), result);
       break;
     default:
       opwrap::rt::unsupported_dtype(kOp, given.name.c_str(), dtype, "float32, float64, bfloat16, int32, int64");

@@ -49,12 +49,11 @@ void reshape_and_cache_cpu(const at::Tensor& key, const at::Tensor& value, at::T
   opwrap::rt::check_writable(kOp, "key_cache", key_cache);
   opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "key", key);
   opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "value", value);
-  opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "value_cache", value_cache);
+  opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "value_cache", value_cache, true);
   opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "slot_mapping", slot_mapping);
   opwrap::rt::check_writable(kOp, "value_cache", value_cache);
   opwrap::rt::check_no_overlap(kOp, "value_cache", value_cache, "key", key);
   opwrap::rt::check_no_overlap(kOp, "value_cache", value_cache, "value", value);
-  opwrap::rt::check_no_overlap(kOp, "value_cache", value_cache, "key_cache", key_cache);
   opwrap::rt::check_no_overlap(kOp, "value_cache", value_cache, "slot_mapping", slot_mapping);
   opwrap::rt::check_index(kOp, "slot_mapping", slot_mapping, opwrap::rt::shape_sub(kOp, 0, 1), opwrap::rt::shape_mul(kOp, key_cache.size(0), key_cache.size(1)), "[-1, key_cache.size(0) * key_cache.size(1)]");
   const at::Tensor key_c = opwrap::rt::contiguous(kOp, "key", key);

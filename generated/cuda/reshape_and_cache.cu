@@ -54,12 +54,11 @@ void reshape_and_cache_cuda(const at::Tensor& key, const at::Tensor& value, at::
   opwrap::rt::check_writable(kOp, "key_cache", key_cache);
   opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "key", key);
   opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "value", value);
-  opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "value_cache", value_cache);
+  opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "value_cache", value_cache, true);
   opwrap::rt::check_no_overlap(kOp, "key_cache", key_cache, "slot_mapping", slot_mapping);
   opwrap::rt::check_writable(kOp, "value_cache", value_cache);
   opwrap::rt::check_no_overlap(kOp, "value_cache", value_cache, "key", key);
   opwrap::rt::check_no_overlap(kOp, "value_cache", value_cache, "value", value);
-  opwrap::rt::check_no_overlap(kOp, "value_cache", value_cache, "key_cache", key_cache);
   opwrap::rt::check_no_overlap(kOp, "value_cache", value_cache, "slot_mapping", slot_mapping);
   const at::Tensor key_c = opwrap::rt::contiguous(kOp, "key", key);
   const at::Tensor value_c = opwrap::rt::contiguous(kOp, "value", value);

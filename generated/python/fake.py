@@ -53,7 +53,8 @@ def _bucketize_count_fake(values, boundaries):
 # cat_rows(Tensor[] tensors) -> Tensor
 @_runtime.register_fake('opwrap::cat_rows')
 def _cat_rows_fake(tensors):
-    _runtime.check_list('opwrap::cat_rows', 'tensors', tensors, (torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.int64,), 'float32, float64, bfloat16, int32, int64', '', None)
+    _given = _runtime.first_or_none((tensors,))
+    _runtime.check_list('opwrap::cat_rows', 'tensors', tensors, (torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.int64,), 'float32, float64, bfloat16, int32, int64', '', None, 'tensors[0]', _given)
     D = None  # bound by 'tensors' when given
     for _i0, _e0 in enumerate(tensors):
         if _e0 is None:

@@ -190,14 +190,109 @@ inline void check_writable(const char* op, const char* arg, const at::Tensor& t)
               "stride-0 tensor); clone() it first");
 }
 
-// An argument written in place must not share memory with an input the kernel reads: the
-// kernel would read values it has already overwritten.
-inline void check_no_overlap(const char* op, const char* written, const at::Tensor& w, const char* input,
-                             const at::Tensor& in) {
+// An argument written in place must not share memory with an input the kernel reads (the
+// kernel would read values it has already overwritten), nor with another argument it writes
+// (`other_written`: one of the two writes would be lost).
+inline void check_no_overlap(const char* op, const char* written, const at::TensorImpl* w, const char* other,
+                             const at::TensorImpl* in, bool other_written = false) {
   const auto status = at::get_overlap_status(w, in);
   TORCH_CHECK(status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial, op,
-              ": argument '", written, "' is written in place, but shares memory with input '", input,
-              "'; pass a copy (clone()) of one of them");
+              ": argument '", written, "' is written in place, but shares memory with ",
+              other_written ? "argument '" : "input '", other, other_written ? "', also written" : "'",
+              "; pass a copy (clone()) of one of them");
+}
+
+inline void check_no_overlap(const char* op, const char* written, const at::Tensor& w, const char* other,
+                             const at::Tensor& in, bool other_written = false) {
+  check_no_overlap(op, written, w.unsafeGetTensorImpl(), other, in.unsafeGetTensorImpl(), other_written);
+}
+
+// The same checks over the tensors of several arguments, tensor lists among them, each element
+// named `arg[i]`: every written element has no self-overlapping elements (check_writable), and
+// shares no memory with any other tensor given (of another argument, or another element of its
+// own list).  The tensors are sorted by the first byte they span and swept once, so only those
+// whose spans intersect are compared (an optimizer step over thousands of parameters costs a
+// sort, not every pair); get_overlap_status then decides, as for two tensors.
+class OverlapArg {
+ public:
+  OverlapArg(const char* name, bool written, const at::Tensor& t) : name_(name), written_(written), one_(&t) {}
+  OverlapArg(const char* name, bool written, const std::optional<at::Tensor>& t)
+      : name_(name), written_(written), optional_(&t) {}
+  OverlapArg(const char* name, bool written, at::TensorList ts) : name_(name), written_(written), list_(ts), is_list_(true) {}
+  OverlapArg(const char* name, bool written, const c10::List<std::optional<at::Tensor>>& ts)
+      : name_(name), written_(written), optional_list_(&ts) {}
+
+  const char* name() const { return name_; }
+  bool written() const { return written_; }
+  bool listed() const { return is_list_ || optional_list_ != nullptr; }
+
+  // f(index in the list (0 for a single tensor), the tensor) for each defined tensor.
+  template <typename F>
+  void for_each(F&& f) const {
+    if (one_ != nullptr) {
+      if (one_->defined()) f(size_t{0}, one_->unsafeGetTensorImpl());
+    } else if (optional_ != nullptr) {
+      if (optional_->has_value() && (*optional_)->defined()) f(size_t{0}, (*optional_)->unsafeGetTensorImpl());
+    } else if (is_list_) {
+      for (size_t i = 0; i < list_.size(); ++i) {
+        if (list_[i].defined()) f(i, list_[i].unsafeGetTensorImpl());
+      }
+    } else {
+      for (size_t i = 0; i < optional_list_->size(); ++i) {
+        const std::optional<at::Tensor> t = optional_list_->get(i);  // the list holds the tensor
+        if (t.has_value() && t->defined()) f(i, t->unsafeGetTensorImpl());
+      }
+    }
+  }
+
+ private:
+  const char* name_;
+  bool written_;
+  const at::Tensor* one_ = nullptr;
+  const std::optional<at::Tensor>* optional_ = nullptr;
+  at::TensorList list_;
+  bool is_list_ = false;
+  const c10::List<std::optional<at::Tensor>>* optional_list_ = nullptr;
+};
+
+inline void check_no_overlaps(const char* op, std::initializer_list<OverlapArg> args) {
+  struct Span {
+    uintptr_t lo, hi;  // the bytes from the first element to one past the last
+    at::TensorImpl* t;
+    const OverlapArg* arg;
+    size_t index;
+  };
+  const auto name = [](const Span& s) { return s.arg->listed() ? element_name(s.arg->name(), s.index) : std::string(s.arg->name()); };
+  std::vector<Span> spans;
+  for (const OverlapArg& a : args) {
+    a.for_each([&](size_t i, at::TensorImpl* t) {
+      if (a.written() && at::has_internal_overlap(t) == at::MemOverlap::Yes) {
+        const std::string n = a.listed() ? element_name(a.name(), i) : std::string(a.name());
+        TORCH_CHECK(false, op, ": argument '", n, "' is written in place, but some of its elements share memory "
+                    "(an expanded or stride-0 tensor); clone() it first");
+      }
+      if (t->numel() == 0 || !t->has_storage()) return;
+      int64_t last = 0;  // the offset of the last element, in elements (strides are not negative in torch)
+      for (int64_t d = 0; d < t->dim(); ++d) last += (t->sizes()[d] - 1) * t->strides()[d];
+      const auto lo = reinterpret_cast<uintptr_t>(t->data());
+      spans.push_back({lo, lo + static_cast<uintptr_t>((last + 1) * t->itemsize()), t, &a, i});
+    });
+  }
+  // by address, then in argument order: of two written tensors at one address, the first argument's is named first
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.lo != b.lo ? a.lo < b.lo : a.arg != b.arg ? a.arg < b.arg : a.index < b.index;
+  });
+  std::vector<const Span*> open;  // the spans seen so far that reach past the current one's start
+  for (const Span& s : spans) {
+    open.erase(std::remove_if(open.begin(), open.end(), [&](const Span* o) { return o->hi <= s.lo; }), open.end());
+    for (const Span* o : open) {
+      if (!o->arg->written() && !s.arg->written()) continue;  // two inputs may share memory
+      const Span& w = o->arg->written() ? *o : s;
+      const Span& other = &w == o ? s : *o;
+      check_no_overlap(op, name(w).c_str(), w.t, name(other).c_str(), other.t, other.arg->written());
+    }
+    open.push_back(&s);
+  }
 }
 
 // list_item, shape_add/sub/mul, floordiv, concat: the stable target's too.
@@ -356,6 +451,32 @@ inline void check_list(const char* op, const char* arg, const c10::List<std::opt
     }
   }
 }
+
+// The kernel's contiguous view of a tensor list (`contiguous: true`): the list itself when every
+// element is contiguous, else a copy of it whose non-contiguous elements are contiguous copies;
+// a written list's copies are written back after the kernel (write_back).
+class ContiguousList {
+ public:
+  ContiguousList(const char* op, const char* arg, at::TensorList ts) : given_(ts) {
+    for (size_t i = 0; i < ts.size(); ++i) {
+      if (!ts[i].defined() || ts[i].is_contiguous()) continue;
+      if (copies_.empty()) copies_.assign(ts.begin(), ts.end());
+      copies_[i] = contiguous(op, element_name(arg, i).c_str(), ts[i]);
+    }
+  }
+
+  at::TensorList list() const { return copies_.empty() ? given_ : at::TensorList(copies_); }
+
+  void write_back(at::TensorList targets) const {
+    for (size_t i = 0; i < copies_.size(); ++i) {
+      if (!targets[i].is_same(copies_[i])) targets[i].copy_(copies_[i]);
+    }
+  }
+
+ private:
+  at::TensorList given_;
+  std::vector<at::Tensor> copies_;  // empty: every element was contiguous
+};
 
 // An optional argument written in place (`Tensor(b!)?`), computed in a contiguous copy.
 inline void write_back(const std::optional<at::Tensor>& target, const std::optional<at::Tensor>& written) {
