@@ -329,6 +329,22 @@ def _reshape_and_cache(key, value, key_cache, value_cache, slots, kv_cache_dtype
     value_cache.flatten(0, 1).index_copy_(0, slots[keep], value[keep])
 
 
+def _adam_state(m: Inputs):
+    """An optimizer step over 16 parameters of R / 16 x C (16M elements in all), as an LLM's
+    layers give: their moments (second ones not negative), gradients, float32 steps, and Adam's
+    hyperparameters (weight decay on)."""
+    n = 16
+    tensors = lambda: [m.randn(m.R // n, m.C) for _ in range(n)]  # noqa: E731
+    params, exp_avgs, exp_avg_sqs, grads = tensors(), tensors(), [t.abs() for t in tensors()], tensors()
+    steps = [torch.full((), 3.0, device=m.device) for _ in range(n)]
+    return params, exp_avgs, exp_avg_sqs, grads, steps, 1e-3, 0.9, 0.999, 0.01, 1e-8
+
+
+def _fused_adam(params, exp_avgs, exp_avg_sqs, grads, steps, lr, beta1, beta2, weight_decay, eps):
+    torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, lr=lr, beta1=beta1, beta2=beta2,
+                       weight_decay=weight_decay, eps=eps, amsgrad=False, maximize=False)
+
+
 def _gemm(m: Inputs) -> tuple[int, int]:
     """The GEMMs' rows and inner size: 512 x 1024 on the CPU; 4096 x 4096 on a GPU, where
     smaller products time the launch rather than cuBLAS (25-40 us calls)."""
@@ -405,6 +421,8 @@ OPS = [
                                                                                  False, None),
          lambda m: _bags(m, backward=True), ATEN, prep=_bag_state),
     Case("reshape_and_cache", "index_copy_ of the unpadded tokens", _reshape_and_cache, _kv, EAGER),
+    Case("adam_step", "torch._fused_adam_ (Adam(fused=True))", _fused_adam, _adam_state, ATEN,
+         kw=("lr", "beta1", "beta2", "weight_decay", "eps")),
     Case("fill_natural", "torch.arange(n).reshape", lambda size: torch.arange(math.prod(size)).reshape(size),
          lambda m: ([m.R, m.C],), ATEN, dtypes=(torch.int64,)),
 ]

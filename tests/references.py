@@ -71,6 +71,12 @@ def _dropout(self, p, generator=None):
     return self * keep / (1 - p), keep
 
 
+def _adam_step(params, exp_avgs, exp_avg_sqs, grads, state_steps, *, lr, beta1, beta2, weight_decay, eps,
+               maximize=False):
+    torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], state_steps, lr=lr, beta1=beta1, beta2=beta2,
+                       weight_decay=weight_decay, eps=eps, amsgrad=False, maximize=maximize)
+
+
 REFERENCES = {
     "myadd": lambda self, other: self + other,
     "myadd.out": lambda self, other, *, out: self + other,  # the result; check_reference checks it is `out`
@@ -107,6 +113,7 @@ REFERENCES = {
     "dedup_consecutive": lambda self: torch.unique_consecutive(self.flatten()),
     "bincount_fixed": lambda self, bins, weights=None: torch.bincount(self.long(), weights, minlength=bins),
     "sum_dim": lambda self, dim, keepdim=False, *, dtype=None: torch.sum(self, dim, keepdim, dtype=dtype),
+    "adam_step": _adam_step,
     "quantize_fp8": lambda input, scale, dtype: (input.float() / scale.float()).clamp(  # in float, as the kernel
         -torch.finfo(dtype).max, torch.finfo(dtype).max).to(dtype),
 }
@@ -151,7 +158,24 @@ def _dropout_p(values):
     return values
 
 
+def _adam_state(values):
+    """An optimizer's state: every list as long as params (two elements at least), the i-th
+    elements of params' shape, second moments not negative, steps 1 to 4 (float32 scalars, as
+    torch.optim keeps them), and hyperparameters of an optimizer (weight decay when maximizing)."""
+    params = list(values["params"])
+    g = torch.Generator().manual_seed(len(params))
+    while len(params) < 2:
+        params.append(torch.randn(params[0].shape, generator=g).to(params[0].dtype))
+    like = lambda scale: [(torch.randn(p.shape, generator=g) * scale).to(p.dtype) for p in params]  # noqa: E731
+    values.update(params=params, exp_avgs=like(0.1), grads=like(1.0),
+                  exp_avg_sqs=[x.abs() for x in like(0.01)],
+                  state_steps=[torch.tensor(float(i % 4 + 1)) for i in range(len(params))],
+                  lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1 if values.get("maximize") else 0.0)
+    return values
+
+
 # Inputs a kernel needs beyond its shape rule.
 PREPARE = {"bucketize_count": _sorted_boundaries, "embedding_bag_sum": _sorted_offsets,
            "embedding_bag_sum_backward": _sorted_offsets, "reshape_and_cache": _distinct_slots, "dropout": _dropout_p,
-           "huber": _positive_delta, "quantize_fp8": _positive_scale}
+           "huber": _positive_delta, "quantize_fp8": _positive_scale,
+           "adam_step": _adam_state}

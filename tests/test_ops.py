@@ -143,3 +143,115 @@ def test_bucketize_count_as_torch_on_ties_nan_and_infinities(dtype, K):
     expected = torch.bucketize(v, b)
     assert torch.equal(indices, expected)
     assert torch.equal(counts, torch.bincount(expected, minlength=K + 1))
+
+
+# ------------------------------------------------------------------ adam_step: mutated tensor lists
+ADAM = dict(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8)
+
+
+def _adam_state(dtype, shapes=((5, 3), (7,), (2, 2, 2)), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    params = [torch.randn(s, generator=g).to(dtype) for s in shapes]
+    return params, [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
+
+
+@pytest.mark.parametrize("dtype", dtypes_of("adam_step"))
+@pytest.mark.parametrize("weight_decay, maximize", [(0.0, False), (0.1, True)])
+def test_adam_step_follows_torch_optim_adam(dtype, weight_decay, maximize):
+    """Three steps of torch.optim.Adam(fused=True) (torch._fused_adam_, which it runs) and of
+    adam_step on the same gradients; the steps counted by the caller, as torch.optim does."""
+    params, exp_avgs, exp_avg_sqs = _adam_state(dtype)
+    theirs = [torch.nn.Parameter(p.clone()) for p in params]
+    opt = torch.optim.Adam(theirs, lr=ADAM["lr"], betas=(ADAM["beta1"], ADAM["beta2"]), eps=ADAM["eps"],
+                           weight_decay=weight_decay, maximize=maximize, fused=True)
+    steps = [torch.tensor(0.0) for _ in params]
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        grads = [torch.randn(p.shape, generator=g).to(dtype) for p in params]
+        for t, grad in zip(theirs, grads):
+            t.grad = grad.clone()
+        opt.step()
+        torch._foreach_add_(steps, 1)
+        assert ops.adam_step(params, exp_avgs, exp_avg_sqs, grads, steps, weight_decay=weight_decay,
+                             maximize=maximize, **ADAM) is None
+    for mine, t in zip(params, theirs):
+        torch.testing.assert_close(mine, t.detach(), atol=tol(dtype) * 10, rtol=tol(dtype) * 10)
+    for name, mine in (("exp_avg", exp_avgs), ("exp_avg_sq", exp_avg_sqs)):
+        for m, t in zip(mine, theirs):
+            torch.testing.assert_close(m, opt.state[t][name], atol=tol(dtype) * 10, rtol=tol(dtype) * 10)
+
+
+def test_adam_step_writes_back_non_contiguous_elements():
+    """Transposed, gapped and sliced elements: the kernel works on contiguous copies, and the
+    results land in the caller's tensors (the same values as for contiguous ones)."""
+    params, exp_avgs, exp_avg_sqs = _adam_state(torch.float32, shapes=((4, 6), (8,)))
+    grads = [torch.randn(p.shape) for p in params]
+    steps = [torch.tensor(2.0), torch.tensor(3.0)]
+    want = [[t.clone() for t in xs] for xs in (params, exp_avgs, exp_avg_sqs)]
+    ops.adam_step(*want, grads, steps, weight_decay=0.0, **ADAM)
+    strided = [torch.empty(6, 4).t().copy_(params[0]), torch.empty(16)[::2].copy_(params[1])]
+    moments = [[torch.empty(4, 12)[:, :6].copy_(x[0]), x[1].clone()] for x in (exp_avgs, exp_avg_sqs)]
+    bases = [t._base for t in strided]
+    ops.adam_step(strided, *moments, grads, steps, weight_decay=0.0, **ADAM)
+    assert [t._base for t in strided] == bases and not strided[0].is_contiguous()
+    for got, expected in zip((strided, *moments), want):
+        for g, w in zip(got, expected):
+            torch.testing.assert_close(g, w)
+
+
+def test_adam_step_refuses_shared_memory_naming_the_arguments_and_elements():
+    params, exp_avgs, exp_avg_sqs = _adam_state(torch.float32, shapes=((3,), (4,)))
+    grads, steps = [torch.randn(3), torch.randn(4)], [torch.tensor(1.0), torch.tensor(1.0)]
+
+    def call(**changed):
+        args = dict(params=params, exp_avgs=exp_avgs, exp_avg_sqs=exp_avg_sqs, grads=grads, state_steps=steps)
+        args.update(changed)
+        before = [t.clone() for t in params]
+        with pytest.raises(RuntimeError) as e:
+            ops.adam_step(*args.values(), weight_decay=0.0, **ADAM)
+        assert all(torch.equal(a, b) for a, b in zip(params, before))  # refused before anything is written
+        return str(e.value).splitlines()[0]
+
+    # one tensor in two written lists
+    assert call(exp_avgs=[exp_avgs[0], params[1]]) == (
+        "opwrap::adam_step: argument 'params[1]' is written in place, but shares memory with argument "
+        "'exp_avgs[1]', also written; pass a copy (clone()) of one of them")
+    # a written element overlapping a read one (a gradient that is a view of its parameter)
+    buf = torch.zeros(6)
+    assert call(params=[buf[:3], params[1]], grads=[buf[2:5], grads[1]]) == (
+        "opwrap::adam_step: argument 'params[0]' is written in place, but shares memory with input 'grads[0]'; "
+        "pass a copy (clone()) of one of them")
+    # two elements of one written list, and a written element overlapping a step
+    assert call(exp_avg_sqs=[exp_avg_sqs[1][:3], exp_avg_sqs[1]]) == (
+        "opwrap::adam_step: argument 'exp_avg_sqs[0]' is written in place, but shares memory with argument "
+        "'exp_avg_sqs[1]', also written; pass a copy (clone()) of one of them")
+    assert call(state_steps=[steps[0], exp_avgs[1][2]]) == (
+        "opwrap::adam_step: argument 'exp_avgs[1]' is written in place, but shares memory with input "
+        "'state_steps[1]'; pass a copy (clone()) of one of them")
+    assert call(params=[params[0], torch.zeros(1).expand(4)]) == (
+        "opwrap::adam_step: argument 'params[1]' is written in place, but some of its elements share memory "
+        "(an expanded or stride-0 tensor); clone() it first")
+    # what the declaration cannot say, the kernel checks
+    assert call(grads=grads[:1]) == ("opwrap::adam_step: argument 'grads' holds 1 tensors, but expected one for "
+                                     "each of the 2 tensors of 'params'")
+    assert call(exp_avgs=[exp_avgs[0], torch.zeros(5)]) == (
+        "opwrap::adam_step: argument 'exp_avgs[1]' has shape [5], but expected [4] (the shape of params[1])")
+    assert "argument 'exp_avgs[1]' has dtype Double" in call(exp_avgs=[exp_avgs[0], exp_avgs[1].double()])
+    # two reads of one tensor are fine
+    ops.adam_step(params, exp_avgs, exp_avg_sqs, [grads[0], grads[1]], [steps[0], steps[0]], weight_decay=0.0, **ADAM)
+
+
+def test_adam_step_under_autograd_is_an_in_place_op():
+    """Without formulas (as torch._fused_adam_), the written lists follow the in-place rules:
+    under no_grad (as torch.optim steps) parameters that require grad are written and their
+    versions move; with grad mode on, writing a leaf that requires grad is an error at the
+    call, as for p.add_(1) (torch._fused_adam_ itself skips autograd and allows it)."""
+    params = [torch.nn.Parameter(torch.randn(3)), torch.nn.Parameter(torch.randn(2))]
+    state = [[torch.zeros_like(p) for p in params] for _ in range(2)]
+    grads, steps = [torch.randn(3), torch.randn(2)], [torch.tensor(1.0)] * 2
+    versions = [p._version for p in params]
+    with torch.no_grad():
+        ops.adam_step(params, *state, grads, steps, weight_decay=0.0, **ADAM)
+    assert [p._version for p in params] == [v + 1 for v in versions] and all(p.grad_fn is None for p in params)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad (is being|has been) used in an in-place operation"):
+        ops.adam_step(params, *state, grads, steps, weight_decay=0.0, **ADAM)

@@ -248,3 +248,43 @@ def test_index_list_and_out_ops_export():
         want = model(x)
         torch.manual_seed(1)
         torch.testing.assert_close(ep.module()(x), want)
+
+
+def _adam_update(params, exp_avgs, exp_avg_sqs, steps):
+    """An optimizer step over graph-input lists, as a compiled torch.optim step: the steps
+    counted, then every parameter and moment written in place by one op."""
+    grads = [p.grad for p in params]
+    torch._foreach_add_(steps, 1)
+    ops.adam_step(params, exp_avgs, exp_avg_sqs, grads, steps, lr=0.01, beta1=0.9, beta2=0.999,
+                  weight_decay=0.01, eps=1e-8)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_adam_step_compiles_with_written_graph_input_lists(dynamic):
+    """torch.compile(fullgraph=True) of an optimizer step that writes lists of parameters (leaves
+    that require grad, under no_grad as torch.optim steps) and of state tensors, all graph
+    inputs: the compiled step leaves them as the eager one does, step after step."""
+    torch._dynamo.reset()
+    counters.clear()
+    g = torch.Generator().manual_seed(0)
+    shapes = [(4, 3), (5,)]
+
+    def state():
+        params = [torch.nn.Parameter(torch.randn(s, generator=torch.Generator().manual_seed(i)))
+                  for i, s in enumerate(shapes)]
+        return params, [torch.zeros(s) for s in shapes], [torch.zeros(s) for s in shapes], [torch.tensor(0.0) for _ in shapes]
+
+    eager, compiled_state = state(), state()
+    step = torch.compile(torch.no_grad()(_adam_update), fullgraph=True, dynamic=dynamic)
+    for _ in range(3):
+        grads = [torch.randn(s, generator=g) for s in shapes]
+        for params in (eager[0], compiled_state[0]):
+            for p, grad in zip(params, grads):
+                p.grad = grad.clone()
+        torch.no_grad()(_adam_update)(*eager)
+        step(*compiled_state)
+        for want, got in zip(eager, compiled_state):
+            for w, c in zip(want, got):
+                torch.testing.assert_close(c.detach(), w.detach())
+    assert sum(counters["graph_break"].values()) == 0
+    assert counters["stats"]["unique_graphs"] == 1
