@@ -1123,7 +1123,7 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
             continue
         k = len(xs) - 1
         element = f"{a.name}[{k}]"
-        names = (element, *_FIRST_GIVEN) if k == 0 else (element,)  # a first element may be the dispatch tensor
+        names = (element,)
         bad = _wrong_dtype(decl, a.name, xs[k].dtype, False)
         add(f"{element} as {bad}", {**v, a.name: [*xs[:k], xs[k].to(bad)]}, names)
         if len(_flat(list(v.values()))) > 1:  # (the only tensor on meta is a call of the meta kernel, no misuse)
@@ -1280,11 +1280,6 @@ def _wrong_dtype(decl: Declaration, name: str, current, out: bool):
 def _is_run(decl: Declaration, name: str) -> bool:
     return any(d.star and d.expr.name == name for a in decl.tensor_inputs
                for d in (decl.shape_of(a.name).dims if decl.shape_of(a.name) and decl.shape_of(a.name).whole is None else ()))
-
-
-# What the wrapper calls the tensor an op with no required Tensor argument dispatches on (the
-# first element of its first list, when that holds one).
-_FIRST_GIVEN = ("the first tensor given",)
 
 
 def _each_tensor(x, fn):

@@ -79,9 +79,9 @@ def _dtype_checks(d, lit: str, names: dict[str, str]) -> list[str]:
         device_ref = f", {py_string(first.name)}, {names[first.name]}"
     elif lists:
         tensors = [a for a in s.arguments if a in singles or a in lists]
-        lone = len(tensors) == 1 and not tensors[0].is_optional and str(tensors[0].type) == "Tensor[]"
-        body.append(f"_given = _runtime.first_or_none({_tuple([names[a.name] for a in tensors])})")
-        device_ref = f", {py_string(f'{lists[0].name}[0]' if lone else 'the first tensor given')}, _given"
+        body.append(f"_given, _given_name = _runtime.first_named({_tuple([py_string(a.name) for a in tensors])}, "
+                    f"{_tuple([names[a.name] for a in tensors])})")
+        device_ref = ", _given_name, _given"
     for a in required + lists + [a for a in singles if a.is_optional]:
         var = d.dtype_var(a.name)
         value = names[a.name]

@@ -306,13 +306,18 @@ def check_list(op: str, name: str, ts: Sequence[torch.Tensor | None], allowed: t
                    f"'{first_name}' is on {first.device}")
 
 
-def first_or_none(tensors: Sequence[Any]) -> torch.Tensor | None:
-    """The first tensor given among tensors, optional tensors and lists; None when none is."""
-    for t in tensors:
-        for x in (t if isinstance(t, (list, tuple)) else [t]):
-            if isinstance(x, torch.Tensor):
-                return x
-    return None
+def first_named(names: Sequence[str], tensors: Sequence[Any]) -> tuple[torch.Tensor | None, str]:
+    """The first tensor given among tensors, optional tensors and lists, and its name as the
+    real wrapper gives it (the argument's, or the list's and the element's: `xs[2]`); None
+    and "" when none is."""
+    for name, t in zip(names, tensors):
+        if isinstance(t, (list, tuple)):
+            for i, x in enumerate(t):
+                if isinstance(x, torch.Tensor):
+                    return x, f"{name}[{i}]"
+        elif isinstance(t, torch.Tensor):
+            return t, name
+    return None, ""
 
 
 def first_given(tensors: Sequence[Any]) -> torch.Tensor:

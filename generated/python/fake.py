@@ -10,12 +10,12 @@ from . import _runtime
 # adam_step(Tensor(a!)[] params, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, Tensor[] grads, Tensor[] state_steps, *, float lr, float beta1, float beta2, float weight_decay, float eps, bool maximize=False) -> ()
 @_runtime.register_fake('opwrap::adam_step')
 def _adam_step_fake(params, exp_avgs, exp_avg_sqs, grads, state_steps, *, lr, beta1, beta2, weight_decay, eps, maximize=False):
-    _given = _runtime.first_or_none((params, exp_avgs, exp_avg_sqs, grads, state_steps,))
-    _runtime.check_list('opwrap::adam_step', 'params', params, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', '', None, 'the first tensor given', _given)
-    _runtime.check_list('opwrap::adam_step', 'exp_avgs', exp_avgs, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', 'params[0]', (params[0] if params else None), 'the first tensor given', _given)
-    _runtime.check_list('opwrap::adam_step', 'exp_avg_sqs', exp_avg_sqs, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', 'params[0]', (params[0] if params else None), 'the first tensor given', _given)
-    _runtime.check_list('opwrap::adam_step', 'grads', grads, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', 'params[0]', (params[0] if params else None), 'the first tensor given', _given)
-    _runtime.check_list('opwrap::adam_step', 'state_steps', state_steps, (torch.float32,), 'float32', '', None, 'the first tensor given', _given)
+    _given, _given_name = _runtime.first_named(('params', 'exp_avgs', 'exp_avg_sqs', 'grads', 'state_steps',), (params, exp_avgs, exp_avg_sqs, grads, state_steps,))
+    _runtime.check_list('opwrap::adam_step', 'params', params, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', '', None, _given_name, _given)
+    _runtime.check_list('opwrap::adam_step', 'exp_avgs', exp_avgs, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', 'params[0]', (params[0] if params else None), _given_name, _given)
+    _runtime.check_list('opwrap::adam_step', 'exp_avg_sqs', exp_avg_sqs, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', 'params[0]', (params[0] if params else None), _given_name, _given)
+    _runtime.check_list('opwrap::adam_step', 'grads', grads, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', 'params[0]', (params[0] if params else None), _given_name, _given)
+    _runtime.check_list('opwrap::adam_step', 'state_steps', state_steps, (torch.float32,), 'float32', '', None, _given_name, _given)
     _first = _runtime.first_given((params, exp_avgs, exp_avg_sqs, grads, state_steps,))
     return None
 
@@ -66,8 +66,8 @@ def _bucketize_count_fake(values, boundaries):
 # cat_rows(Tensor[] tensors) -> Tensor
 @_runtime.register_fake('opwrap::cat_rows')
 def _cat_rows_fake(tensors):
-    _given = _runtime.first_or_none((tensors,))
-    _runtime.check_list('opwrap::cat_rows', 'tensors', tensors, (torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.int64,), 'float32, float64, bfloat16, int32, int64', '', None, 'tensors[0]', _given)
+    _given, _given_name = _runtime.first_named(('tensors',), (tensors,))
+    _runtime.check_list('opwrap::cat_rows', 'tensors', tensors, (torch.float32, torch.float64, torch.bfloat16, torch.int32, torch.int64,), 'float32, float64, bfloat16, int32, int64', '', None, _given_name, _given)
     D = None  # bound by 'tensors' when given
     for _i0, _e0 in enumerate(tensors):
         if _e0 is None:
