@@ -115,3 +115,32 @@ def test_a_bad_engine_is_a_positioned_error(project):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert ("pyproject.toml:5:1: error: [tool.codegen] compiler_cache must be one of 'auto', 'ccache', 'sccache', "
             "'none', not 'distcc'") in r.stderr, r.stderr
+
+
+def test_ccache_stores_an_object_whose_header_gained_a_hard_link_meanwhile(tmp_path):
+    """uv links torch's headers from its cache into each venv it makes, and a link changes a
+    file's ctime: with ccache_env's sloppiness an object compiled while that happened is stored
+    (ccache's own default refuses it: "Input file modified during compilation")."""
+    from opwrap_codegen.build import ccache_env, find_ccache
+    ccache = find_ccache()
+    if ccache is None:
+        pytest.skip("no ccache")
+    (tmp_path / "h.h").write_text("inline int h() { return 3; }\n")
+    (tmp_path / "u.cpp").write_text('#include "h.h"\nint f() { return h(); }\n')
+    # The compiler ccache runs: while it compiles (-c, not ccache's -E), the header gets a link
+    # (a venv being made).
+    compiler = tmp_path / "c++"
+    compiler.write_text('#!/bin/sh\ncase " $* " in *" -c "*) sleep 0.5; '
+                        f'ln {tmp_path / "h.h"} {tmp_path}/link.$$.h; sleep 0.5;; esac\nexec c++ "$@"\n')
+    compiler.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
+
+    def stored(extra):
+        e = {**env, **extra, "CCACHE_DIR": str(tmp_path / f"cache{len(extra)}")}
+        subprocess.run([ccache, str(compiler), "-c", "u.cpp", "-o", "u.o"], cwd=tmp_path, env=e, check=True)
+        stats = subprocess.run([ccache, "--print-stats"], env=e, capture_output=True, text=True, check=True).stdout
+        counts = dict(line.split("\t") for line in stats.splitlines())
+        return int(counts["modified_input_file"]) == 0 and int(counts["cache_miss"]) == 1
+
+    assert not stored({})  # ccache's default: not stored
+    assert stored(ccache_env(ccache, None))

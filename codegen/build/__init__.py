@@ -297,12 +297,16 @@ def ccache_env(ccache: str, cuda) -> dict[str, str]:
     lie at the same depth.  Any CCACHE_* variable is ccache's own configuration (CCACHE_DIR,
     CCACHE_REMOTE_STORAGE, ...) and left alone, but for CCACHE_SLOPPINESS when unset: units
     that use the precompiled header (precompiled_header) are cached only with
-    pch_defines,time_macros (ccache's manual, "Precompiled headers")."""
+    pch_defines,time_macros (ccache's manual, "Precompiled headers"), and include_file_ctime
+    keeps a header's ctime out of it: a hard link changes a file's ctime, and uv links torch's
+    headers from its cache into every venv it makes, so without it a venv made while a build
+    runs keeps that build's objects out of the cache ("Input file modified during
+    compilation").  A header's content and mtime still count."""
     env = {}
     if cuda is not None and "PYTORCH_NVCC" not in os.environ:
         env["PYTORCH_NVCC"] = f"{shlex.quote(ccache)} {shlex.quote(str(cuda.nvcc))}"
     if "CCACHE_SLOPPINESS" not in os.environ:
-        env["CCACHE_SLOPPINESS"] = "pch_defines,time_macros"
+        env["CCACHE_SLOPPINESS"] = "pch_defines,time_macros,include_file_ctime"
     return env
 
 
