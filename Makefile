@@ -75,10 +75,12 @@ ci: test
 # library), vmap, the typed Python surface
 # (test_pyruntime, test_stubs), and a `codegen init` library built there and checked with
 # values, errors, gradcheck, opcheck and compile (test_build's `mylib` tests).  What a release
-# lacks is expected by the tests (torch_compat.FEATURES).  TORCH_MATRIX="2.11 2.15" picks releases;
+# lacks is expected by the tests (torch_compat.FEATURES).  Left to the default torch: the tests
+# of conftest's `sharedlib` (the `sharedlib` mark; the generator's every argument kind, a third
+# library to compile on each release) and mylib's selective and failing builds.  TORCH_MATRIX="2.11 2.15" picks releases;
 # TORCH_MATRIX_CUDA=1 also compiles every CUDA source against each (not in CI: ~2 min a release).
 TORCH_MATRIX ?=
-TORCH_MATRIX_TESTS ?= -m "not slow or torch_matrix" tests/test_ops.py tests/test_misuse.py tests/test_declared_ops.py \
+TORCH_MATRIX_TESTS ?= -m "(not slow or torch_matrix) and not sharedlib" tests/test_ops.py tests/test_misuse.py tests/test_declared_ops.py \
   tests/test_autograd.py tests/test_pt2.py tests/test_mutable.py tests/test_vmap.py tests/test_pyruntime.py tests/test_stubs.py \
   tests/test_build.py::test_init_library_passes_opcheck_and_compiles_with_no_graph_break \
   tests/test_build.py::test_init_makes_a_separate_library_that_builds_and_loads
@@ -98,8 +100,10 @@ cuda-check: venv
 # and the op tests run on them: any report aborts the run, so passing means zero reports.
 # The sanitizer runtime is preloaded into python; leak checking is off (CPython and torch
 # keep allocations until exit) and a failed huge allocation returns NULL as malloc does
-# (the misuse tests ask for terabytes and expect torch's out-of-memory error).
-ASAN_TESTS ?= tests/test_ops.py tests/test_misuse.py tests/test_pointwise.py tests/test_declared_ops.py \
+# (the misuse tests ask for terabytes and expect torch's out-of-memory error).  The tests of
+# conftest's `sharedlib` are left out: that library is a test library built without the
+# sanitizers, so running it here would only compile it again.
+ASAN_TESTS ?= -m "not sharedlib" tests/test_ops.py tests/test_misuse.py tests/test_pointwise.py tests/test_declared_ops.py \
   tests/test_autograd.py tests/test_classes.py tests/test_vmap.py tests/test_autocast.py tests/test_pt2.py
 test-asan: venv
 	@$(PHASE) asan-build $(CODEGEN) build --sanitize --no-generate

@@ -78,6 +78,14 @@ def _seconds(item) -> float:
     return mark.args[0] if mark.args else mark.kwargs["seconds"]
 
 
+def pytest_itemcollected(item):
+    # A test of conftest's `sharedlib` (asked for directly or through a fixture such as
+    # test_autograd's `gradlib`) carries the `sharedlib` mark, which `make torch-matrix` leaves
+    # out: one such test would compile the whole library on every release (Makefile).
+    if "sharedlib" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.sharedlib)
+
+
 _GROUPS = "OPWRAP_TEST_XDIST_GROUPS"  # where workers write {node id: xdist_group} for the scheduler
 
 

@@ -186,6 +186,15 @@ def test_init_makes_a_separate_library_that_builds_and_loads(mylib):
     # and compiles nothing: `codegen` from the venv's bin (the ninja beside it first on PATH)
     # and `python -m opwrap_codegen.cli` (the tests') run the same ninja, which keeps one build log
     assert "compiled" not in out.stderr, out.stderr
+
+
+@pytest.mark.slow(25)
+@pytest.mark.xdist_group("mylib")
+def test_init_library_selective_build_and_positioned_compile_errors(mylib):
+    # Not in the torch-version matrix (no torch_matrix mark): a selective build and a formula
+    # that fails to compile are the toolchain's own behaviour, the same on every release, and
+    # two more compiles a release.
+    lib = mylib.path
     # A selective build: only `scale`, only float32.  The other ops are not registered, float64
     # is refused naming the op and dtype, and the library is smaller.
     sel = lib / "build-select"
