@@ -24,6 +24,12 @@
 
 namespace opwrap::rt {
 
+// list_item, shape_add/sub/mul, floordiv, concat, element_name, list_sum: the stable target's too.
+using IntArrayRef = c10::IntArrayRef;
+#define OPWRAP_RT_CHECK TORCH_CHECK
+#include <opwrap/shared/shape_arith.h>
+#undef OPWRAP_RT_CHECK
+
 inline const at::Tensor& check_tensor(const char* op, const char* arg, const at::Tensor& t,
                                       c10::DeviceType device) {
   TORCH_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor; expected a ",
@@ -294,12 +300,6 @@ inline void check_no_overlaps(const char* op, std::initializer_list<OverlapArg> 
     open.push_back(&s);
   }
 }
-
-// list_item, shape_add/sub/mul, floordiv, concat: the stable target's too.
-using IntArrayRef = c10::IntArrayRef;
-#define OPWRAP_RT_CHECK TORCH_CHECK
-#include <opwrap/shared/shape_arith.h>
-#undef OPWRAP_RT_CHECK
 
 // The kernel's contiguous view of an argument: the tensor itself when it is contiguous, else
 // a copy (which can fail for a huge expanded tensor: the error then names the argument).

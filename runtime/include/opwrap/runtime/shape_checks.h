@@ -18,11 +18,6 @@
 
 namespace opwrap::rt {
 
-// `tensors[2]`: the name of a list's element in messages.
-inline std::string element_name(const char* list, size_t i) {
-  return std::string(list) + "[" + std::to_string(i) + "]";
-}
-
 // Element i of a tensor list; of a Tensor?[] an undefined tensor where it holds None.
 inline const at::Tensor& element(at::TensorList list, size_t i) { return list[i]; }
 
@@ -115,17 +110,8 @@ inline void require_bound(const char* op, const char* list, const Run& var, cons
   TORCH_CHECK(var.bound, op, ": argument '", list, "' holds no tensor, but its shape ", spec, " must give *", name);
 }
 
-// `sum(<f(t)> for t in list)`, overflow-checked; a Tensor?[]'s None elements are left out.
-template <typename F>
-int64_t list_sum(const char* op, at::TensorList list, F&& f) {
-  int64_t out = 0;
-  for (const at::Tensor& t : list) {
-    const int64_t v = f(t);
-    TORCH_CHECK(!__builtin_add_overflow(out, v, &out), op, ": a shape expression overflows int64 in a sum");
-  }
-  return out;
-}
-
+// `sum(<f(t)> for t in list)` over a Tensor?[], its None elements left out (the other lists'
+// list_sum is <opwrap/shared/shape_arith.h>'s, which checks.h includes).
 template <typename F>
 int64_t list_sum(const char* op, const c10::List<std::optional<at::Tensor>>& list, F&& f) {
   int64_t out = 0;
@@ -133,16 +119,6 @@ int64_t list_sum(const char* op, const c10::List<std::optional<at::Tensor>>& lis
     const std::optional<at::Tensor> t = list.get(i);
     if (!t.has_value() || !t->defined()) continue;
     const int64_t v = f(*t);
-    TORCH_CHECK(!__builtin_add_overflow(out, v, &out), op, ": a shape expression overflows int64 in a sum");
-  }
-  return out;
-}
-
-template <typename F>
-int64_t list_sum(const char* op, c10::IntArrayRef list, F&& f) {
-  int64_t out = 0;
-  for (const int64_t x : list) {
-    const int64_t v = f(x);
     TORCH_CHECK(!__builtin_add_overflow(out, v, &out), op, ": a shape expression overflows int64 in a sum");
   }
   return out;

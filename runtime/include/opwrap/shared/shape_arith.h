@@ -6,7 +6,7 @@
 //
 // Torch-free, and not a header of its own: <opwrap/runtime/checks.h> (the ATen target) and
 // <opwrap/stable/runtime.h> (the stable target) include it inside their namespace opwrap::rt,
-// after the standard headers it uses (<cstdint>, <initializer_list>, <vector>), with the two
+// after the standard headers it uses (<cstdint>, <initializer_list>, <string>, <vector>), with the two
 // things that differ between them defined: `IntArrayRef`, the target's list of sizes, and
 // `OPWRAP_RT_CHECK(cond, ...)`, the target's check (its message pieces streamed).  So the
 // functions keep each target's namespace, visibility and error type, and one message.
@@ -44,5 +44,23 @@ inline int64_t floordiv(int64_t a, int64_t b) {
 inline std::vector<int64_t> concat(std::initializer_list<IntArrayRef> pieces) {
   std::vector<int64_t> out;
   for (IntArrayRef p : pieces) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// `tensors[2]`: the name of a list's element in messages.
+inline std::string element_name(const char* list, size_t i) {
+  return std::string(list) + "[" + std::to_string(i) + "]";
+}
+
+// `sum(<f(x)> for x in list)` over any list a range-for walks (a tensor list, an int[]),
+// overflow-checked.  The ATen target adds an overload for a Tensor?[] that leaves its None
+// elements out.
+template <typename List, typename F>
+int64_t list_sum(const char* op, const List& list, F&& f) {
+  int64_t out = 0;
+  for (const auto& x : list) {
+    const int64_t v = f(x);
+    OPWRAP_RT_CHECK(!__builtin_add_overflow(out, v, &out), op, ": a shape expression overflows int64 in a sum");
+  }
   return out;
 }

@@ -210,7 +210,7 @@ inline std::optional<Tensor> contiguous(const char* op, const char* arg, const s
   return contiguous(op, arg, *t);
 }
 
-// list_item, shape_add/sub/mul, floordiv, concat: the ATen target's too.
+// list_item, shape_add/sub/mul, floordiv, concat, element_name, list_sum: the ATen target's too.
 #define OPWRAP_RT_CHECK OPWRAP_STABLE_CHECK
 #include <opwrap/shared/shape_arith.h>
 #undef OPWRAP_RT_CHECK
@@ -239,13 +239,9 @@ inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int
 }
 
 // Tensor lists' shape rules, as <opwrap/runtime/shape_checks.h> has them for the ATen target:
-// a list's element and its name in messages, names and runs its first element binds (-1 and an
-// unbound Run until then) and the others check, and sums over its elements.
+// a list's element, names and runs its first element binds (-1 and an unbound Run until then)
+// and the others check (element_name and list_sum are <opwrap/shared/shape_arith.h>'s).
 inline const Tensor& element(const std::vector<Tensor>& list, size_t i) { return list[i]; }
-
-inline std::string element_name(const char* list, size_t i) {
-  return std::string(list) + "[" + std::to_string(i) + "]";
-}
 
 inline void bind_or_check(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t& var,
                           const char* what) {
@@ -296,15 +292,6 @@ inline void bind_or_check_run(const char* op, const char* arg, const Tensor& t, 
 inline void require_bound(const char* op, const char* list, const Run& var, const char* name, const char* spec) {
   OPWRAP_STABLE_CHECK(var.bound, op, ": argument '", list, "' holds no tensor, but its shape ", spec, " must give *",
                       name);
-}
-
-template <typename F>
-int64_t list_sum(const char* op, const std::vector<Tensor>& list, F&& f) {
-  int64_t out = 0;
-  for (const Tensor& t : list) {
-    OPWRAP_STABLE_CHECK(!__builtin_add_overflow(out, f(t), &out), op, ": a shape expression overflows int64 in a sum");
-  }
-  return out;
 }
 
 // Tensor lists: every element defined, on the device (and, off the CPU, the device of the tensor
