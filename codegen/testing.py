@@ -206,13 +206,28 @@ def _arguments(decl: Declaration, dtype, rng: random.Random, all_given: bool, re
         if v is not _SKIP:
             values[a.name] = v
             env[a.name] = v
-    for a in s.arguments:
+    def drawn_after(a) -> int:  # a list shaped after another list after it (and after the lists it holds)
+        sh = decl.shape_of(a.name)
+        return 0 if sh is None or sh.each is None or sh.each.kind != "tensor" else \
+            1 + drawn_after(s.argument(sh.each.source))
+
+    for a in sorted(s.arguments, key=drawn_after):
         t = unwrap_optional(a.type)
         if not (is_tensor(t) or is_tensor_list(t)) or a.name in outs:
             continue
         if a.is_optional and not all_given:
             continue
         a_dtype = _dtype_for(decl, a.name, dtype, dtypes)
+        each = decl.shape_of(a.name).each if decl.shape_of(a.name) is not None else None
+        if each is not None:  # one element per item of its source list, of the shape the comprehension gives
+            shapes_ = _each_shapes(each, env, shapes, rng)
+            env.setdefault(_LIST_SHAPES, {})[a.name] = shapes_
+            xs = [_tensor(sh, a_dtype, rng) for sh in shapes_]
+            for x in xs:
+                if a.name in grads and x.is_floating_point():
+                    x.requires_grad_(True)
+            values[a.name] = xs
+            continue
         if is_tensor_list(t):  # one to three elements, each satisfying the list's contract (the first binds)
             xs = []
             for _ in range(rng.randint(1, 3)):
@@ -397,6 +412,8 @@ def _input_shape(decl: Declaration, name: str, env: dict, shapes: dict, rng: ran
     if shape.whole is not None:
         w = shape.whole
         return list(shapes[w.source]) if w.is_tensor else list(env[w.source])
+    if shape.dims is None:
+        raise Unsatisfiable(f"{decl.op_name}: '{name}' has one shape per element of another list ({shape.text})")
     out: list[int] = []
     for d in shape.dims:
         if d.star:
@@ -418,6 +435,32 @@ def _input_shape(decl: Declaration, name: str, env: dict, shapes: dict, rng: ran
 
 
 _LIST_SHAPES = "__list_shapes"  # env key: {Tensor[] argument: [the shape of each element]}
+
+
+def _each_shapes(each, env: dict, shapes: dict, rng: random.Random) -> list[list[int]]:
+    """The element shapes of an input list shaped after another (`[p.shape for p in params]`,
+    `[[s, D] for s in sizes]`, `[[i, _] for i in range(n)]`): one per item of the source."""
+    low = env.get(_MIN_FREE_SIZE, 1)
+    if each.kind == "tensor":
+        items = env[_LIST_SHAPES][each.source]
+        if each.like:
+            return [list(sh) for sh in items]
+        scopes = [(env, {**shapes, each.var: list(sh)}) for sh in items]
+    else:
+        items = env[each.source] if each.kind == "int" else range(evaluate(each.length, env, shapes))
+        scopes = [({**env, each.var: v}, shapes) for v in items]
+    out = []
+    for e, sh in scopes:
+        dims: list[int] = []
+        for d in each.dims:
+            if d.star:
+                dims.extend(env[d.expr.name])
+            elif isinstance(d.expr, Free):
+                dims.append(rng.randint(low, 4))
+            else:
+                dims.append(evaluate(d.expr, e, sh))
+        out.append(dims)
+    return out
 
 
 def evaluate(e, env: dict, shapes: dict[str, list[int]]) -> int:
@@ -1128,6 +1171,20 @@ def misuse_cases(decl: Declaration, dtype, *, prepare: Callable[[dict], dict] | 
         add(f"{element} as {bad}", {**v, a.name: [*xs[:k], xs[k].to(bad)]}, names)
         if len(_flat(list(v.values()))) > 1:  # (the only tensor on meta is a call of the meta kernel, no misuse)
             add(f"{element} on meta", {**v, a.name: [*xs[:k], xs[k].to("meta")]}, names)
+    # tensor lists shaped after another: one element short, and the last element with one
+    # more dimension (messages name the list, or the element)
+    for a in decl.schema.arguments:
+        sh = decl.shape_of(a.name)
+        if sh is None or sh.each is None or a.name in outs:
+            continue
+        v = values(given=True)
+        xs = list(v[a.name])
+        if not xs:
+            continue
+        add(f"{a.name} one tensor short", {**v, a.name: xs[:-1]}, (a.name,))
+        k = len(xs) - 1
+        if xs[k] is not None:
+            add(f"{a.name}[{k}] of another shape", {**v, a.name: [*xs[:k], xs[k].unsqueeze(-1)]}, (f"{a.name}[{k}]",))
     # layouts: non-contiguous copies of every input (optional ones given, the elements of
     # tensor lists too), and inputs expanded from one element; every dimension 2 or more, so
     # that each tensor has a layout
@@ -1237,7 +1294,7 @@ def _sizes_from_two(decl: Declaration, rng: random.Random) -> dict[str, Any]:
     env: dict[str, Any] = {_MIN_FREE_SIZE: 2}
     for a in decl.schema.arguments:
         shape = decl.shape_of(a.name)
-        if shape is None or shape.whole is not None:
+        if shape is None or shape.dims is None:
             continue
         for d in shape.dims:
             if isinstance(d.expr, Var) and d.expr.name not in env:
@@ -1279,7 +1336,7 @@ def _wrong_dtype(decl: Declaration, name: str, current, out: bool):
 
 def _is_run(decl: Declaration, name: str) -> bool:
     return any(d.star and d.expr.name == name for a in decl.tensor_inputs
-               for d in (decl.shape_of(a.name).dims if decl.shape_of(a.name) and decl.shape_of(a.name).whole is None else ()))
+               for d in ((decl.shape_of(a.name).dims or ()) if decl.shape_of(a.name) else ()))
 
 
 def _each_tensor(x, fn):

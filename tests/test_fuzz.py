@@ -355,7 +355,11 @@ def dtype_declarations(draw):
         entry["dtype"] = rules
     if names and draw(st.booleans()):  # shape rules for some arguments and returns, or none; runs in lists
         shape = {n: draw(st.sampled_from([["N"], ["N", "_"], ["*S"], "t0.shape", ["*S", "N"], ["N", "*S"],
-                                          ["2 * N", "*S"], "t0[0].shape"]))
+                                          ["2 * N", "*S"], "t0[0].shape",
+                                          # a list shaped after another (issue 36): its length and elements
+                                          "[p.shape for p in t0]", "[p.shape for p in t1]", "[[] for p in t0]",
+                                          "[[p.size(0), _, *S] for p in t0]", "[[i, N] for i in range(n)]",
+                                          "[[?m] for p in t0]", "[p.size(0) for p in t0]"]))
                  for n in names if draw(st.booleans())}
         shape.update({r: draw(st.sampled_from([["N"], "t0.shape", ["n"], ["?m"], ["*S"], ["len(t0)", "*S"],
                                                ["sum(t.size(0) for t in t0)", "*S"], "[[N] for t in t0]",

@@ -49,7 +49,9 @@ def checks_function(schema: str, spec: dict):
     src = (f"def f({', '.join(a.name for a in s.arguments)}):\n"
            + "".join(f"    {line}\n" for line in lines)
            + f"    return {{{', '.join(f'{n!r}: {n}' for n in names)}}}, [{', '.join(outs)}]\n")
-    scope = {"torch": torch}
+    from opwrap_codegen import pyruntime  # the fake kernels' _runtime
+
+    scope = {"torch": torch, "_runtime": pyruntime}
     exec(compile(src, "<checks>", "exec"), scope)
     return scope["f"]
 
@@ -63,6 +65,7 @@ def raises(f, *args, match: str):
 # ------------------------------------------------------------------------------ declaration errors
 
 K = "  dtypes: [float32]\n"
+LISTS = "- func: f(Tensor[] xs, Tensor[] ys, Tensor?[] ws, int[] sizes) -> Tensor\n" + K + "  shape: "
 
 
 @pytest.mark.parametrize("yaml_text, expected", [
@@ -115,11 +118,31 @@ K = "  dtypes: [float32]\n"
     ("- func: f(Tensor x) -> Tensor[]\n" + K + "  shape: {x: [N], result: [N]}\n",
      "declarations/ops.yaml:3:27: error: 'result' is a Tensor[] return: its shape is a list comprehension"),
     ("- func: f(Tensor x) -> Tensor\n" + K + "  shape: {x: [N], result: '[[N] for i in range(2)]'}\n",
-     "declarations/ops.yaml:3:28: error: a list comprehension is the shape of a Tensor[] return; 'result' is not one"),
+     "declarations/ops.yaml:3:28: error: a list comprehension is the shape of a Tensor[] return or a tensor list "
+     "argument; 'result' is neither"),
     ("- func: f(Tensor x, int n) -> Tensor[]\n" + K + "  shape: {x: [N], result: '[[N, M] for i in range(n)]'}\n",
      "declarations/ops.yaml:3:33: error: unknown dimension 'M'"),
     ("- func: f(Tensor x, Tensor?[] ts) -> Tensor[]\n" + K + "  shape: {x: [N], result: '[[N] for t in ts]'}\n",
      "declarations/ops.yaml:3:42: error: 'ts' may hold None; a Tensor[] return's shapes come from a Tensor[] argument"),
+    # input lists shaped after another list
+    (LISTS + "{xs: [N], ys: '[p.shape for p in ys]', result: [N]}\n",
+     "declarations/ops.yaml:3:43: error: 'ys' cannot take its shapes from its own elements; name another list"),
+    (LISTS + "{xs: [N], ys: '[[?n] for p in xs]', result: [N]}\n",
+     "declarations/ops.yaml:3:27: error: 'ys' is an input: its sizes are known, and a '?' size (data-dependent) is an "
+     "output's"),
+    (LISTS + "{xs: [N], ys: '[p.size(0) for p in xs]', result: [N]}\n",
+     "declarations/ops.yaml:3:25: error: a tensor list's shape per element is a list comprehension over another list, "
+     "as in \"[p.shape for p in params]\" or \"[[s, D] for s in sizes]\""),
+    (LISTS + "{xs: [N], ys: '[[M, p.size(0)] for p in xs]', result: [N]}\n",
+     "declarations/ops.yaml:3:27: error: unknown dimension 'M'"),
+    (LISTS + "{xs: [N], ys: '[s.shape for s in sizes]', result: [N]}\n",
+     "declarations/ops.yaml:3:26: error: 's.shape': an element's whole shape is the shape of the loop's tensor, as in "
+     "[p.shape for p in params]; else list its dimensions"),
+    (LISTS + "{xs: [N], ys: '[p.shape for p in ws]', result: [N]}\n",
+     "declarations/ops.yaml:3:43: error: 'ws' may hold None; an input list's shapes come from a Tensor[] argument"),
+    (LISTS + "{xs: [N], ys: 'xs.shape', result: [N]}\n",
+     "declarations/ops.yaml:3:25: error: 'ys' is a tensor list: its shape is a list of dimensions that every element "
+     "has, as in [_, D], or one shape per element, as in \"[p.shape for p in params]\""),
 ])
 def test_bad_shape_rule(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
@@ -285,6 +308,11 @@ CPP_CASES = [
     ("runs(Tensor[] xs, Tensor?[] ys, Tensor? b) -> Tensor",
      {"xs": ["*S", "D"], "ys": ["N", "*S", "D"], "b": ["*S"], "result": ["len(xs)", "*S", "D"]},
      "at::TensorList xs, const c10::List<std::optional<at::Tensor>>& ys, const std::optional<at::Tensor>& b"),
+    ("after(Tensor[] xs, Tensor[] ys, Tensor?[] ws, int[] sizes, Tensor[] zs, int n, Tensor[] rs) -> Tensor",
+     {"xs": ["_", "*S"], "ys": "[p.shape for p in xs]", "ws": "[[] for p in xs]", "zs": "[[s, _] for s in sizes]",
+      "rs": "[[i + 1, _, *S] for i in range(n)]", "result": ["len(xs)"]},
+     "at::TensorList xs, at::TensorList ys, const c10::List<std::optional<at::Tensor>>& ws, c10::IntArrayRef sizes, "
+     "at::TensorList zs, int64_t n, at::TensorList rs"),
 ]
 
 
@@ -306,6 +334,30 @@ def test_cpp_renderings_compile(tmp_path):
             body.append(f"  const std::vector<int64_t> shape = {S.cpp_output_shape(out)};")
         body.append("}")
     src = tmp_path / "renderings.cpp"
+    src.write_text("\n".join(body) + "\n")
+    r = subprocess.run([os.environ.get("CXX", "c++"), "-std=c++20", "-fsyntax-only", f"-I{ROOT / 'runtime' / 'include'}",
+                        *(f"-I{p}" for p in include_paths()), str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+
+
+@pytest.mark.slow(10)
+def test_stable_renderings_of_lists_shaped_after_another_compile(tmp_path):
+    """The same checks' C++ against the stable-ABI runtime (<opwrap/stable/runtime.h>), whose
+    Tensor[] is a std::vector of torch::stable::Tensor and int[] a header-only array."""
+    from torch.utils.cpp_extension import include_paths
+
+    s, plan, errors = plan_of("after(Tensor[] xs, Tensor[] ys, Tensor[] ws, int[] sizes, Tensor[] zs, int n, "
+                              "Tensor[] rs) -> Tensor",
+                              {"xs": ["_", "*S"], "ys": "[p.shape for p in xs]", "ws": "[[] for p in xs]",
+                               "zs": "[[s, _] for s in sizes]", "rs": "[[i + 1, _, *S] for i in range(n)]",
+                               "result": ["len(xs)"]})
+    assert not errors, errors
+    v = "const std::vector<opwrap::rt::Tensor>&"
+    body = ["#include <opwrap/stable/runtime.h>",
+            f"void f({v} xs, {v} ys, {v} ws, torch::headeronly::IntHeaderOnlyArrayRef sizes, {v} zs, int64_t n, "
+            f"{v} rs) {{", '  const char* kOp = "op";',
+            *("  " + line for line in S.cpp_input_checks(plan, "kOp", s)), "}"]
+    src = tmp_path / "stable.cpp"
     src.write_text("\n".join(body) + "\n")
     r = subprocess.run([os.environ.get("CXX", "c++"), "-std=c++20", "-fsyntax-only", f"-I{ROOT / 'runtime' / 'include'}",
                         *(f"-I{p}" for p in include_paths()), str(src)], capture_output=True, text=True)
@@ -413,6 +465,31 @@ def test_runs_of_tensor_lists():
     f = checks_function("f(Tensor[] xs, Tensor[] ys) -> Tensor", {"xs": ["D"], "ys": ["D", "D + K"], "result": ["K"]})
     assert f([], [e(2, 5)]) == ({"D": 2, "K": 3}, [[3]])
     raises(f, [e(2)], [e(2, 5), e(2, 6)], match="argument 'ys[1]' has size 6 at dimension 1, but expected D + K = 5")
+
+
+def test_lists_shaped_after_another_list():
+    """`ys: "[p.shape for p in xs]"`: as many elements as xs, the i-th of xs[i]'s shape; the
+    dimensions form binds nothing and reads the loop's item (a tensor, an int[] item, an index)."""
+    f = checks_function("f(Tensor x, Tensor[] xs, Tensor[] ys, Tensor?[] ws, int[] sizes, Tensor[] zs, int n, "
+                        "Tensor[] rs) -> Tensor",
+                        {"x": ["D"], "xs": ["_", "*S"], "ys": "[p.shape for p in xs]", "ws": "[[] for p in xs]",
+                         "zs": "[[s, D] for s in sizes]", "rs": "[[i + 1, _, *S] for i in range(n)]",
+                         "result": ["len(xs)"]})
+    e = torch.empty
+    good = dict(x=e(5), xs=[e(2, 3), e(4, 3)], ys=[e(2, 3), e(4, 3)], ws=[None, e(())], sizes=[1, 2],
+                zs=[e(1, 5), e(2, 5)], n=2, rs=[e(1, 7, 3), e(2, 1, 3)])
+    assert f(**good) == ({"D": 5, "S": [3]}, [[2]])
+    for changed, match in [
+        (dict(ys=[e(2, 3)]), "argument 'ys' holds 1 tensor, but expected len(xs) = 2 (its shape is [p.shape for p in xs])"),
+        (dict(ys=[e(2, 3), e(3, 4)]), "argument 'ys[1]' has shape [3, 4], but expected xs[1].shape = [4, 3]"),
+        (dict(ws=[None, e(1)]), "argument 'ws[1]' must have 0 dimensions [], but got 1"),
+        (dict(zs=[e(1, 5), e(3, 5)]), "argument 'zs[1]' has size 3 at dimension 0, but expected s = 2"),
+        (dict(zs=[e(1, 5), e(2, 4)]), "argument 'zs[1]' has size 4 at dimension 1, but expected D = 5"),
+        (dict(rs=[e(1, 7, 3)]), "argument 'rs' holds 1 tensor, but expected n = 2"),
+        (dict(rs=[e(1, 7, 3), e(1, 1, 3)]), "argument 'rs[1]' has size 1 at dimension 0, but expected i + 1 = 2"),
+        (dict(rs=[e(1, 7, 3), e(2, 1, 4)]), "argument 'rs[1]' has dimensions [4] where *S = [3] was expected"),
+    ]:
+        raises(f, *{**good, **changed}.values(), match=match)
 
 
 def test_python_list_outputs_run():

@@ -178,10 +178,14 @@ class Reduction:
 
 @dataclass(frozen=True)
 class ListShape:
-    """A `Tensor[]` return's shapes: `[<dims> for <var> in <source>]`.  `kind` is "index"
-    (`range(length)`: `var` an int from 0), "int" (an int[] argument: `var` its items) or
-    "tensor" (a Tensor[] argument: `var` its tensors); `length` is the number of elements,
-    a `Dynamic` when only the kernel knows it (`range(?n)`)."""
+    """A `Tensor[]` return's shapes, or an input tensor list's: `[<dims> for <var> in
+    <source>]`.  `kind` is "index" (`range(length)`: `var` an int from 0), "int" (an int[]
+    argument: `var` its items) or "tensor" (a Tensor[] argument: `var` its tensors);
+    `length` is the number of elements, a `Dynamic` when only the kernel knows it
+    (`range(?n)`, a return's only).  An input list's rule is a contract: it holds `length`
+    tensors, element i of the shape the comprehension gives with `var` the source's i-th
+    item (`like`: `[p.shape for p in params]`, the shape of the source's i-th tensor); its
+    dimensions bind nothing (`_` any size), so every name in them is bound before."""
 
     var: str
     kind: str
@@ -189,6 +193,8 @@ class ListShape:
     length: Expr
     dims: tuple[Dim, ...]
     text: str
+    like: bool = False  # an input list's `[p.shape for p in params]`: each element the source element's shape
+    length_text: str = ""  # the length as the rule says it: `len(params)`, `n`
 
     @property
     def dynamic(self) -> bool:
@@ -435,16 +441,20 @@ def parse_shape(schema: FunctionSchema, target: str, value: object, loc: Loc, it
             return Shape(target, None, None, loc, _parse_list_shape(schema, value, loc, diag))
         if isinstance(value, str):
             p = _ExprParser(schema, diag, loc, value)
-            node = p.parse(value)
+            node = p.parse(_DYNAMIC.sub("_", value)) if in_list and not is_output else p.parse(value)
+            if isinstance(node, ast.ListComp) and in_list and not is_output:
+                return Shape(target, None, None, loc, _parse_list_shape(schema, value, loc, diag, input_list=target))
             if isinstance(node, ast.ListComp):
-                raise _ShapeError(loc, f"a list comprehension is the shape of a Tensor[] return; '{target}' is not one")
+                raise _ShapeError(loc, "a list comprehension is the shape of a Tensor[] return or a tensor list "
+                                  f"argument; '{target}' is neither")
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "reduce":
                 if not is_output:
                     raise _ShapeError(loc, f"reduce(...) is the shape of an output; '{target}' is an input")
                 return Shape(target, None, None, loc, reduce=_parse_reduction(p, node, value, loc))
             if in_list:
                 raise _ShapeError(loc, f"'{target}' is a tensor list: its shape is a list of dimensions that every "
-                                  "element has, as in [_, D]")
+                                  "element has, as in [_, D], or one shape per element, as in "
+                                  "\"[p.shape for p in params]\"")
             if isinstance(node, ast.Attribute) and node.attr == "shape":
                 return Shape(target, None, WholeShape(p.tensor_arg(node.value), True, value, loc), loc)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sizes" \
@@ -523,23 +533,48 @@ def _parse_dim(schema: FunctionSchema, item: object, iloc: Loc, is_output: bool,
     return Dim(p.expr(p.parse(text)), False, stripped, iloc)
 
 
-def _parse_list_shape(schema: FunctionSchema, value: str, loc: Loc, diag: Diagnostics) -> ListShape:
-    """`[[<dims>] for <var> in <iterable>]`, with `?name` a data-dependent size."""
+def _parse_list_shape(schema: FunctionSchema, value: str, loc: Loc, diag: Diagnostics,
+                      input_list: str | None = None) -> ListShape:
+    """`[[<dims>] for <var> in <iterable>]`, with `?name` a data-dependent size (a return's);
+    for `input_list`, an input tensor list, also `[<var>.shape for <var> in <tensor list>]`
+    and `_` dimensions."""
     stripped = value.strip()
     lead = len(value) - len(value.lstrip())
     cols = frozenset(m.start() for m in _DYNAMIC.finditer(stripped))
     text = _DYNAMIC.sub("_", stripped)  # `?n` -> `_n`, same length: the columns stay right
+    if input_list is not None and cols:
+        raise _ShapeError(loc.shifted(lead + min(cols)), f"'{input_list}' is an input: its sizes are known, and a "
+                          "'?' size (data-dependent) is an output's")
     p = _ExprParser(schema, diag, loc.shifted(lead), text, cols)
     node = p.parse(text)
-    if not isinstance(node, ast.ListComp) or len(node.generators) != 1 or not isinstance(node.elt, ast.List):
+    element = "[[<dims>] for t in tensors] or [t.shape for t in tensors]" if input_list else "[[<dims>] for ...]"
+    like = (input_list is not None and isinstance(node, ast.ListComp) and isinstance(node.elt, ast.Attribute)
+            and node.elt.attr == "shape")
+    if not isinstance(node, ast.ListComp) or len(node.generators) != 1 or not (isinstance(node.elt, ast.List) or like):
+        if input_list is not None:
+            raise _ShapeError(loc, f"a tensor list's shape per element is a list comprehension over another list, "
+                              f"as in \"[p.shape for p in params]\" or \"[[s, D] for s in sizes]\" ({element})")
         raise _ShapeError(loc, "a Tensor[] return's shape is a list comprehension with one shape per element, "
                           "as in \"[[N // chunks, D] for i in range(chunks)]\"")
-    var, kind, source, length = p.comprehension(node.generators[0], node)
+    gen = node.generators[0]
+    var, kind, source, length = p.comprehension(gen, node)
+    what = "an input list's" if input_list is not None else "a Tensor[] return's"
     if kind == "tensor":
         a = schema.argument(source)
         if isinstance(a.type, ListType) and not is_tensor(a.type.elem):
-            raise _ShapeError(loc.shifted(lead + node.generators[0].iter.col_offset),
-                              f"'{source}' may hold None; a Tensor[] return's shapes come from a Tensor[] argument")
+            raise _ShapeError(loc.shifted(lead + gen.iter.col_offset),
+                              f"'{source}' may hold None; {what} shapes come from a Tensor[] argument")
+    if input_list is not None and source == input_list:
+        raise _ShapeError(loc.shifted(lead + gen.iter.col_offset),
+                          f"'{input_list}' cannot take its shapes from its own elements; name another list")
+    length_text = (f"len({source})" if kind != "index" else
+                   ast.get_source_segment(text, gen.iter.args[0]) or ast.unparse(gen.iter.args[0]))
+    if like:
+        if not (isinstance(node.elt.value, ast.Name) and node.elt.value.id == var and kind == "tensor"):
+            raise _ShapeError(loc.shifted(lead + node.elt.col_offset),
+                              f"'{ast.unparse(node.elt)}': an element's whole shape is the shape of the loop's "
+                              f"tensor, as in [p.shape for p in params]; else list its dimensions ({element})")
+        return ListShape(var, kind, source, length, (), stripped, True, length_text)
     p.locals[var] = kind
     dims = []
     for item in node.elt.elts:
@@ -549,12 +584,15 @@ def _parse_list_shape(schema: FunctionSchema, value: str, loc: Loc, diag: Diagno
                 raise _ShapeError(iloc, "'*' must be followed by a dimension-run name, as in *batch")
             dims.append(Dim(Var(item.value.id), True, f"*{item.value.id}", iloc))
             continue
+        if input_list is not None and isinstance(item, ast.Name) and item.id == "_":
+            dims.append(Dim(Free(), False, "_", iloc))
+            continue
         sub = _ExprParser(schema, diag, loc.shifted(lead), text, cols)
         sub.locals = p.locals
         dims.append(Dim(sub.expr(item), False, ast.get_source_segment(value.strip(), item) or ast.unparse(item), iloc))
     if sum(d.star for d in dims) > 1:
         raise _ShapeError([d for d in dims if d.star][1].loc, "a shape may have at most one '*' run of dimensions")
-    return ListShape(var, kind, source, length, tuple(dims), stripped)
+    return ListShape(var, kind, source, length, tuple(dims), stripped, False, length_text)
 
 
 # ------------------------------------------------------------------------------ analysis
@@ -595,15 +633,17 @@ class ShapePlan:
 
 def _order(schema: FunctionSchema, shapes: Mapping[str, Shape]) -> list[tuple[object, Shape, str]]:
     """(argument, shape, kind) of the input contracts in check order; kind is "required",
-    "list" or "optional"."""
-    groups: dict[str, list] = {"required": [], "list": [], "optional": []}
+    "list", "each" (a tensor list with one shape per element, from another list: after every
+    other list, since it binds nothing and may use what they bind) or "optional"."""
+    groups: dict[str, list] = {"required": [], "list": [], "each": [], "optional": []}
     for a in schema.arguments:
         s = shapes.get(a.name)
         if s is None:
             continue
-        kind = "list" if is_tensor_list(unwrap_optional(a.type)) else "optional" if a.is_optional else "required"
+        kind = ("each" if s.each is not None else "list") if is_tensor_list(unwrap_optional(a.type)) else \
+            "optional" if a.is_optional else "required"
         groups[kind].append((a, s, kind))
-    return groups["required"] + groups["list"] + groups["optional"]
+    return groups["required"] + groups["list"] + groups["each"] + groups["optional"]
 
 
 def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tuple[str, ...],
@@ -650,6 +690,9 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
 
     for a, s, kind in _order(schema, shapes):
         inputs.append(s)
+        if s.each is not None:
+            _use_each(s, use, bindings, diag)
+            continue
         if s.whole is not None:
             if s.whole.source == a.name:
                 diag.error(s.loc, f"the shape of '{a.name}' cannot be its own shape")
@@ -728,21 +771,10 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
         if s.reduce is not None:
             use(TensorSize(s.reduce.tensor, Num(0)), s.loc, False, None)
         if s.each is not None:
-            use(s.each.length, s.loc, False, None)
-            loop = {s.each.var}
-            if s.each.var in bindings:
-                diag.error(s.loc, f"the loop variable '{s.each.var}' is also a dimension name; name it otherwise")
-        for d in (s.each.dims if s.each is not None else s.dims or ()):
-            if s.each is not None:
-                for v in names_in(d.expr):
-                    if v in loop:
-                        continue
-                    use(Var(v), d.loc, d.star, None)
-                for t in tensors_in(d.expr):
-                    if t != s.each.var:
-                        use(TensorSize(t, Num(0)), d.loc, False, None)
-            else:
-                use(d.expr, d.loc, d.star, None)
+            _use_each(s, use, bindings, diag)
+            continue
+        for d in s.dims or ():
+            use(d.expr, d.loc, d.star, None)
     for e, loc in uses:
         if isinstance(e, Free):
             diag.error(loc, "'_' (a dimension of any size) is for input shapes; a bound must be known")
@@ -752,6 +784,24 @@ def analyze(schema: FunctionSchema, shapes: dict[str, Shape], output_names: tupl
             use(e, loc, False, None)
     return ShapePlan(tuple(inputs), tuple(outputs), tuple(bindings.values()),
                      tuple(_required_after(needed, binders)))
+
+
+def _use_each(s: Shape, use, bindings: Mapping[str, Binding], diag: Diagnostics) -> None:
+    """The names a list comprehension's shapes read (a Tensor[] return's, or an input list's,
+    whose dimensions bind nothing) must be bound: all but its loop variable."""
+    e = s.each
+    use(e.length, s.loc, False, None)
+    if e.var in bindings:
+        diag.error(s.loc, f"the loop variable '{e.var}' is also a dimension name; name it otherwise")
+    for d in e.dims:
+        if isinstance(d.expr, Free):
+            continue
+        for v in names_in(d.expr):
+            if v != e.var:
+                use(Var(v), d.loc, d.star, None)
+        for t in tensors_in(d.expr):
+            if t != e.var:
+                use(TensorSize(t, Num(0)), d.loc, False, None)
 
 
 def _required_after(needed: list[str], binders: dict[str, list[str]]) -> list[tuple[str, tuple[str, ...]]]:
@@ -968,7 +1018,7 @@ class _Step:
 @dataclass(frozen=True)
 class _Contract:
     arg: str
-    kind: str  # required | list | optional
+    kind: str  # required | list | each | optional
     shape: Shape
     steps: tuple[_Step, ...]
     declare: tuple[str, ...] = ()  # names this contract may bind at run time, declared unbound before it
@@ -985,6 +1035,18 @@ def _contracts(plan: ShapePlan, schema: FunctionSchema) -> list[_Contract]:
     for a, s, kind in _order(schema, {sh.target: sh for sh in plan.inputs}):
         steps: list[_Step] = []
         declare: list[str] = []
+        if s.each is not None:  # binds nothing: a check of each dimension it lists
+            dims = s.each.dims
+            star = next((i for i, d in enumerate(dims) if d.star), None)
+            if not s.each.like:
+                steps.append(_Step("rank", len(dims) - (star is not None), None, "at_least" if star is not None else ""))
+            for i, d in enumerate(dims):
+                if not isinstance(d.expr, Free):
+                    index = i if star is None or i < star else i - len(dims)
+                    steps.append(_Step("check_run" if d.star else "check", i if d.star else index, d,
+                                       d.expr.name if d.star else ""))
+            out.append(_Contract(a.name, kind, s, tuple(steps)))
+            continue
         if s.whole is None:
             count = len(s.dims)
             star = next((i for i, d in enumerate(s.dims) if d.star), None)
@@ -1061,12 +1123,14 @@ def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
         return names.get(name, name)
 
     lines: list[str] = []
+    outer = names
     for c in _contracts(plan, schema):
         arg = schema.argument(c.arg)
         s = c.shape
+        names = outer
         lines.extend((f"opwrap::rt::Run {n(v)};" if plan.binding(v).run else f"int64_t {n(v)} = -1;")
                      + f"  // bound by '{c.arg}' when given" for v in c.declare)
-        if c.kind == "list":
+        if c.kind in ("list", "each"):
             t, label = "opwrap_e", "opwrap_name.c_str()"
         else:
             t = names.get(c.arg + "?", n(c.arg) + "_") if arg.is_optional else n(c.arg)
@@ -1075,12 +1139,21 @@ def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
         if s.whole is not None:
             expected = f"{n(s.whole.source)}.sizes()" if s.whole.is_tensor else n(s.whole.source)
             body.append(f"opwrap::rt::check_shape({op}, {label}, {t}, {expected}, {cpp_string(s.whole.text)});")
-        count = len(s.dims or ())
+        count, spec = len(s.dims or ()), s.text
+        e = s.each
+        if e is not None:  # the loop variable is the source's item at the element's index
+            item = {"tensor": f"{n(e.source)}[opwrap_i]", "index": "static_cast<int64_t>(opwrap_i)",
+                    "int": f"opwrap::rt::list_item({n(e.source)}, static_cast<int64_t>(opwrap_i))"}[e.kind]
+            names = {**outer, e.var: item}
+            count, spec = len(e.dims), _element_text(e)
+            if e.like:
+                body.append(f"opwrap::rt::check_shape({op}, {label}, {t}, {item}.sizes(), "
+                            f"(opwrap::rt::element_name({cpp_string(e.source)}, opwrap_i) + \".shape\").c_str());")
         for st in c.steps:
             d = st.dim
             if st.kind == "rank":
                 body.append(f"opwrap::rt::check_rank({op}, {label}, {t}, {st.index}, "
-                            f"{'true' if st.var else 'false'}, {cpp_string(s.text)});")
+                            f"{'true' if st.var else 'false'}, {cpp_string(spec)});")
             elif st.kind == "bind_run":
                 body.append(f"const std::vector<int64_t> {n(st.var)} = {t}.sizes().slice({st.index}, "
                             f"{t}.dim() - {count - 1}).vec();")
@@ -1107,7 +1180,10 @@ def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
             else:
                 body.append(f"opwrap::rt::check_size({op}, {label}, {t}, {st.index}, {render_cpp(d.expr, names)}, "
                             f"{cpp_string(d.text)});")
-        if c.kind == "list":
+        if e is not None:
+            lines.append(f"opwrap::rt::check_list_input_length({op}, {cpp_string(c.arg)}, {n(c.arg)}.size(), "
+                         f"{render_cpp(e.length, outer)}, {cpp_string(e.length_text)}, {cpp_string(e.text)});")
+        if c.kind in ("list", "each"):
             lines.append(f"for (size_t opwrap_i = 0; opwrap_i < {n(c.arg)}.size(); ++opwrap_i) {{")
             lines.append(f"  const auto& opwrap_e = opwrap::rt::element({n(c.arg)}, opwrap_i);  // a tensor of either target")
             lines.append("  if (!opwrap_e.defined()) continue;")
@@ -1121,6 +1197,11 @@ def cpp_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
     return lines
 
 
+def _element_text(e: ListShape) -> str:
+    """An input list's element shape as the rule spells it: `[_, p.size(0)]`."""
+    return "[" + ", ".join(d.text for d in e.dims) + "]"
+
+
 def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
                         names: Mapping[str, str] | None = None) -> list[str]:
     """The same contracts as `cpp_input_checks`, as `torch._check` calls for a fake kernel:
@@ -1132,11 +1213,13 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
         return names.get(name, name)
 
     lines: list[str] = []
+    outer = names
     for k, c in enumerate(_contracts(plan, schema)):
         arg = schema.argument(c.arg)
         s = c.shape
+        names = outer
         lines.extend(f"{n(v)} = None  # bound by '{c.arg}' when given" for v in c.declare)
-        if c.kind == "list":
+        if c.kind in ("list", "each"):
             t, label = f"_e{k}", f"{c.arg}[{{_i{k}}}]"
         else:
             t, label = n(c.arg), c.arg
@@ -1146,7 +1229,16 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
             expected = f"list({source}.shape)" if s.whole.is_tensor else f"list({source})"
             body.append(f"torch._check(list({t}.shape) == {expected}, lambda: f\"{op}: argument '{label}' has shape "
                         f"{{list({t}.shape)}}, but expected {_py_escape(s.whole.text)} = {{{expected}}}\")")
-        count = len(s.dims or ())
+        count, spec = len(s.dims or ()), s.text
+        e = s.each
+        if e is not None:  # the loop variable is the source's item at the element's index
+            item = f"_i{k}" if e.kind == "index" else f"{n(e.source)}[_i{k}]"
+            names = {**outer, e.var: item}
+            count, spec = len(e.dims), _element_text(e)
+            if e.like:
+                expected = f"list({item}.shape)"
+                body.append(f"torch._check(list({t}.shape) == {expected}, lambda: f\"{op}: argument '{label}' has "
+                            f"shape {{list({t}.shape)}}, but expected {e.source}[{{_i{k}}}].shape = {{{expected}}}\")")
 
         def at(index: int) -> str:  # a dimension after a run counts from the back: its index as C++ prints it
             return str(index) if index >= 0 else f"{{{t}.dim() - {-index}}}"
@@ -1176,7 +1268,7 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
             if st.kind == "rank":
                 cmp, words = (">=", "at least ") if st.var else ("==", "")
                 body.append(f"torch._check({t}.dim() {cmp} {st.index}, lambda: f\"{op}: argument '{label}' must have "
-                            f"{words}{st.index} dimensions {_py_escape(s.text)}, but got {{{t}.dim()}}\")")
+                            f"{words}{st.index} dimensions {_py_escape(spec)}, but got {{{t}.dim()}}\")")
             elif st.kind == "bind_run":
                 body.append(f"{n(st.var)} = list({t}.shape[{st.index}:{t}.dim() - {count - 1 - st.index}])")
             elif st.kind in ("check_run", "maybe_bind_run"):
@@ -1199,7 +1291,10 @@ def python_input_checks(plan: ShapePlan, op: str, schema: FunctionSchema,
                 body.append("    " + size_check(st.index, render_python(d.expr, names), d.text))
             else:
                 body.append(size_check(st.index, render_python(d.expr, names), d.text))
-        if c.kind == "list":
+        if e is not None:
+            lines.append(f"_runtime.check_list_input_length({op!r}, {c.arg!r}, {n(c.arg)}, "
+                         f"{render_python(e.length, outer)}, {e.length_text!r}, {e.text!r})")
+        if c.kind in ("list", "each"):
             lines.append(f"for _i{k}, _e{k} in enumerate({n(c.arg)}):")
             lines.append(f"    if _e{k} is None:")
             lines.append("        continue")

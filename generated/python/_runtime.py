@@ -306,6 +306,16 @@ def check_list(op: str, name: str, ts: Sequence[torch.Tensor | None], allowed: t
                    f"'{first_name}' is on {first.device}")
 
 
+def check_list_input_length(op: str, name: str, ts: Sequence[Any], expected: Any, what: str, rule: str) -> None:
+    """An input tensor list whose shape rule gives one shape per element of another list
+    (`grads: "[p.shape for p in params]"`) holds as many tensors as that rule's length
+    (opwrap::rt::check_list_input_length's message)."""
+    n = len(ts)
+    shown = what if what == str(expected) else f"{what} = {expected}"
+    _check(n == expected, lambda: f"{op}: argument '{name}' holds {n} tensor{'' if n == 1 else 's'}, but expected "
+           f"{shown} (its shape is {rule})")
+
+
 def first_named(names: Sequence[str], tensors: Sequence[Any]) -> tuple[torch.Tensor | None, str]:
     """The first tensor given among tensors, optional tensors and lists, and its name as the
     real wrapper gives it (the argument's, or the list's and the element's: `xs[2]`); None

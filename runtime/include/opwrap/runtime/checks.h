@@ -24,7 +24,8 @@
 
 namespace opwrap::rt {
 
-// list_item, shape_add/sub/mul, floordiv, concat, element_name, list_sum: the stable target's too.
+// list_item, shape_add/sub/mul, floordiv, concat, rule_value, element_name, list_sum,
+// check_list_input_length: the stable target's too.
 using IntArrayRef = c10::IntArrayRef;
 #define OPWRAP_RT_CHECK TORCH_CHECK
 #include <opwrap/shared/shape_arith.h>
@@ -123,12 +124,6 @@ inline void check_rank(const char* op, const char* arg, const at::Tensor& t, int
     TORCH_CHECK(t.dim() == rank, op, ": argument '", arg, "' must have ", rank, " dimension",
                 rank == 1 ? "" : "s", " ", spec, ", but got ", t.dim(), " (shape ", shape_str(t.sizes()), ")");
   }
-}
-
-// "what = value", or the value alone where the rule's text is that number ("expected 5", not
-// "expected 5 = 5").
-inline std::string rule_value(const char* what, const std::string& value) {
-  return value == what ? value : std::string(what) + " = " + value;
 }
 
 inline void check_size(const char* op, const char* arg, const at::Tensor& t, int64_t dim,

@@ -2,7 +2,9 @@
 // the +, - and * of shape expressions in int64 with overflow checked (a signed overflow is
 // undefined behaviour, and a wrapped size would be silently wrong; GCC's and Clang's builtins,
 // since c10::mul_overflows has a signed overload only in recent torch), floor division,
-// list indexing and concatenation of size lists.
+// list indexing and concatenation of size lists; and what the messages of both targets share:
+// a rule's text with its value, a list element's name, sums over a list, and the length of a
+// list shaped after another.
 //
 // Torch-free, and not a header of its own: <opwrap/runtime/checks.h> (the ATen target) and
 // <opwrap/stable/runtime.h> (the stable target) include it inside their namespace opwrap::rt,
@@ -45,6 +47,21 @@ inline std::vector<int64_t> concat(std::initializer_list<IntArrayRef> pieces) {
   std::vector<int64_t> out;
   for (IntArrayRef p : pieces) out.insert(out.end(), p.begin(), p.end());
   return out;
+}
+
+// "what = value", or the value alone where the rule's text is that number ("expected 5", not
+// "expected 5 = 5").
+inline std::string rule_value(const char* what, const std::string& value) {
+  return value == what ? value : std::string(what) + " = " + value;
+}
+
+// An input tensor list whose shape rule gives one shape per element of another list
+// (`grads: "[p.shape for p in params]"`) holds as many tensors as that rule's length.
+inline void check_list_input_length(const char* op, const char* arg, size_t size, int64_t expected,
+                                    const char* what, const char* rule) {
+  OPWRAP_RT_CHECK(static_cast<int64_t>(size) == expected, op, ": argument '", arg, "' holds ", size, " tensor",
+                  size == 1 ? "" : "s", ", but expected ", rule_value(what, std::to_string(expected)),
+                  " (its shape is ", rule, ")");
 }
 
 // `tensors[2]`: the name of a list's element in messages.

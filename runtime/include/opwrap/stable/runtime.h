@@ -56,6 +56,12 @@ template <typename... Args>
     if (!(cond)) ::opwrap::rt::fail(__VA_ARGS__); \
   } while (0)
 
+// list_item, shape_add/sub/mul, floordiv, concat, rule_value, element_name, list_sum,
+// check_list_input_length: the ATen target's too.
+#define OPWRAP_RT_CHECK OPWRAP_STABLE_CHECK
+#include <opwrap/shared/shape_arith.h>
+#undef OPWRAP_RT_CHECK
+
 inline std::string shape_str(IntArrayRef sizes) {
   std::string out = "[";
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -140,10 +146,6 @@ inline void check_rank(const char* op, const char* arg, const Tensor& t, int64_t
   }
 }
 
-inline std::string rule_value(const char* what, const std::string& value) {
-  return value == what ? value : std::string(what) + " = " + value;
-}
-
 inline void check_size(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t expected,
                        const char* what) {
   const int64_t actual = t.size(dim);
@@ -209,11 +211,6 @@ inline std::optional<Tensor> contiguous(const char* op, const char* arg, const s
   if (!t.has_value() || !t->defined()) return std::nullopt;
   return contiguous(op, arg, *t);
 }
-
-// list_item, shape_add/sub/mul, floordiv, concat, element_name, list_sum: the ATen target's too.
-#define OPWRAP_RT_CHECK OPWRAP_STABLE_CHECK
-#include <opwrap/shared/shape_arith.h>
-#undef OPWRAP_RT_CHECK
 
 inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t a, int64_t b,
                            const char* what, const char* var) {
