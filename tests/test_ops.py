@@ -231,14 +231,49 @@ def test_adam_step_refuses_shared_memory_naming_the_arguments_and_elements():
     assert call(params=[params[0], torch.zeros(1).expand(4)]) == (
         "opwrap::adam_step: argument 'params[1]' is written in place, but some of its elements share memory "
         "(an expanded or stride-0 tensor); clone() it first")
-    # what the declaration cannot say, the kernel checks
-    assert call(grads=grads[:1]) == ("opwrap::adam_step: argument 'grads' holds 1 tensors, but expected one for "
-                                     "each of the 2 tensors of 'params'")
+    # the shape rule: every list as long as params, its i-th elements of params[i]'s shape, 0-d steps
+    assert call(grads=grads[:1]) == ("opwrap::adam_step: argument 'grads' holds 1 tensor, but expected len(params) = 2 "
+                                     "(its shape is [p.shape for p in params])")
     assert call(exp_avgs=[exp_avgs[0], torch.zeros(5)]) == (
-        "opwrap::adam_step: argument 'exp_avgs[1]' has shape [5], but expected [4] (the shape of params[1])")
+        "opwrap::adam_step: argument 'exp_avgs[1]' has shape [5], but expected params[1].shape = [4]")
+    assert call(state_steps=[steps[0], torch.ones(1)]).startswith(
+        "opwrap::adam_step: argument 'state_steps[1]' must have 0 dimensions [], but got 1")
     assert "argument 'exp_avgs[1]' has dtype Double" in call(exp_avgs=[exp_avgs[0], exp_avgs[1].double()])
     # two reads of one tensor are fine
     ops.adam_step(params, exp_avgs, exp_avg_sqs, [grads[0], grads[1]], [steps[0], steps[0]], weight_decay=0.0, **ADAM)
+
+
+def test_adam_step_fake_kernel_refuses_what_the_real_one_does():
+    """The shape rule's checks (lengths, element shapes, 0-d steps) are one rule in both kernels:
+    the fake kernel (FakeTensorMode, as torch.compile and opcheck run it) raises the real
+    kernel's message."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    params, exp_avgs, exp_avg_sqs = _adam_state(torch.float32, shapes=((3,), (4, 2)))
+    grads, steps = [torch.randn(3), torch.randn(4, 2)], [torch.tensor(1.0), torch.tensor(1.0)]
+    good = dict(params=params, exp_avgs=exp_avgs, exp_avg_sqs=exp_avg_sqs, grads=grads, state_steps=steps)
+    cases = {
+        "opwrap::adam_step: argument 'exp_avg_sqs' holds 3 tensors, but expected len(params) = 2 (its shape is "
+        "[p.shape for p in params])": dict(exp_avg_sqs=[*exp_avg_sqs, torch.zeros(3)]),
+        "opwrap::adam_step: argument 'grads[1]' has shape [2, 4], but expected params[1].shape = [4, 2]":
+            dict(grads=[grads[0], torch.randn(2, 4)]),
+        "opwrap::adam_step: argument 'state_steps' holds 1 tensor, but expected len(params) = 2 (its shape is "
+        "[[] for p in params])": dict(state_steps=steps[:1]),
+        "opwrap::adam_step: argument 'state_steps[0]' must have 0 dimensions [], but got 1":
+            dict(state_steps=[torch.ones(1), steps[1]]),
+    }
+    for expected, changed in cases.items():
+        args = {**good, **changed}
+        with pytest.raises(RuntimeError) as real:
+            ops.adam_step(*args.values(), weight_decay=0.0, **ADAM)
+        with FakeTensorMode() as mode, pytest.raises(RuntimeError) as fake:
+            fakes = {k: [mode.from_tensor(t) for t in v] for k, v in args.items()}
+            torch.ops.opwrap.adam_step(*fakes.values(), weight_decay=0.0, **ADAM)
+        assert str(real.value).splitlines()[0].startswith(expected), str(real.value)
+        assert str(fake.value).splitlines()[0].startswith(expected), str(fake.value)
+    with FakeTensorMode() as mode:  # a valid call passes
+        torch.ops.opwrap.adam_step(*({k: [mode.from_tensor(t) for t in v] for k, v in good.items()}).values(),
+                                   weight_decay=0.0, **ADAM)
 
 
 def test_adam_step_under_autograd_is_an_in_place_op():

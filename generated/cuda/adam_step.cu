@@ -26,6 +26,34 @@ void adam_step_cuda(at::TensorList params, at::TensorList exp_avgs, at::TensorLi
   const at::ScalarType state_steps_dtype = opwrap::rt::list_dtype(state_steps, at::ScalarType::Float);
   opwrap::rt::check_list(kOp, "state_steps", state_steps, c10::DeviceType::CUDA, first, given.name.c_str(), {at::ScalarType::Float}, "float32", state_steps_dtype, "state_steps[0]");
   const c10::cuda::CUDAGuard device_guard(first.device());
+  opwrap::rt::check_list_input_length(kOp, "exp_avgs", exp_avgs.size(), static_cast<int64_t>(params.size()), "len(params)", "[p.shape for p in params]");
+  for (size_t opwrap_i = 0; opwrap_i < exp_avgs.size(); ++opwrap_i) {
+    const auto& opwrap_e = opwrap::rt::element(exp_avgs, opwrap_i);  // a tensor of either target
+    if (!opwrap_e.defined()) continue;
+    const std::string opwrap_name = opwrap::rt::element_name("exp_avgs", opwrap_i);
+    opwrap::rt::check_shape(kOp, opwrap_name.c_str(), opwrap_e, params[opwrap_i].sizes(), (opwrap::rt::element_name("params", opwrap_i) + ".shape").c_str());
+  }
+  opwrap::rt::check_list_input_length(kOp, "exp_avg_sqs", exp_avg_sqs.size(), static_cast<int64_t>(params.size()), "len(params)", "[p.shape for p in params]");
+  for (size_t opwrap_i = 0; opwrap_i < exp_avg_sqs.size(); ++opwrap_i) {
+    const auto& opwrap_e = opwrap::rt::element(exp_avg_sqs, opwrap_i);  // a tensor of either target
+    if (!opwrap_e.defined()) continue;
+    const std::string opwrap_name = opwrap::rt::element_name("exp_avg_sqs", opwrap_i);
+    opwrap::rt::check_shape(kOp, opwrap_name.c_str(), opwrap_e, params[opwrap_i].sizes(), (opwrap::rt::element_name("params", opwrap_i) + ".shape").c_str());
+  }
+  opwrap::rt::check_list_input_length(kOp, "grads", grads.size(), static_cast<int64_t>(params.size()), "len(params)", "[p.shape for p in params]");
+  for (size_t opwrap_i = 0; opwrap_i < grads.size(); ++opwrap_i) {
+    const auto& opwrap_e = opwrap::rt::element(grads, opwrap_i);  // a tensor of either target
+    if (!opwrap_e.defined()) continue;
+    const std::string opwrap_name = opwrap::rt::element_name("grads", opwrap_i);
+    opwrap::rt::check_shape(kOp, opwrap_name.c_str(), opwrap_e, params[opwrap_i].sizes(), (opwrap::rt::element_name("params", opwrap_i) + ".shape").c_str());
+  }
+  opwrap::rt::check_list_input_length(kOp, "state_steps", state_steps.size(), static_cast<int64_t>(params.size()), "len(params)", "[[] for p in params]");
+  for (size_t opwrap_i = 0; opwrap_i < state_steps.size(); ++opwrap_i) {
+    const auto& opwrap_e = opwrap::rt::element(state_steps, opwrap_i);  // a tensor of either target
+    if (!opwrap_e.defined()) continue;
+    const std::string opwrap_name = opwrap::rt::element_name("state_steps", opwrap_i);
+    opwrap::rt::check_rank(kOp, opwrap_name.c_str(), opwrap_e, 0, false, "[]");
+  }
   opwrap::rt::check_no_overlaps(kOp, {{"params", true, params}, {"exp_avgs", true, exp_avgs}, {"exp_avg_sqs", true, exp_avg_sqs}, {"grads", false, grads}, {"state_steps", false, state_steps}});
   const opwrap::rt::ContiguousList params_c(kOp, "params", params);
   const opwrap::rt::ContiguousList exp_avgs_c(kOp, "exp_avgs", exp_avgs);

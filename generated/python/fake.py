@@ -16,6 +16,26 @@ def _adam_step_fake(params, exp_avgs, exp_avg_sqs, grads, state_steps, *, lr, be
     _runtime.check_list('opwrap::adam_step', 'exp_avg_sqs', exp_avg_sqs, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', 'params[0]', (params[0] if params else None), _given_name, _given)
     _runtime.check_list('opwrap::adam_step', 'grads', grads, (torch.float32, torch.float64, torch.bfloat16,), 'float32, float64, bfloat16', 'params[0]', (params[0] if params else None), _given_name, _given)
     _runtime.check_list('opwrap::adam_step', 'state_steps', state_steps, (torch.float32,), 'float32', '', None, _given_name, _given)
+    _runtime.check_list_input_length('opwrap::adam_step', 'exp_avgs', exp_avgs, len(params), 'len(params)', '[p.shape for p in params]')
+    for _i0, _e0 in enumerate(exp_avgs):
+        if _e0 is None:
+            continue
+        torch._check(list(_e0.shape) == list(params[_i0].shape), lambda: f"opwrap::adam_step: argument 'exp_avgs[{_i0}]' has shape {list(_e0.shape)}, but expected params[{_i0}].shape = {list(params[_i0].shape)}")
+    _runtime.check_list_input_length('opwrap::adam_step', 'exp_avg_sqs', exp_avg_sqs, len(params), 'len(params)', '[p.shape for p in params]')
+    for _i1, _e1 in enumerate(exp_avg_sqs):
+        if _e1 is None:
+            continue
+        torch._check(list(_e1.shape) == list(params[_i1].shape), lambda: f"opwrap::adam_step: argument 'exp_avg_sqs[{_i1}]' has shape {list(_e1.shape)}, but expected params[{_i1}].shape = {list(params[_i1].shape)}")
+    _runtime.check_list_input_length('opwrap::adam_step', 'grads', grads, len(params), 'len(params)', '[p.shape for p in params]')
+    for _i2, _e2 in enumerate(grads):
+        if _e2 is None:
+            continue
+        torch._check(list(_e2.shape) == list(params[_i2].shape), lambda: f"opwrap::adam_step: argument 'grads[{_i2}]' has shape {list(_e2.shape)}, but expected params[{_i2}].shape = {list(params[_i2].shape)}")
+    _runtime.check_list_input_length('opwrap::adam_step', 'state_steps', state_steps, len(params), 'len(params)', '[[] for p in params]')
+    for _i3, _e3 in enumerate(state_steps):
+        if _e3 is None:
+            continue
+        torch._check(_e3.dim() == 0, lambda: f"opwrap::adam_step: argument 'state_steps[{_i3}]' must have 0 dimensions [], but got {_e3.dim()}")
     _first = _runtime.first_given((params, exp_avgs, exp_avg_sqs, grads, state_steps,))
     return None
 

@@ -25,7 +25,6 @@ template <typename scalar_t, typename step_t>
 void adam_step_cuda(at::TensorList params, at::TensorList exp_avgs, at::TensorList exp_avg_sqs, at::TensorList grads,
                     at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay, double eps,
                     bool maximize) {
-  check_adam_lists(params, exp_avgs, exp_avg_sqs, grads, state_steps);
   for (size_t i = 0; i < params.size(); ++i) {
     rt::cuda::launch_elementwise(params[i].numel(), AdamStepCuda<scalar_t, step_t>{
         adam_update<scalar_t>(params[i], exp_avgs[i], exp_avg_sqs[i], grads[i], beta1, beta2, weight_decay, eps, maximize),

@@ -1,16 +1,15 @@
 // Hand-written kernel of opwrap::adam_step: one Adam step over lists of parameters, moments
 // and gradients, as torch._fused_adam_ computes it (amsgrad off).  The wrapper has checked
-// every element's device and dtype, that no written element shares memory with any other
-// element or argument, and passes contiguous elements (a non-contiguous written one is a copy
-// that the wrapper writes back).  What the declaration cannot say is checked here: the lists
-// have one length, the i-th elements one shape, and each step is one value.
+// every element's device and dtype, the shape rule (every list as long as params, the i-th
+// elements of params[i]'s shape, each step 0-d), that no written element shares memory with any
+// other element or argument, and passes contiguous elements (a non-contiguous written one is a
+// copy that the wrapper writes back).
 #pragma once
 
 #include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
-#include <opwrap/runtime/shape_str.h>
 
 #include <cmath>
 #include <cstdint>
@@ -74,30 +73,6 @@ AdamUpdate<scalar_t> adam_update(const at::Tensor& param, const at::Tensor& exp_
           static_cast<opmath_t>(beta2), static_cast<opmath_t>(weight_decay), static_cast<opmath_t>(eps), maximize};
 }
 
-// The lists have params' length, their i-th elements params[i]'s shape, and each step one value.
-inline void check_adam_lists(at::TensorList params, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-                             at::TensorList grads, at::TensorList state_steps) {
-  constexpr const char* kOp = "opwrap::adam_step";
-  const std::pair<const char*, at::TensorList> like_params[] = {
-      {"exp_avgs", exp_avgs}, {"exp_avg_sqs", exp_avg_sqs}, {"grads", grads}, {"state_steps", state_steps}};
-  for (const auto& [name, list] : like_params) {
-    TORCH_CHECK(list.size() == params.size(), kOp, ": argument '", name, "' holds ", list.size(),
-                " tensors, but expected one for each of the ", params.size(), " tensors of 'params'");
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    for (const auto& [name, list] : like_params) {
-      if (list.data() == state_steps.data()) {
-        TORCH_CHECK(list[i].numel() == 1, kOp, ": argument 'state_steps[", i, "]' has shape ",
-                    rt::shape_str(list[i].sizes()), ", but expected one value (the step count of params[", i, "])");
-      } else {
-        TORCH_CHECK(list[i].sizes() == params[i].sizes(), kOp, ": argument '", name, "[", i, "]' has shape ",
-                    rt::shape_str(list[i].sizes()), ", but expected ", rt::shape_str(params[i].sizes()),
-                    " (the shape of params[", i, "])");
-      }
-    }
-  }
-}
-
 #if OPWRAP_ADAM_AVX2
 // Eight floats from float or bfloat16 memory (a bfloat16 is a float's top half), and back (to
 // the nearest bfloat16, ties to even, a NaN a NaN: c10::BFloat16's rounding).
@@ -153,7 +128,6 @@ void adam_step_cpu(at::TensorList params, at::TensorList exp_avgs, at::TensorLis
                    at::TensorList state_steps, double lr, double beta1, double beta2, double weight_decay, double eps,
                    bool maximize) {
   using opmath_t = at::opmath_type<scalar_t>;
-  check_adam_lists(params, exp_avgs, exp_avg_sqs, grads, state_steps);
   for (size_t i = 0; i < params.size(); ++i) {
     const double t = static_cast<double>(*state_steps[i].const_data_ptr<step_t>());
     const AdamCoefficients c = AdamCoefficients::at_step(t, lr, beta1, beta2);
