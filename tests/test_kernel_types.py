@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from opwrap_codegen.api import types
-from opwrap_codegen.api.names import Scope
+from opwrap_codegen.core.names import Scope
 from opwrap_codegen.core.literals import cpp_string
 from opwrap_codegen.lang.schema import FunctionSchema
 from conftest import ROOT, run_codegen

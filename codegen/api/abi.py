@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..lang.schema import Argument
 from . import types
-from .names import cpp_ident
+from ..core.names import cpp_ident
 from .outputs import kernel_outputs, wrapper_outputs
 from .types import AbiRow, Binding, CType, ReturnRow
 

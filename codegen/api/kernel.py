@@ -3,7 +3,7 @@ makes, what it allocates, how it calls the kernel and what it returns.
 
 Every device plugin (cpu, cuda) and the pointwise plugin read this module; no plugin
 imports another.  Every name in the generated code is decided here: the wrapper's
-identifiers come from one `Scope` (codegen/api/names.py), so an argument named `dtype`,
+identifiers come from one `Scope` (codegen/core/names.py), so an argument named `dtype`,
 `default` or `kOp` cannot clash with a keyword or a local, and the symbols (`<op>_cpu`,
 the split-types instantiations) come from `symbols`.
 
@@ -26,7 +26,7 @@ from . import abi, types
 from .cpp import returns_type
 from .types import TENSOR, Binding, CType
 from .outputs import kernel_outputs, wrapper_outputs
-from .names import Scope, cpp_ident
+from ..core.names import Scope, cpp_ident
 from ..core.literals import cpp_string
 from ..core.targets import Device
 

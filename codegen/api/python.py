@@ -5,7 +5,7 @@
   the fake kernel makes a return the kernel itself computes (`fake` column).
 - Names: the Python identifier of every schema name.  A name that is a Python keyword
   (`from`, `lambda`) or that the generated module itself binds (`torch`, the wrapper
-  module's helpers) gets a trailing `_` (codegen/api/names.py).  The schema keeps its name:
+  module's helpers) gets a trailing `_` (codegen/core/names.py).  The schema keeps its name:
   `torch.ops.<ns>.<op>` takes it as a keyword (`**{"from": x}`); the typed wrapper takes
   the identifier (`from_=x`).  Op functions are renamed the same way (`ops.int_` for an op
   named `int`, which would hide the builtin in the module's annotations).
@@ -25,7 +25,7 @@ from typing import Iterable
 
 from ..lang.schema import Argument, BaseType, ClassType, FunctionSchema, ListType, OptionalType, Type, is_list_of_tensors, is_tensor, unwrap_optional
 from . import types
-from .names import py_ident
+from ..core.names import py_ident
 
 UnsupportedType = types.UnsupportedType
 

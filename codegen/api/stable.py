@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..lang.schema import Argument, BaseType, is_tensor, unwrap_optional
 from ..lang.shapes import cpp_input_checks, cpp_output_shape, render_cpp, variables
 from . import abi
-from .names import Scope
+from ..core.names import Scope
 from ..core.literals import cpp_string
 
 TENSOR = "torch::stable::Tensor"

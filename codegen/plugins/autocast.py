@@ -14,7 +14,7 @@ All autocast ops share one source, compiled in one of the CPU wrappers' units.""
 from __future__ import annotations
 
 from ..api import cpp
-from ..api.names import Scope
+from ..core.names import Scope
 from ..lang.schema import ListType, is_tensor, unwrap_optional
 from ..front.fields import Enum, Field
 from .base import Output, Plugin

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from ..api import cpp, types
 from ..api.aten_ops import header_of
 from ..api.kernel import tensor_arguments
-from ..api.names import Scope, cpp_ident
+from ..core.names import Scope, cpp_ident
 from ..core.literals import cpp_string
 from ..lang.derivatives import (LIST_METADATA, METADATA, NON_DIFFERENTIABLE, derived_forward, grad_names, has_forward,
                            is_tensor_list)

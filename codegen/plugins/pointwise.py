@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ..api import cpp, types
 from .base import Output, Plugin
 from ..api.kernel import device_checks, device_guard
-from ..api.names import CPP_KEYWORDS, camel_case
+from ..core.names import CPP_KEYWORDS, camel_case
 from ..core.literals import cpp_string
 from ..core.cuda_archs import arch_restriction
 from ..core.targets import CPU, CPU_CAPABILITIES, CUDA, Device

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..api import cpp, types
 from ..api import python as py
-from ..api.names import cpp_ident
+from ..core.names import cpp_ident
 from ..core.literals import cpp_string
 from ..lang.schema import Argument, BaseType, ListType, OptionalType, Return
 from .base import Output, Plugin

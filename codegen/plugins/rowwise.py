@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..api.types import Binding
 from ..api.kernel import kernel_function, kernel_parameters
-from ..api.names import CPP_KEYWORDS, camel_case
+from ..core.names import CPP_KEYWORDS, camel_case
 from ..core.targets import CPU, CPU_CAPABILITIES, CUDA
 from .base import Output, Plugin
 

@@ -1,6 +1,8 @@
 """Names in generated code: the one place that decides how a schema name (op, overload,
 argument, return) becomes a C++ or Python identifier.  (How text becomes a C++ or Python
-string literal is `codegen/core/literals.py`, below the shape language that writes them too.)
+string literal is `codegen/core/literals.py`.)  It sits in `core`, below the languages,
+because the pointwise and row-wise languages (codegen/lang) translate schema names into C++
+too.
 
 The schema language accepts names that are keywords of C++ or Python (`delete`, `int`,
 `default`, `from`, `lambda`) or that clash with the locals the generated code declares
