@@ -90,9 +90,10 @@ def kernel_binding(a: Argument, name: str) -> Binding:
     return Binding(name, CType.parse(types.kernel_type(a)), a.name)
 
 
-def kernel_parameters(decl) -> list[Binding]:
-    """The kernel's parameters, the arguments first, then the outputs the wrapper allocates."""
-    scope = Scope()
+def kernel_parameters(decl, scope: Scope | None = None) -> list[Binding]:
+    """The kernel's parameters, the arguments first, then the outputs the wrapper allocates;
+    named in `scope` where given (a generated kernel's, whose template declares names too)."""
+    scope = scope or Scope()
     params = [kernel_binding(a, scope.name(a.name)) for a in decl.schema.arguments]
     for _, o in wrapper_outputs(decl):
         params.append(Binding(scope.fresh(o.name), TENSOR.ref(), o.name))

@@ -17,6 +17,11 @@ that is a scalar (``float``, ``double``, ``int64_t``...) or an ``at::vec::Vector
 one, so the same text is the scalar CPU loop, the vectorized CPU loop and the CUDA loop:
 literals and scalar arguments become ``Tv(...)`` and functions are ``opwrap::pw::``
 overloads (``runtime/include/opwrap/runtime/pointwise.h``) for both kinds of value.
+
+A name is any name the schema allows (``default``, ``new``, ``Tv``, ``opwrap_out``): the
+translation names each argument and binding by a C++ identifier of its own (``idents``:
+``default_``), decided once here with codegen/core/names.py, away from C++'s keywords and
+the functor's own names (``FUNCTOR_NAMES``); the expression keeps the schema's names.
 """
 
 from __future__ import annotations
@@ -26,9 +31,13 @@ from dataclasses import dataclass
 
 from . import pysyntax
 from ..core.diagnostics import Diagnostics, Loc, did_you_mean
+from ..core.names import Scope
 from .schema import BaseType, FunctionSchema, is_tensor
 
 VALUE_TYPE = "Tv"  # the C++ value type the expression is written over
+# What the functor's template (templates/pointwise/op.h.j2) declares around the expression:
+# its type parameters.  Its locals (sincos pairs) are fresh names of the same scope.
+FUNCTOR_NAMES = (VALUE_TYPE, "opmath_t")
 
 
 @dataclass(frozen=True)
@@ -87,9 +96,16 @@ class Expression:
     bindings: tuple[tuple[str, str, str], ...]  # (name, C++ type, C++ expression), in order
     results: tuple[str, ...]  # C++ expression of each result, in the order of the schema's returns
     tensors: tuple[str, ...]  # the Tensor arguments, in schema order (the iterator's inputs)
-    scalars: tuple[tuple[str, str], ...]  # (argument, C++ conversion to opmath_t), in schema order
+    scalars: tuple[tuple[str, str], ...]  # (argument, C++ conversion of `{name}` to opmath_t), in schema order
     floating: bool  # uses a floating-point-only function or '/'
     loc: Loc
+    # The C++ identifier of each argument and binding in the functor (its operator()'s
+    # parameters, its members, its locals): the schema's name, or `default_` for `default`.
+    idents: tuple[tuple[str, str], ...] = ()
+
+    def ident(self, name: str) -> str:
+        """The C++ identifier of argument or binding `name` in the functor."""
+        return dict(self.idents)[name]
 
 
 class ExpressionError(Exception):
@@ -104,7 +120,7 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
     """Parse and check `text`.  `loc_at(line, col)` maps a 1-based line and 0-based column
     of the text to a declaration position.  Reports errors to `diag`; None when any."""
     try:
-        module = pysyntax.parse(text, mode="exec")
+        module = pysyntax.parse(text, mode="exec", names=[a.name for a in schema.arguments])
     except SyntaxError as e:
         diag.error(loc_at(e.lineno or 1, (e.offset or 1) - 1), f"invalid pointwise expression: {e.msg}")
         return None
@@ -121,9 +137,13 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
     try:
         assignments, values = statements(module, len(schema.returns), "pointwise expression", "expression")
         # Twice: the first pass finds the values whose sine and cosine are both taken, the
-        # second computes each pair with one sincos() (one range reduction, not two).
-        first = _translate(Translator({a.name for a in tensors}, {a.name for a in scalars}), assignments, values)
-        tr = Translator({a.name for a in tensors}, {a.name for a in scalars}, first.sincos_arguments())
+        # second computes each pair with one sincos() (one range reduction, not two).  Each
+        # names the arguments and bindings the same way, before any name of its own.
+        names = [a.name for a in schema.arguments] + [target.id for target, _ in assignments]
+        first = _translate(Translator({a.name for a in tensors}, {a.name for a in scalars}, scope=user_scope(names)),
+                           assignments, values)
+        scope = user_scope(names)
+        tr = Translator({a.name for a in tensors}, {a.name for a in scalars}, first.sincos_arguments(), scope)
         bindings, results = _translate(tr, assignments, values).output
     except ExpressionError as e:
         node = e.node
@@ -138,8 +158,18 @@ def parse(text: str, schema: FunctionSchema, loc_at, diag: Diagnostics) -> Expre
         return None
     return Expression(
         source=text, bindings=bindings, results=results, tensors=tuple(a.name for a in tensors),
-        scalars=tuple((a.name, SCALAR_TYPES[a.type.name].format(name=a.name)) for a in scalars if a.name in tr.used),
-        floating=tr.floating, loc=loc_at(1, 0))
+        scalars=tuple((a.name, SCALAR_TYPES[a.type.name]) for a in scalars if a.name in tr.used),
+        floating=tr.floating, loc=loc_at(1, 0), idents=tuple(scope.names.items()))
+
+
+def user_scope(names, reserved=FUNCTOR_NAMES) -> Scope:
+    """The scope of an expression's generated code with `names` (its arguments, then its
+    bindings: the schema's and the program's names) given their identifiers first, in order,
+    so that every name the translation adds (`scope.fresh`) keeps clear of them."""
+    scope = Scope(reserved)
+    for n in names:
+        scope.name(n)
+    return scope
 
 
 def _translate(tr: Translator, assignments: list, values: list) -> Translator:
@@ -148,10 +178,10 @@ def _translate(tr: Translator, assignments: list, values: list) -> Translator:
     bindings: list[tuple[str, str, str]] = []
     for target, value in assignments:
         name = target.id
-        if name in tr.names or name in FUNCTIONS or name == VALUE_TYPE:
+        if name in tr.names or name in FUNCTIONS:
             raise ExpressionError(target, f"'{name}' is already defined")
         cpp = tr.value(value)
-        bindings += tr.take_pending() + [(name, VALUE_TYPE, cpp)]
+        bindings += tr.take_pending() + [(tr.ident(name), VALUE_TYPE, cpp)]
         tr.names[name] = "binding"
     results = [tr.value(v) for v in values]
     tr.output = (tuple(bindings + tr.take_pending()), tuple(results))
@@ -185,9 +215,11 @@ _SINCOS = {"sin": 0, "cos": 1}
 
 class Translator:
     """An expression's AST to C++ over the op's tensors and scalars (the row-wise language
-    extends it)."""
+    extends it).  `scope` names every argument and binding in C++ (`user_scope`), and gives
+    the translation's own locals fresh names."""
 
-    def __init__(self, tensors: set[str], scalars: set[str], sincos: tuple[str, ...] = ()):
+    def __init__(self, tensors: set[str], scalars: set[str], sincos: tuple[str, ...] = (), scope: Scope | None = None):
+        self.scope = scope or user_scope(sorted(tensors | scalars))
         self.names: dict[str, str] = {**{n: "tensor" for n in tensors}, **{n: "scalar" for n in scalars}}
         self.used: set[str] = set()
         self.floating = False
@@ -195,10 +227,14 @@ class Translator:
         # once by a sincos() binding (named by its position here), made before the
         # statement that first needs it (`pending`).
         self.trig: set[tuple[str, str]] = set()
-        self.sincos = {arg: f"opwrap_sincos{i}" for i, arg in enumerate(sincos)}
+        self.sincos = {arg: self.scope.fresh(f"opwrap_sincos{i}") for i, arg in enumerate(sincos)}
         self.pending: list[tuple[str, str, str]] = []
         self.bound: set[str] = set()
         self.output: tuple[tuple[tuple[str, str, str], ...], tuple[str, ...]] = ((), ())
+
+    def ident(self, name: str) -> str:
+        """The C++ identifier of an argument or binding."""
+        return self.scope.name(name)
 
     def sincos_arguments(self) -> tuple[str, ...]:
         """The arguments whose sine and cosine are both taken, in a fixed order."""
@@ -220,7 +256,7 @@ class Translator:
                 raise ExpressionError(node, f"unknown name '{node.id}' in pointwise expression",
                              did_you_mean(node.id, list(self.names)))
             self.used.add(node.id)
-            return f"{VALUE_TYPE}({node.id})" if kind == "scalar" else node.id
+            return f"{VALUE_TYPE}({self.ident(node.id)})" if kind == "scalar" else self.ident(node.id)
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
                 return f"opwrap::pw::neg({self.value(node.operand)})"

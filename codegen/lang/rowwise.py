@@ -25,7 +25,10 @@ The program is compiled into *stages*: a reduction that uses the result of anoth
 a later pass over the row, and reductions that do not depend on each other share a pass
 (``mean(x)`` and ``mean(x * x)`` are one loop).  The generated code is a struct per op
 holding the row values, with one member function per element function; the CPU and CUDA
-loops (templates/rowwise/) call them over a scalar or an ``at::vec::Vectorized``.
+loops (templates/rowwise/) call them over a scalar or an ``at::vec::Vectorized``.  As in
+pointwise expressions, a name is any name the schema allows: each argument and binding has
+a C++ identifier of its own in the struct (``idents``), and every name the translation adds
+(members, functions) is a fresh one of the same scope.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ from dataclasses import dataclass, replace
 
 from . import pysyntax
 from ..core.diagnostics import Diagnostics, Loc, did_you_mean
-from .pointwise import ALIASES, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, ExpressionError, Translator, statements
+from .pointwise import (ALIASES, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, ExpressionError, Translator, statements,
+                        user_scope)
 from .schema import BaseType, FunctionSchema, is_tensor
 from .shapes import Shape
 
 # Reductions over the row: (identity's C++ text over opmath_t, the runtime's combiner).
 REDUCTIONS = {"sum": "Sum", "mean": "Sum", "max": "Max", "min": "Min"}
-PREFIX = "opwrap_"  # generated members; user names may not start with it
+PREFIX = "opwrap_"  # the names of generated members and functions start with it (fresh ones: see user_scope)
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class ElemFunction:
 
     name: str
     inputs: tuple[str, ...]  # the element tensors it reads (schema order), then the cached bindings
-    bindings: tuple[tuple[str, str], ...]  # the element bindings it needs, in order: (name, C++)
+    bindings: tuple[tuple[str, str], ...]  # the element bindings it needs, in order: (C++ identifier, C++)
     value: str  # C++ over Tv
 
 
@@ -82,13 +86,22 @@ class RowProgram:
     row_dims: int  # how many trailing dimensions a row spans
     reductions: tuple[Reduction, ...]
     steps: tuple[tuple[int, str, str], ...]  # row statements: (stage after which it runs, member, C++)
-    bindings: tuple[str, ...]  # the row bindings (members)
+    bindings: tuple[str, ...]  # the row bindings (members: C++ identifiers)
     outputs: tuple[RowOutput, ...]  # in the order of the schema's returns
     floating: bool
     # Costly element bindings used in two passes or more (softmax's exp(self - m), in its sum
     # and its output): computed once, in the first of them, into a row buffer (CPU) that the
     # later passes read; on CUDA the passes recompute them (`function` computes one).
     cached: tuple[tuple[str, int, ElemFunction], ...] = ()  # (binding, the pass computing it, function)
+    # The C++ identifier of each argument and binding in the struct (its members, its
+    # functions' parameters and locals): the schema's name, or `default_` for `default`.
+    idents: tuple[tuple[str, str], ...] = ()
+    count: str = PREFIX + "n"  # the member holding the row's length
+    stage_functions: tuple[str, ...] = ()  # the member function of each stage's row statements, from 0
+
+    def ident(self, name: str) -> str:
+        """The C++ identifier of argument or binding `name` in the struct."""
+        return dict(self.idents)[name]
 
     @property
     def stages(self) -> int:
@@ -194,26 +207,23 @@ def parse(text: str, schema: FunctionSchema, shapes: dict[str, Shape], like: str
             diag.error(loc_at(1, 0), f"argument '{a.name}' of type {a.type} cannot be used by a row-wise op; "
                        f"Tensor and {', '.join(sorted(SCALAR_TYPES))} arguments can")
             ok = False
-    for a in schema.arguments:
-        if a.name.startswith(PREFIX):
-            diag.error(loc_at(1, 0), f"argument name '{a.name}' is reserved in generated row-wise kernels")
-            ok = False
     if not ok:
         return None
     try:
-        module = pysyntax.parse(text, mode="exec")
+        module = pysyntax.parse(text, mode="exec", names=[a.name for a in schema.arguments])
     except SyntaxError as e:
         diag.error(loc_at(e.lineno or 1, (e.offset or 1) - 1), f"invalid row-wise program: {e.msg}")
         return None
-    tr = _RowTranslator({a.name: roles[a.name] for a in tensors}, {a.name for a in scalars})
     try:
         assignments, values = statements(module, len(returns), "row-wise program", "program")
+        tr = _RowTranslator({a.name: roles[a.name] for a in tensors}, {a.name for a in scalars},
+                            user_scope([a.name for a in schema.arguments] + [t.id for t, _ in assignments]))
         for target, value in assignments:
             tr.bind(target, value)
         outputs = []
         for i, (name, node) in enumerate(zip(returns, values)):
             per_row = roles[name] == "per_row"
-            fn, elem, _ = tr.function(node, f"{PREFIX}out{i}")
+            fn, elem, _ = tr.function(node, tr.scope.fresh(f"{PREFIX}out{i}"))
             if per_row and elem:
                 raise ExpressionError(node, f"the return '{name}' has one value per row, but this value varies along the row",
                              "reduce it: sum(...), mean(...), max(...) or min(...)")
@@ -241,7 +251,10 @@ def parse(text: str, schema: FunctionSchema, shapes: dict[str, Shape], like: str
         per_row_tensors=by_role("per_row"),
         scalars=tuple((a.name, SCALAR_TYPES[a.type.name]) for a in scalars),
         row_dims=row_dims, reductions=reductions, steps=tuple(tr.steps), bindings=tuple(tr.row_bindings),
-        outputs=tuple(outputs), floating=tr.floating, cached=cached)
+        outputs=tuple(outputs), floating=tr.floating, cached=cached,
+        idents=tuple((n, tr.ident(n)) for n in [a.name for a in schema.arguments] + [t.id for t, _ in assignments]),
+        count=tr.count,
+        stage_functions=tuple(tr.scope.fresh(f"{PREFIX}stage{s}") for s in range(max(r.stage for r in reductions) + 1)))
 
 
 @dataclass(frozen=True)
@@ -260,9 +273,10 @@ class _RowTranslator(Translator):
     bindings it names, `stage` the latest pass whose row values it uses and `costly` whether
     it calls a floating-point function."""
 
-    def __init__(self, roles: dict[str, str], scalars: set[str]):
+    def __init__(self, roles: dict[str, str], scalars: set[str], scope):
         elem = {n for n, r in roles.items() if r in ("row", "column")}
-        super().__init__(elem, scalars | {n for n, r in roles.items() if r == "per_row"})
+        super().__init__(elem, scalars | {n for n, r in roles.items() if r == "per_row"}, scope=scope)
+        self.count = self.scope.fresh(f"{PREFIX}n")
         self.order = [n for n in roles if n in elem]  # schema order
         self.stage_of: dict[str, int] = {n: 0 for n, r in roles.items() if r == "per_row"}
         self.stage_of.update({n: 0 for n in scalars})
@@ -312,7 +326,7 @@ class _RowTranslator(Translator):
         in `x - m - log(sum(e))`): a row member, computed once a row by its stage's statements."""
         raw, stage = self._capture(node, hoist=False)
         self.costly |= raw.costly
-        member = f"{PREFIX}h{len(self.hoisted)}"
+        member = self.scope.fresh(f"{PREFIX}h{len(self.hoisted)}")
         self.hoisted.append(member)
         self.row_bindings.append(member)
         self.steps.append((stage, member, raw.cpp))
@@ -329,18 +343,16 @@ class _RowTranslator(Translator):
 
     def bind(self, target: ast.Name, node: ast.AST) -> None:
         name = target.id
-        if name in self.names or name in FUNCTIONS or name in REDUCTIONS or name == VALUE_TYPE:
+        if name in self.names or name in FUNCTIONS or name in REDUCTIONS:
             raise ExpressionError(target, f"'{name}' is already defined")
-        if name.startswith(PREFIX):
-            raise ExpressionError(target, f"names starting with '{PREFIX}' are reserved")
         raw, stage = self._capture(node)
         self.stage_of[name] = stage
         if raw.tensors or raw.bindings:
             self.elem_defs[name] = raw
             self.names[name] = "elem"
         else:
-            self.steps.append((stage, name, raw.cpp))
-            self.row_bindings.append(name)
+            self.steps.append((stage, self.ident(name), raw.cpp))
+            self.row_bindings.append(self.ident(name))
             self.names[name] = "row"
 
     def _closure(self, raw: _Raw, cached: frozenset[str]) -> tuple[set[str], set[str], set[str]]:
@@ -362,7 +374,7 @@ class _RowTranslator(Translator):
         need, tensors, inputs = self._closure(raw, cached)
         return ElemFunction(name, tuple(n for n in self.order if n in tensors)
                             + tuple(b for b in self.elem_defs if b in inputs),
-                            tuple((b, d.cpp) for b, d in self.elem_defs.items() if b in need), raw.cpp)
+                            tuple((self.ident(b), d.cpp) for b, d in self.elem_defs.items() if b in need), raw.cpp)
 
     def cache_plan(self, output_pass: int):
         """Which costly element bindings are computed once into a row buffer (those that
@@ -374,7 +386,8 @@ class _RowTranslator(Translator):
             for b in self._closure(raw, frozenset())[0]:
                 passes.setdefault(b, set()).add(p)
         cached = frozenset(b for b, ps in passes.items() if len(ps) >= 2 and self._costly(b))
-        plan = tuple((b, min(passes[b]), self._assemble(f"{PREFIX}bind_{b}", self.elem_defs[b], frozenset()))
+        plan = tuple((b, min(passes[b]), self._assemble(self.scope.fresh(f"{PREFIX}bind_{b}"), self.elem_defs[b],
+                                                                  frozenset()))
                      for b in self.elem_defs if b in cached)
         return plan, lambda fn: self._assemble(fn, self.raw[fn], cached)
 
@@ -399,11 +412,11 @@ class _RowTranslator(Translator):
                 self.used.add(node.id)
                 self.direct.add(node.id)
                 self.stage = max(self.stage, self.stage_of[node.id])
-                return node.id
+                return self.ident(node.id)
             if kind == "row":
                 self.used.add(node.id)
                 self.stage = max(self.stage, self.stage_of[node.id])
-                return f"{VALUE_TYPE}({node.id})"
+                return f"{VALUE_TYPE}({self.ident(node.id)})"
             if kind == "tensor":
                 self.tensors.add(node.id)
             elif kind == "scalar":
@@ -423,8 +436,8 @@ class _RowTranslator(Translator):
         return super().call(node)
 
     def reduction(self, kind: str, arg: ast.AST, node: ast.Call) -> str:
-        member = f"{PREFIX}r{len(self.reductions)}"
-        fn, elem, stage = self.function(arg, f"{PREFIX}reduce{len(self.reductions)}")
+        member = self.scope.fresh(f"{PREFIX}r{len(self.reductions)}")
+        fn, elem, stage = self.function(arg, self.scope.fresh(f"{PREFIX}reduce{len(self.reductions)}"))
         if not elem:
             raise ExpressionError(arg, f"{kind}() reduces over the row, but its argument is the same for every element "
                          "of the row")
@@ -434,7 +447,7 @@ class _RowTranslator(Translator):
         self.reductions.append(r)
         self.pass_of[fn.name] = r.stage
         if kind == "mean":  # the pass's sum becomes the mean once the pass is done
-            self.steps.append((r.stage, member, f"{member} / {PREFIX}n"))
+            self.steps.append((r.stage, member, f"{member} / {self.count}"))
         self.stage_of[member] = r.stage
         self.stage = max(self.stage, r.stage)
         return f"{VALUE_TYPE}({member})"

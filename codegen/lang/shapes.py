@@ -409,7 +409,8 @@ class _ExprParser:
 
     def parse(self, text: str) -> ast.AST:
         try:
-            return pysyntax.parse(text.strip(), mode="eval").body
+            names = [a.name for a in self.schema.arguments] + list(self.schema.return_names())
+            return pysyntax.parse(text.strip(), mode="eval", names=names).body
         except SyntaxError as e:
             raise _ShapeError(self.loc.shifted(max((e.offset or 1) - 1, 0)), f"malformed shape expression: {e.msg}")
 

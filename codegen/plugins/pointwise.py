@@ -21,6 +21,11 @@ For each such op:
   aten's), except where every tensor is contiguous but inputs broadcast along the leading
   dimensions (a bias): there opwrap's loop (runtime/include/opwrap/runtime/pointwise_cuda.cuh)
   loads 16-byte vectors and the broadcast inputs by column, which gpu_kernel does not.
+
+Names: an argument may have any name the schema allows.  The functor names each argument by
+the identifier its expression chose (``Expression.idents``); the loops and the wrappers by
+one ``Scope`` of this plugin (``PointwisePlan.idents``), clear of C++'s keywords, of what the
+templates declare (``TEMPLATE_LOCALS``) and of the op's own symbols; the templates print them.
 """
 
 from __future__ import annotations
@@ -30,11 +35,15 @@ from dataclasses import dataclass
 from ..api import cpp, types
 from .base import Output, Plugin
 from ..api.kernel import device_checks, device_guard
-from ..core.names import CPP_KEYWORDS, camel_case
+from ..core.names import Scope, camel_case, cpp_ident
 from ..core.literals import cpp_string
 from ..core.cuda_archs import arch_restriction
 from ..core.targets import CPU, CPU_CAPABILITIES, CUDA, Device
 
+# What the templates (templates/pointwise/) declare where the arguments of the loops and
+# wrappers are in scope: the loops' types, functor and iterator, the lambdas' parameter `x`,
+# the wrapper's kOp and device guard, the CUDA kernel's architectures.
+TEMPLATE_LOCALS = ("kOp", "iter", "op", "x", "Vec", "Tv", "scalar_t", "opmath_t", "kArchs", "device_guard")
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,15 @@ class PointwisePlan:
     registered: tuple[tuple[str, str], ...] = ()  # (capability, its registration object)
     outputs: int = 1  # the returns, each computed by one value of the expression
     out: str = ""  # an out= overload: the argument the result is written to (its loops are the functional op's)
+    idents: tuple[tuple[str, str], ...] = ()  # each argument's C++ identifier in the loops and wrappers
+    inputs: tuple[str, ...] = ()  # the C++ identifiers of `tensors`
+    out_ident: str = ""  # ... of `out`
+    out_locals: tuple[str, ...] = ()  # the wrapper's outputs, before the iterator allocates them
+    halves: tuple[tuple[str, str, str], ...] = ()  # (tensor, its two float halves): reduced types' vectorized loop
+
+    def ident(self, name: str) -> str:
+        """The C++ identifier of argument `name` in the loops and wrappers."""
+        return dict(self.idents)[name]
 
 
 def plan(decl, namespace: str) -> PointwisePlan:
@@ -70,25 +88,35 @@ def plan(decl, namespace: str) -> PointwisePlan:
     s = decl.schema
     scalars = dict(e.scalars)
     scalar_args = [a for a in s.arguments if a.name in scalars]
-    scalar_params = ", ".join(f"{cpp.argument_type(a)} {a.name}" for a in scalar_args)
-    ident = camel_case(decl.ident)
+    members = tuple(e.ident(a.name) for a in scalar_args)
+    # The functor's name is clear of its members (a member may not share its class's name).
+    functor = cpp_ident(f"{camel_case(decl.ident)}Op", members)
     fp = f"void (*)(at::TensorIteratorBase&{''.join(', ' + cpp.argument_type(a) for a in scalar_args)})"
     # An out= overload runs its functional op's loops (the same expression): its own units
     # hold only the wrapper.
     loops = decl.name if decl.out_arguments else decl.ident
+    symbols = dict(loop=f"{loops}_loop", kernel=f"{loops}_kernel", launch=f"{loops}_launch",
+                   cpu_kernels=f"{loops}_cpu_kernels", cpu_wrapper=f"{decl.ident}_cpu",
+                   cuda_wrapper=f"{decl.ident}_cuda")
+    registered = tuple((cap, f"{decl.ident}_{cap}_registered") for cap in CPU_CAPABILITIES)
+    # One scope for the loops and wrappers: the arguments first, then the locals added here.
+    scope = Scope((*TEMPLATE_LOCALS, functor, *symbols.values(), *(r for _, r in registered)))
+    ident = {a.name: scope.name(a.name) for a in s.arguments}
     return PointwisePlan(
-        op=f"{namespace}::{decl.op_name}", functor=f"{ident}Op",
-        params=", ".join(f"{cpp.argument_type(a)} {a.name}" for a in s.arguments),
-        tensors=e.tensors, scalar_params=scalar_params, scalar_args=", ".join(a.name for a in scalar_args),
-        scalar_inits=", ".join(scalars[a.name] for a in scalar_args), members=tuple(a.name for a in scalar_args),
+        op=f"{namespace}::{decl.op_name}", functor=functor,
+        params=", ".join(f"{cpp.argument_type(a)} {ident[a.name]}" for a in s.arguments),
+        tensors=e.tensors, scalar_params=", ".join(f"{cpp.argument_type(a)} {ident[a.name]}" for a in scalar_args),
+        scalar_args=", ".join(ident[a.name] for a in scalar_args),
+        scalar_inits=", ".join(scalars[a.name].format(name=ident[a.name]) for a in scalar_args), members=members,
         kernel_type=fp, float_op=all(dt.is_floating for dt in decl.dtypes),
         dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes),
         dtype_list="{" + ", ".join(f"at::ScalarType::{dt.scalar_type}" for dt in decl.dtypes) + "}",
-        dtype_names=", ".join(dt.name for dt in decl.dtypes),
-        loop=f"{loops}_loop", kernel=f"{loops}_kernel", launch=f"{loops}_launch",
-        cpu_kernels=f"{loops}_cpu_kernels", cpu_wrapper=f"{decl.ident}_cpu", cuda_wrapper=f"{decl.ident}_cuda",
-        registered=tuple((cap, f"{decl.ident}_{cap}_registered") for cap in CPU_CAPABILITIES),
-        outputs=len(e.results), out=decl.out_arguments[0].name if decl.out_arguments else "")
+        dtype_names=", ".join(dt.name for dt in decl.dtypes), **symbols, registered=registered,
+        outputs=len(e.results), out=decl.out_arguments[0].name if decl.out_arguments else "",
+        idents=tuple(ident.items()), inputs=tuple(ident[t] for t in e.tensors),
+        out_ident=ident[decl.out_arguments[0].name] if decl.out_arguments else "",
+        out_locals=tuple(scope.fresh(f"opwrap_out{i}") for i in range(len(e.results))),
+        halves=tuple((t, scope.fresh(f"{ident[t]}0"), scope.fresh(f"{ident[t]}1")) for t in e.tensors))
 
 
 def wrapper(decl, p: PointwisePlan, device: Device) -> dict:
@@ -96,11 +124,11 @@ def wrapper(decl, p: PointwisePlan, device: Device) -> dict:
     first = p.tensors[0]
     checks = [f"constexpr const char* kOp = {cpp_string(p.op)};"]
     for t in p.tensors + ((p.out,) if p.out else ()):
-        checks.extend(device_checks(t, t, first, cpp_string(first), device))
-    checks.extend(device_guard(first, device))
+        checks.extend(device_checks(t, p.ident(t), p.ident(first), cpp_string(first), device))
+    checks.extend(device_guard(p.ident(first), device))
     # The inputs by name, for the messages of the checks that TensorIterator's build and the
     # promoted dtype get (opwrap::rt::build_pointwise checks broadcasting only when the build failed).
-    named = "{" + ", ".join(f'{{"{t}", {t}}}' for t in p.tensors) + "}"
+    named = "{" + ", ".join(f'{{{cpp_string(t)}, {p.ident(t)}}}' for t in p.tensors) + "}"
     args = "iter" + (", " + p.scalar_args if p.scalar_args else "")
     # The CPU loop is chosen among its capability builds at run time; the CUDA one is one kernel.
     call = f"{p.cpu_kernels}.get()({args})" if device is CPU else f"{p.kernel}({args})"
@@ -156,11 +184,6 @@ class PointwiseKernels(Plugin):
                          for x in lib.declarations):
                 diag.error(decl.func_loc, f"the out= overload '{decl.op_name}' runs the loops of its functional op "
                            f"'{decl.name}', which must be declared with the same pointwise expression")
-        for a in decl.schema.arguments:
-            if a.name in CPP_KEYWORDS or a.name in ("Tv", "opmath_t", "scalar_t", "iter", "op", "Vec", "kOp",
-                                                    "opwrap_out"):
-                diag.error(decl.func_loc, f"argument name '{a.name}' is reserved in generated pointwise kernels",
-                           "the expression names arguments as C++ does: rename it, or write the kernel by hand")
 
     def emit(self, lib, ctx):
         ns = lib.namespace
@@ -168,13 +191,14 @@ class PointwiseKernels(Plugin):
             if d.expression is None:
                 continue
             p = plan(d, ns)
-            t = p.tensors
-            common = dict(namespace=ns, decl=d, expr=d.expression, plan=p, header=f"../pointwise/{d.ident}.h",
-                          tensor_params=", ".join(f"Tv {n}" for n in t),
+            e, t = d.expression, [p.ident(n) for n in p.tensors]
+            common = dict(namespace=ns, decl=d, expr=e, plan=p, header=f"../pointwise/{d.ident}.h",
+                          tensor_params=", ".join(f"Tv {e.ident(n)}" for n in p.tensors),
                           scalar_params=", ".join(f"scalar_t {n}" for n in t),
                           vec_params=", ".join(f"Vec {n}" for n in t),
                           opmath_args=", ".join(f"static_cast<opmath_t>({n})" for n in t),
-                          plain_args=", ".join(t), halves=[", ".join(f"{n}{i}" for n in t) for i in (0, 1)],
+                          plain_args=", ".join(t), halves=[", ".join(h[i] for h in p.halves) for i in (1, 2)],
+                          splits=[(p.ident(n), h0, h1) for n, h0, h1 in p.halves],
                           indexed=", ".join(f"x[{i}]" for i in range(len(t))),
                           result_type="Tv" if p.outputs == 1 else f"opwrap::pw::Values<Tv, {p.outputs}>",
                           cpu=wrapper(d, p, CPU), cuda=wrapper(d, p, CUDA))

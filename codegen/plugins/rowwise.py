@@ -18,6 +18,11 @@ For each such op:
 
 Everything else (checks, output allocation from the shape rule, dtype dispatch,
 derivatives, the fake kernel) is what every op with kernels gets.
+
+Names: an argument may have any name the schema allows.  The struct names each argument and
+binding by the identifier its program chose (``RowProgram.idents``); the kernels and loops
+by one ``Scope`` of this plugin (their parameters and the locals added here), clear of C++'s
+keywords, of what the templates declare (``TEMPLATE_LOCALS``) and of the op's own symbols.
 """
 
 from __future__ import annotations
@@ -26,9 +31,15 @@ from dataclasses import dataclass
 
 from ..api.types import Binding
 from ..api.kernel import kernel_function, kernel_parameters
-from ..core.names import CPP_KEYWORDS, camel_case
+from ..core.names import Scope, camel_case, cpp_ident
 from ..core.targets import CPU, CPU_CAPABILITIES, CUDA
 from .base import Output, Plugin
+# What the templates (templates/rowwise/) declare where the kernels' parameters and the
+# locals named here are in scope: the CPU loop's and the CUDA kernel's and launch's locals.
+TEMPLATE_LOCALS = ("Tv", "opmath_t", "scalar_t", "V", "L", "D", "i", "rows", "start", "grain", "begin", "end", "row",
+                   "prog", "d", "h", "u", "a", "kChains", "kUnroll", "args", "kVec", "vec", "launch", "kRun", "kLong",
+                   "runs", "layout", "Sweep", "sweep", "group_index", "base", "active", "opwrap_shared", "opwrap_tail",
+                   "opwrap_v", "opwrap_o")
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,10 @@ class RowwisePlan:
     dtype_cases: tuple[tuple[str, str], ...]  # (at::ScalarType name, C++ type)
     first: str  # the C++ parameter of the first row tensor (its sizes give the rows)
     row_dims: int
+    locals: tuple[tuple[str, str], ...] = ()  # (what, its C++ identifier): the loops' locals named here
+
+    def local(self, what: str) -> str:
+        return dict(self.locals)[what]
 
     def param(self, schema_name: str) -> str:
         return next(p.name for p in self.params if p.schema_name == schema_name)
@@ -64,17 +79,36 @@ class RowwisePlan:
 
 def plan(decl, namespace: str) -> RowwisePlan:
     rows = decl.rows
-    params = tuple(kernel_parameters(decl))
     ident = decl.ident
+    # The struct's name is clear of its members and functions (no member may share it).
+    program = cpp_ident(f"{camel_case(ident)}Row", _members(rows) + [f.name for f in rows.functions]
+                        + list(rows.stage_functions) + [rows.count])
+    symbols = dict(loop=f"{ident}_rows", kernel=f"{ident}_rows_kernel", cpu_kernels=f"{ident}_rows_cpu_kernels",
+                   cpu_function=kernel_function(decl, CPU), cuda_function=kernel_function(decl, CUDA),
+                   cuda_kernel=f"{ident}_rows_cuda_kernel", cuda_launch=f"{ident}_rows_cuda_launch",
+                   cuda_args=f"{camel_case(ident)}RowArgs")
+    registered = tuple((cap, f"{ident}_rows_{cap}_registered") for cap in CPU_CAPABILITIES)
+    # One scope for the kernels and loops: their parameters first, then the locals named here.
+    scope = Scope((*TEMPLATE_LOCALS, program, *symbols.values(), *(r for _, r in registered)))
+    params = tuple(kernel_parameters(decl, scope))
     first = next(p.name for p in params if p.schema_name == rows.row_tensors[0])
+    names = [("p", t) for t in rows.row_tensors + rows.column_tensors + rows.per_row_tensors + tuple(
+        o.name for o in rows.outputs)] + [("x", t) for t in rows.element_inputs + tuple(b for b, _, _ in rows.cached)]
+    named = [(f"{k}:{t}", scope.fresh(f"opwrap_{k}_{t}")) for k, t in names]
+    named += [(f"buffer:{t}", scope.fresh(f"opwrap_x_{t}_buffer"))
+              for t in rows.column_tensors + tuple(b for b, _, _ in rows.cached)]
+    named += [(f"acc:{i}", scope.fresh(f"opwrap_a{i}")) for i in range(len(rows.reductions))]
     return RowwisePlan(
-        op=f"{namespace}::{decl.op_name}", program=f"{camel_case(ident)}Row",
-        params=params, kernel_type="void (*)(" + ", ".join(str(p.ctype) for p in params) + ")",
-        loop=f"{ident}_rows", kernel=f"{ident}_rows_kernel", cpu_kernels=f"{ident}_rows_cpu_kernels",
-        cpu_function=kernel_function(decl, CPU), cuda_function=kernel_function(decl, CUDA), cuda_kernel=f"{ident}_rows_cuda_kernel",
-        cuda_launch=f"{ident}_rows_cuda_launch", cuda_args=f"{camel_case(ident)}RowArgs",
-        registered=tuple((cap, f"{ident}_rows_{cap}_registered") for cap in CPU_CAPABILITIES),
-        dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes), first=first, row_dims=rows.row_dims)
+        op=f"{namespace}::{decl.op_name}", program=program,
+        params=params, kernel_type="void (*)(" + ", ".join(str(p.ctype) for p in params) + ")", **symbols,
+        registered=registered, dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes), first=first,
+        row_dims=rows.row_dims, locals=tuple(named))
+
+
+def _members(rows) -> list[str]:
+    """The struct's data members, in order (after the row's length)."""
+    return ([rows.ident(t) for t in rows.per_row_tensors] + [rows.ident(name) for name, _ in rows.scalars]
+            + [r.member for r in rows.reductions] + list(rows.bindings))
 
 
 def _loops(decl, p: RowwisePlan) -> dict:
@@ -83,7 +117,7 @@ def _loops(decl, p: RowwisePlan) -> dict:
     rows = decl.rows
     # Each element input's row: a row tensor's (scalar_t), or a column tensor's or cached
     # binding's buffer (opmath_t, CPU).
-    local = {t: f"opwrap_x_{t}" for t in rows.element_inputs + tuple(b for b, _, _ in rows.cached)}
+    local = {t: p.local(f"x:{t}") for t in rows.element_inputs + tuple(b for b, _, _ in rows.cached)}
     binders = {b: fn for b, _, fn in rows.cached}
     in_opmath = set(binders) | set(rows.column_tensors)
 
@@ -108,30 +142,34 @@ def _loops(decl, p: RowwisePlan) -> dict:
 
     stages = []
     for s in range(1, rows.stages + 1):
-        reds = [dict(member=r.member, combiner=r.combiner, acc=f"opwrap_a{i}", vec=call(r.function, True),
+        reds = [dict(member=r.member, combiner=r.combiner, acc=p.local(f"acc:{i}"), vec=call(r.function, True),
                      scalar=call(r.function, False), cuda=call_cuda(r.function))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         caches = [dict(row=local[b], vec=call(fn, True), scalar=call(fn, False)) for b, fn in rows.cached_in(s)]
-        stages.append(dict(number=s, reductions=reds, caches=caches))
+        stages.append(dict(number=s, reductions=reds, caches=caches, function=rows.stage_functions[s]))
     outputs = []
     for o in rows.outputs:
         target = p.param(o.name)
         fn = o.function
         value = f"prog.template {fn.name}<opmath_t>()" if not fn.inputs else None
-        outputs.append(dict(name=o.name, per_row=o.per_row, pointer=f"opwrap_p_{o.name}", tensor=target,
+        outputs.append(dict(name=o.name, per_row=o.per_row, pointer=p.local(f"p:{o.name}"), tensor=target,
                             vec=call(fn, True) if fn.inputs else f"V({value})",
                             scalar=call(fn, False) if fn.inputs else value,
                             cuda=call_cuda(fn) if fn.inputs else value))
     def inputs(names):
-        return [dict(name=t, tensor=p.param(t), pointer=f"opwrap_p_{t}", row=local.get(t)) for t in names]
+        return [dict(name=t, member=rows.ident(t), tensor=p.param(t), pointer=p.local(f"p:{t}"), row=local.get(t),
+                     buffer=p.local(f"buffer:{t}") if f"buffer:{t}" in dict(p.locals) else "") for t in names]
 
-    return dict(stages=stages, outputs=outputs, row_outputs=[o for o in outputs if not o["per_row"]], caches=[dict(name=b, row=local[b]) for b, _, _ in rows.cached],
+    # The struct's functions of the row's elements: each input a parameter, each binding a local.
+    functions = [dict(name=fn.name, params=", ".join(f"Tv {rows.ident(t)}" for t in fn.inputs), bindings=fn.bindings,
+                      value=fn.value) for fn in rows.functions]
+    return dict(stages=stages, outputs=outputs, row_outputs=[o for o in outputs if not o["per_row"]],
+                caches=[dict(name=b, row=local[b], buffer=p.local(f"buffer:{b}")) for b, _, _ in rows.cached],
                 row_inputs=inputs(rows.row_tensors), column_inputs=inputs(rows.column_tensors),
                 per_row_inputs=inputs(rows.per_row_tensors),
-                scalars=[(name, conv.format(name=p.param(name))) for name, conv in rows.scalars],
-                members=list(rows.per_row_tensors) + [name for name, _ in rows.scalars]
-                + [r.member for r in rows.reductions] + list(rows.bindings),
-                steps={s: rows.steps_of(s) for s in range(0, rows.stages + 1)})
+                scalars=[(rows.ident(name), conv.format(name=p.param(name))) for name, conv in rows.scalars],
+                members=_members(rows), functions=functions, count=rows.count, stage0=rows.stage_functions[0],
+                steps=[(rows.stage_functions[s], rows.steps_of(s)) for s in range(0, rows.stages + 1)])
 
 
 class RowwiseKernels(Plugin):
@@ -152,10 +190,6 @@ class RowwiseKernels(Plugin):
         if decl.dtype_vars or decl.dtype_rules:
             diag.error(decl.field_loc("dtypes"), "every tensor of a row-wise op has the dtype it dispatches on",
                        "a per-argument 'dtypes:' mapping or a 'dtype:' rule needs a hand-written kernel")
-        for a in decl.schema.arguments:
-            if a.name in CPP_KEYWORDS or a.name in ("Tv", "opmath_t", "scalar_t", "V", "prog", "d", "row"):
-                diag.error(decl.func_loc, f"argument name '{a.name}' is reserved in generated row-wise kernels",
-                           "rename it, or write the kernel by hand")
 
     def emit(self, lib, ctx):
         ns = lib.namespace
