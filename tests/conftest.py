@@ -355,15 +355,17 @@ def pynames(tmp_path_factory):
 # `sharedlib`: one library made with `codegen init` holding the ops of several test files,
 # each declared in its own file next to its tests: test_kernel_types.py (every schema type and
 # name), test_autograd.py (Tensor[] formulas, out= and mutable ops), test_shapes.py (the shape
-# rules end to end), test_dtype_rules.py (per-argument dtypes) and test_rowwise.py (row-wise
-# programs; it checks that a second build compiles nothing).  Each had a library of its
+# rules end to end), test_dtype_rules.py (per-argument dtypes), test_rowwise.py (row-wise
+# programs; it checks that a second build compiles nothing) and test_pointwise.py (an
+# expression whose arguments have any names).  Each had a library of its
 # own, compiled from nothing in every run; one library pays the fixed cost of a library (its
 # registration and Python bindings, the headers of each unit, the link) once.  Each module adds
 # its files with `add_to_sharedlib(lib)`; test_dtype_rules.py's kernel headers come after a
 # first `codegen generate`, whose notes say what to write (its test reads them).  The ops
 # share the namespace `sharedlib`; where two files declared the same op, test_shapes.py's
 # `cat_rows` is `concat_rows` here.  Tests that use it carry the xdist_group "sharedlib".
-SHAREDLIB_MODULES = ("test_kernel_types", "test_autograd", "test_shapes", "test_dtype_rules", "test_rowwise")
+SHAREDLIB_MODULES = ("test_kernel_types", "test_autograd", "test_shapes", "test_dtype_rules", "test_rowwise",
+                     "test_pointwise")
 
 
 def _make_sharedlib(lib: Path) -> dict:

@@ -305,6 +305,40 @@ def test_bad_rowwise_programs(project, yaml_text, expected):
     check_error(project, yaml_text, expected)
 
 
+# Names no rule refuses (issue 36): keywords of C++ and Python, and the names the generated
+# pointwise and row-wise kernels declare themselves.
+FREE_NAMES = ("default", "new", "delete", "template", "this", "operator", "int", "lambda", "from", "yield", "Tv",
+              "opmath_t", "scalar_t", "iter", "op", "x", "Vec", "kOp", "kArchs", "opwrap_out0", "opwrap_sincos0",
+              "D", "rows", "row", "d", "prog", "start", "V", "opwrap_n", "opwrap_r0", "opwrap_stage0")
+
+
+def test_expression_ops_take_any_argument_name_the_schema_takes(project):
+    """A pointwise expression's and a row-wise program's arguments may have any name that
+    torch.library takes (each is renamed in C++ alone), written in the expression as the
+    schema writes it; a Python keyword among them keeps every position in the text (an error
+    after it points where it is)."""
+    import torch
+    ops = []
+    for i, name in enumerate(FREE_NAMES):
+        schema = f"pw{i}(Tensor {name}, Tensor other, float alpha) -> Tensor"
+        torch._C.parse_schema(schema)
+        ops.append(f"- func: {schema}\n  dtypes: [float32]\n  pointwise: |\n    b = {name} * alpha\n"
+                   f"    b + other\n  derivatives: {{{name}: grad * alpha, other: grad}}\n"
+                   f"- func: rw{i}(Tensor {name}, Tensor w, float eps) -> (Tensor y, Tensor r)\n  dtypes: [float32]\n"
+                   f"  shape: {{{name}: ['*B', K], w: [K], y: {name}.shape, r: ['*B']}}\n"
+                   f"  rowwise: |\n    s = sum({name} * {name})\n    {name} * w / (s + eps), s\n")
+    (project / "declarations" / "ops.yaml").write_text("".join(ops))
+    r = codegen_in_process("generate", cwd=project)
+    assert r.returncode == 0, r.stderr
+    for module in ("fake", "ops", "vmap"):  # Python: `lambda` and `from` are `lambda_` and `from_` there
+        path = project / "generated" / "python" / f"{module}.py"
+        compile(path.read_text(), str(path), "exec")
+    import shutil
+    shutil.rmtree(project / "generated")
+    check_error(project, PW.replace("Tensor self", "Tensor from") + "  pointwise: from + alpah * other\n",
+                "declarations/ops.yaml:3:21: error: unknown name 'alpah' in pointwise expression")
+
+
 CLS = "- class: Q\n  header: f.h\n  init: (Tensor t)\n  flatten: {t: self->t()}\n"
 
 

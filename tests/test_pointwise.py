@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import opwrap
-from conftest import ROOT
+from conftest import ROOT, import_library
 
 
 def gelu(x):
@@ -249,3 +249,89 @@ def test_sine_and_cosine_of_one_value_share_one_sincos(text, pairs):
         names = [b[0] for b in expr.bindings]
         uses = [i for i, (_, _, v) in enumerate(expr.bindings) if name in v and i != names.index(name)]
         assert all(i > names.index(name) for i in uses)
+
+
+# Argument names as free as torch.library's (issue 36): C++ and Python keywords (`default`,
+# `new`, `this`, `from`, `lambda`, and `int` for a binding), the names the generated kernels
+# declare themselves (`Tv`, `opmath_t`, `scalar_t`, `iter`, `op`, `Vec`, `kOp`, `opwrap_out0`,
+# `opwrap_sincos0` for a binding), and `x0` beside `x` (the float halves of `x` in the
+# vectorized bfloat16 loop are `x0` and `x1`).  In conftest's `sharedlib`: nothing compiles
+# for them alone.
+NAMES = """\
+- func: any_names(Tensor default, Tensor new, Tensor Tv, Tensor x, Tensor x0, Tensor from, float this=2.0, Scalar opmath_t=1, int iter=3, bool op=True, float lambda=0.5, float scalar_t=1.0, int kOp=0, float opwrap_out0=0.0, float Vec=1.0) -> Tensor
+  doc: any argument names, written in the expression as the schema writes them.
+  dtypes: [float32, float64, bfloat16]
+  pointwise: |
+    int = default * this + new * opmath_t
+    opwrap_sincos0 = Tv * lambda
+    int + sin(opwrap_sincos0) * cos(opwrap_sincos0) + x * iter - x0 * op + from * kOp + opwrap_out0 * Vec * scalar_t
+  derivatives:
+    default: grad * this
+    new: grad * opmath_t
+    Tv: grad * (2 * Tv * lambda).cos() * lambda
+    x: grad * iter
+    x0: "grad * (op ? -1.0 : 0.0)"
+    from: grad * kOp
+
+- func: any_names.out(Tensor default, Tensor new, Tensor Tv, Tensor x, Tensor x0, Tensor from, float this=2.0, Scalar opmath_t=1, int iter=3, bool op=True, float lambda=0.5, float scalar_t=1.0, int kOp=0, float opwrap_out0=0.0, float Vec=1.0, *, Tensor(a!) delete) -> Tensor(a!)
+  doc: any_names, written into delete.
+"""
+
+
+def add_to_sharedlib(lib) -> None:
+    """conftest's `sharedlib` holds the op above."""
+    (lib / "declarations" / "pointwise_names.yaml").write_text(NAMES)
+
+
+def any_names_reference(default, new, Tv, x, x0, from_, this=2.0, opmath_t=1, iter=3, op=True, lambda_=0.5,
+                        scalar_t=1.0, kOp=0, opwrap_out0=0.0, Vec=1.0):
+    a = Tv * lambda_
+    return (default * this + new * opmath_t + torch.sin(a) * torch.cos(a) + x * iter - x0 * float(op) + from_ * kOp
+            + opwrap_out0 * Vec * scalar_t)
+
+
+@pytest.mark.slow(120)
+@pytest.mark.xdist_group("sharedlib")
+def test_any_argument_name_generates_compiles_and_computes(sharedlib):
+    """An expression's arguments may have any name the schema allows: each is a C++
+    identifier of its own in the generated kernels (`default_`, `Tv_`), the expression and
+    every message keep the schema's name, and the op computes what the expression says, on
+    every loop (scalar and vectorized, float, double, bfloat16 through float), with defaults,
+    the out= overload, derivatives and a fake kernel."""
+    made = sharedlib.record
+    assert made["build"][0] == 0, made["build"][1][-5000:]
+    gen = sharedlib.path / "generated"
+    header = (gen / "pointwise" / "any_names.h").read_text()
+    assert "Tv operator()(Tv default_, Tv new_, Tv Tv_, Tv x, Tv x0, Tv from) const" in header
+    assert "opmath_t this_;" in header and "opmath_t opmath_t_;" in header and "const Tv int_ = " in header
+    assert "convert_to_float<scalar_t>(x_)" in header  # the loop's `x`: the lambdas' own `x` is taken
+    wrapper = (gen / "cpu" / "any_names.cpp").read_text()
+    assert '{"default", default_}' in wrapper and "opwrap::rt::check_tensor(kOp, \"new\", new_," in wrapper
+    ops = import_library(sharedlib.path).ops
+    torch.manual_seed(0)
+    scalars = dict(this=1.5, opmath_t=2, iter=4, op=False, scalar_t=0.25, kOp=3, opwrap_out0=0.5, Vec=2.0)
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        args = [torch.randn(5, 37, dtype=torch.float64).to(dtype) for _ in range(6)]
+        args[1] = args[1][0]  # broadcast along the rows
+        wide = [a.double() for a in args]
+        tol = dict(rtol=2e-2, atol=8e-2) if dtype == torch.bfloat16 else {}
+        got = ops.any_names(*args, **scalars, lambda_=0.75)
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.double(), any_names_reference(*wide, **scalars, lambda_=0.75), **tol)
+        torch.testing.assert_close(ops.any_names(*args).double(), any_names_reference(*wide), **tol)
+        out = torch.empty(5, 37, dtype=dtype)
+        assert torch.ops.sharedlib.any_names.out(*args, **scalars, delete=out) is out
+        torch.testing.assert_close(out.double(), any_names_reference(*wide, **scalars), **tol)
+    with pytest.raises(RuntimeError, match="sharedlib::any_names: .*'from'"):  # messages keep the schema's names
+        ops.any_names(*args[:5], torch.ones(3, 3, dtype=torch.float64))
+    args = [torch.randn(3, 4, dtype=torch.float64, requires_grad=True) for _ in range(6)]
+    assert torch.autograd.gradcheck(lambda *a: ops.any_names(*a, **scalars), args)
+    # torch itself checks no schema (opcheck's test_schema) and lowers nothing with inductor
+    # for an argument named like a Python keyword (`from`), as for hand-written ops
+    # (test_python_api.py); the rest of opcheck and aot_eager take it.
+    opcheck = torch.library.opcheck(torch.ops.sharedlib.any_names.default, [a.detach() for a in args],
+                                    test_utils=("test_autograd_registration", "test_faketensor",
+                                                "test_aot_dispatch_dynamic"))
+    assert all(v == "SUCCESS" for v in opcheck.values()), opcheck
+    compiled = torch.compile(lambda *a: ops.any_names(*a, kOp=2), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(*args), ops.any_names(*args, kOp=2))

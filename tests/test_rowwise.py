@@ -67,6 +67,22 @@ DECLARATIONS = """\
     hi = max(x)
     lo = min(x)
     hi, lo, hi - lo
+
+- func: any_names_rows(Tensor default, Tensor new, Tensor D, float rows=1.0, float opwrap_n=0.0, int i=1, float lambda=0.0) -> (Tensor start, Tensor prog)
+  doc: any argument, binding and return names (keywords, the row-wise kernels' own names).
+  dtypes: [float32, float64, bfloat16]
+  shape:
+    default: ["*B", K]
+    new: [K]
+    D: ["*B"]
+    start: default.shape
+    prog: ["*B"]
+  rowwise: |
+    this = mean(default * new)
+    opwrap_r0 = default - this
+    int = exp(opwrap_r0)
+    s = sum(int)
+    int / s * rows + D + opwrap_n * i + lambda, s + D
 """
 
 
@@ -285,3 +301,27 @@ def test_softmax_is_twice_differentiable():
         assert torch.autograd.gradcheck(op, (x,))
         assert torch.autograd.gradgradcheck(op, (x,))
     assert torch.autograd.gradcheck(opwrap.ops.logsumexp, (x,))
+
+
+@pytest.mark.slow(120)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_any_argument_binding_and_return_names(ops, rowlib, dtype):
+    """A row-wise op's arguments, bindings and returns may have any name the schema allows:
+    `default`, `new`, `this` and `int` (C++ keywords), `lambda` (Python's), `D`, `rows`, `i`,
+    `start` and `prog` (the loops' locals), `opwrap_n` and `opwrap_r0` (the struct's members).
+    Each is a C++ identifier of its own; the program keeps the schema's names."""
+    program = (rowlib[2] / "generated" / "rowwise" / "any_names_rows_program.h").read_text()
+    assert "opmath_t opwrap_n_;  // the row's length" in program and "opmath_t this_;" in program
+    assert "Tv opwrap_bind_int(Tv default_) const" in program  # `int`, kept in a row buffer: a function of its own
+    assert "const Tv opwrap_r0 = (default_ - Tv(this_));" in program  # the first reduction's member is opwrap_r0_
+    x = torch.randn(4, 3, 37, dtype=torch.float64)
+    n, d = torch.randn(37, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    start, prog = ops.any_names_rows(x.to(dtype), n.to(dtype), d.to(dtype), rows=2.0, opwrap_n=0.5, i=3, lambda_=0.25)
+    x, n, d = x.to(dtype).double(), n.to(dtype).double(), d.to(dtype).double()
+    e = torch.exp(x - (x * n).mean(-1, keepdim=True))
+    s = e.sum(-1, keepdim=True)
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(start.double(), e / s * 2.0 + d[..., None] + 1.5 + 0.25, **tol)
+    torch.testing.assert_close(prog.double(), s[..., 0] + d, **tol)
+    start, prog = ops.any_names_rows(x, n, d)  # the defaults
+    torch.testing.assert_close(start, e / s + d[..., None])
