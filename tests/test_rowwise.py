@@ -321,7 +321,7 @@ def test_any_argument_binding_and_return_names(ops, rowlib, dtype):
     e = torch.exp(x - (x * n).mean(-1, keepdim=True))
     s = e.sum(-1, keepdim=True)
     tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}
-    torch.testing.assert_close(start.double(), e / s * 2.0 + d[..., None] + 1.5 + 0.25, **tol)
-    torch.testing.assert_close(prog.double(), s[..., 0] + d, **tol)
+    torch.testing.assert_close(start, (e / s * 2.0 + d[..., None] + 1.5 + 0.25).to(dtype), **tol)
+    torch.testing.assert_close(prog, (s[..., 0] + d).to(dtype), **tol)
     start, prog = ops.any_names_rows(x, n, d)  # the defaults
     torch.testing.assert_close(start, e / s + d[..., None])
