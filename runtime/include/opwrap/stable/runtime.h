@@ -212,6 +212,189 @@ inline std::optional<Tensor> contiguous(const char* op, const char* arg, const s
   return contiguous(op, arg, *t);
 }
 
+// ---- arguments written in place (checks.h's, with the same messages) ----------------------
+// aten's has_internal_overlap and get_overlap_status, from what the stable API tells of a
+// tensor (its data pointer, sizes, strides and element size): a tensor of a non-overlapping,
+// dense layout spans one range of bytes, so two such tensors share memory exactly when their
+// ranges meet; the tensors of other layouts are aten's "too hard" cases, which it lets pass.
+inline bool non_overlapping_and_dense(const Tensor& t) {
+  const IntArrayRef sizes = t.sizes(), strides = t.strides();
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != 1) dims.push_back(static_cast<int64_t>(d));
+  }
+  std::sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return strides[a] < strides[b]; });
+  int64_t expected = 1;
+  for (int64_t d : dims) {
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+// aten::has_internal_overlap(t) == MemOverlap::Yes: a dimension of more than one element and stride 0.
+inline bool has_internal_overlap(const Tensor& t) {
+  if (non_overlapping_and_dense(t)) return false;
+  const IntArrayRef sizes = t.sizes(), strides = t.strides();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 1 && strides[d] == 0) return true;
+  }
+  return false;
+}
+
+// The bytes [lo, hi) that a tensor's elements span (strides are not negative in torch).
+struct ByteSpan {
+  uintptr_t lo = 0, hi = 0;
+};
+
+inline ByteSpan byte_span(const Tensor& t) {
+  const IntArrayRef sizes = t.sizes(), strides = t.strides();
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) last += (sizes[d] - 1) * strides[d];
+  const auto lo = reinterpret_cast<uintptr_t>(t.data_ptr());
+  return {lo, lo + static_cast<uintptr_t>((last + 1) * static_cast<int64_t>(t.element_size()))};
+}
+
+// aten::get_overlap_status(a, b) is Full or Partial: the same tensor, or two dense tensors
+// whose bytes meet.
+inline bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || a.data_ptr() == nullptr || b.data_ptr() == nullptr) return false;
+  if (a.get() == b.get() || (a.data_ptr() == b.data_ptr() && a.sizes().equals(b.sizes()) &&
+                             a.strides().equals(b.strides()) && a.scalar_type() == b.scalar_type())) {
+    return true;
+  }
+  if (!non_overlapping_and_dense(a) || !non_overlapping_and_dense(b)) return false;
+  const ByteSpan x = byte_span(a), y = byte_span(b);
+  return x.lo < y.hi && y.lo < x.hi;
+}
+
+// An argument written in place must not have elements that share memory (an expanded tensor).
+inline void check_writable(const char* op, const char* arg, const Tensor& t) {
+  OPWRAP_STABLE_CHECK(!has_internal_overlap(t), op, ": argument '", arg,
+                      "' is written in place, but some of its elements share memory (an expanded or "
+                      "stride-0 tensor); clone() it first");
+}
+
+// An argument written in place must not share memory with an input the kernel reads, nor with
+// another argument it writes (`other_written`).
+inline void check_no_overlap(const char* op, const char* written, const Tensor& w, const char* other,
+                             const Tensor& in, bool other_written = false) {
+  OPWRAP_STABLE_CHECK(!overlaps(w, in), op, ": argument '", written, "' is written in place, but shares memory with ",
+                      other_written ? "argument '" : "input '", other, other_written ? "', also written" : "'",
+                      "; pass a copy (clone()) of one of them");
+}
+
+// The same checks over several arguments, tensor lists among them, each element named `arg[i]`
+// (checks.h's check_no_overlaps): sorted by the first byte each tensor spans and swept once.
+class OverlapArg {
+ public:
+  OverlapArg(const char* name, bool written, const Tensor& t) : name_(name), written_(written), one_(&t) {}
+  OverlapArg(const char* name, bool written, const std::optional<Tensor>& t)
+      : name_(name), written_(written), optional_(&t) {}
+  OverlapArg(const char* name, bool written, const std::vector<Tensor>& ts)
+      : name_(name), written_(written), list_(&ts) {}
+
+  const char* name() const { return name_; }
+  bool written() const { return written_; }
+  bool listed() const { return list_ != nullptr; }
+
+  template <typename F>
+  void for_each(F&& f) const {
+    if (one_ != nullptr) {
+      if (one_->defined()) f(size_t{0}, *one_);
+    } else if (optional_ != nullptr) {
+      if (optional_->has_value() && (*optional_)->defined()) f(size_t{0}, **optional_);
+    } else {
+      for (size_t i = 0; i < list_->size(); ++i) {
+        if ((*list_)[i].defined()) f(i, (*list_)[i]);
+      }
+    }
+  }
+
+ private:
+  const char* name_;
+  bool written_;
+  const Tensor* one_ = nullptr;
+  const std::optional<Tensor>* optional_ = nullptr;
+  const std::vector<Tensor>* list_ = nullptr;
+};
+
+inline void check_no_overlaps(const char* op, std::initializer_list<OverlapArg> args) {
+  struct Span {
+    ByteSpan bytes;
+    const Tensor* t;
+    const OverlapArg* arg;
+    size_t index;
+  };
+  const auto name = [](const Span& s) { return s.arg->listed() ? element_name(s.arg->name(), s.index) : std::string(s.arg->name()); };
+  std::vector<Span> spans;
+  for (const OverlapArg& a : args) {
+    a.for_each([&](size_t i, const Tensor& t) {
+      if (a.written() && has_internal_overlap(t)) {
+        const std::string n = a.listed() ? element_name(a.name(), i) : std::string(a.name());
+        fail(op, ": argument '", n, "' is written in place, but some of its elements share memory "
+             "(an expanded or stride-0 tensor); clone() it first");
+      }
+      if (t.numel() == 0 || t.data_ptr() == nullptr) return;
+      spans.push_back({byte_span(t), &t, &a, i});
+    });
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.bytes.lo != b.bytes.lo ? a.bytes.lo < b.bytes.lo : a.arg != b.arg ? a.arg < b.arg : a.index < b.index;
+  });
+  std::vector<const Span*> open;
+  for (const Span& s : spans) {
+    open.erase(std::remove_if(open.begin(), open.end(), [&](const Span* o) { return o->bytes.hi <= s.bytes.lo; }),
+               open.end());
+    for (const Span* o : open) {
+      if (!o->arg->written() && !s.arg->written()) continue;  // two inputs may share memory
+      const Span& w = o->arg->written() ? *o : s;
+      const Span& other = &w == o ? s : *o;
+      check_no_overlap(op, name(w).c_str(), *w.t, name(other).c_str(), *other.t, other.arg->written());
+    }
+    open.push_back(&s);
+  }
+}
+
+// After a kernel wrote into a contiguous copy of a non-contiguous argument written in place.
+inline void write_back(const Tensor& target, const Tensor& written) {
+  if (target.data_ptr() == written.data_ptr()) return;
+  Tensor t = target;
+  torch::stable::copy_(t, written);
+}
+
+inline void write_back(const std::optional<Tensor>& target, const std::optional<Tensor>& written) {
+  if (target.has_value() && target->defined() && written.has_value()) write_back(*target, *written);
+}
+
+// out= arguments: the result's dtype, and resized to the shape rule's shape as
+// at::native::resize_output does: left alone when of the right shape, resized when empty, and
+// resized with aten's warning when it had elements.  (aten::_resize_output_ has only a Meta
+// kernel, so the warning comes from an aten op whose out= path is resize_output: expand_copy.out
+// of a 0-d tensor, whose values the kernel then overwrites; only on that rare path.)
+inline void check_out_dtype(const char* op, const char* arg, const Tensor& out, ScalarType expected) {
+  OPWRAP_STABLE_CHECK(out.scalar_type() == expected, op, ": out= argument '", arg, "' has dtype ",
+                      out.scalar_type(), ", but the result has dtype ", expected);
+}
+
+inline void resize_output(const char* op, const char* arg, const Tensor& out, const std::vector<int64_t>& shape) {
+  if (out.sizes().equals(IntArrayRef(shape))) return;
+  const std::string what = std::string("resizing out= argument '") + arg + "'";
+  with_context(op, what.c_str(), [&] {
+    if (out.numel() == 0) {
+      std::array<StableIValue, 3> stack{torch::stable::detail::from(out), torch::stable::detail::from(shape),
+                                        torch::stable::detail::from(std::nullopt)};
+      TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::resize_", "", stack.data(), TORCH_ABI_VERSION));
+      return;
+    }
+    const std::vector<int64_t> scalar;
+    const Tensor one = torch::stable::empty(IntArrayRef(scalar), out.scalar_type(), std::nullopt, out.device());
+    std::array<StableIValue, 4> stack{torch::stable::detail::from(one), torch::stable::detail::from(shape),
+                                      torch::stable::detail::from(false), torch::stable::detail::from(out)};
+    TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::expand_copy", "out", stack.data(), TORCH_ABI_VERSION));
+  });
+}
+
 inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t a, int64_t b,
                            const char* what, const char* var) {
   const int64_t size = t.size(dim);
@@ -398,12 +581,16 @@ inline std::string error_message(const std::exception& e) { return e.what(); }
 #include <opwrap/shared/abi_call.h>
 #undef OPWRAP_RT_CHECK
 
+// A tensor written in place: its size is the caller's.
+inline opwrap_tensor written(const Tensor& t) { return view(t); }
+
 class OptionalView {
  public:
   explicit OptionalView(const std::optional<Tensor>& t) : present_(t.has_value() && t->defined()) {
     if (present_) view_ = view(*t);
   }
   const opwrap_tensor* get() const { return present_ ? &view_ : nullptr; }
+  opwrap_tensor* get() { return present_ ? &view_ : nullptr; }
 
  private:
   bool present_;
