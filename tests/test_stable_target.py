@@ -98,6 +98,24 @@ DECLARATIONS = """\
   dtypes: [float32]
   kernels: {CPU: {abi: c, symbol: stablelib_weighted_any}}
   shape: {w: [K], xs: ["*S"], result: ["*S"]}
+
+- func: clamp_(Tensor(a!) self, float lo, float hi) -> Tensor(a!)
+  doc: self clamped to [lo, hi] in place, a C++ kernel against the stable API (tagged inplace).
+  dtypes: [float32, float64]
+  kernels: {CPU: clamp_cpu}
+  header: scale.h
+
+- func: accumulate(Tensor(a!) acc, Tensor x, Tensor(b!)? count=None) -> ()
+  doc: acc += x, and count += 1 where x is not 0 (when given), in C; written arguments it does not return.
+  dtypes: [float32]
+  kernels: {CPU: {abi: c, symbol: stablelib_accumulate}}
+  shape: {acc: ["*S"], x: ["*S"]}
+
+- func: scale.out(Tensor self, float factor, *, Tensor(a!) out) -> Tensor(a!)
+  doc: self * factor into out, with scale's C++ kernel (an out= overload, tagged out).
+
+- func: sqdist.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)
+  doc: sqdist into out, with sqdist's Rust kernel (out resized to [N]).
 """
 
 C_SOURCE = """\
@@ -194,6 +212,21 @@ int32_t stablelib_weighted_sum_float32(opwrap_context* ctx, const opwrap_tensor*
   return OPWRAP_OK;
 }
 
+#include "abi/accumulate.h"
+
+int32_t stablelib_accumulate_float32(opwrap_context* ctx, opwrap_tensor* acc, const opwrap_tensor* x,
+                                     opwrap_tensor* count) {
+  float* a = (float*)acc->data;
+  const float* v = (const float*)x->data;
+  const int64_t n = opwrap_numel(acc);
+  if (count != NULL && opwrap_numel(count) != n) return opwrap_fail(ctx, "count must have %lld elements", (long long)n);
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] += v[i];
+    if (count != NULL) ((float*)count->data)[i] += v[i] != 0;
+  }
+  return OPWRAP_OK;
+}
+
 #include "abi/weighted_any.h"
 
 int32_t stablelib_weighted_any_float32(opwrap_context* ctx, const opwrap_tensor* w, opwrap_tensor_list xs,
@@ -234,6 +267,12 @@ SCALE_H = """\
 #include <torch/csrc/stable/tensor.h>
 
 namespace stablelib::kernels {
+
+template <typename scalar_t>
+void clamp_cpu(const torch::stable::Tensor& self, double lo, double hi) {
+  scalar_t* x = self.mutable_data_ptr<scalar_t>();
+  for (int64_t i = 0; i < self.numel(); ++i) x[i] = x[i] < lo ? static_cast<scalar_t>(lo) : x[i] > hi ? static_cast<scalar_t>(hi) : x[i];
+}
 
 template <typename scalar_t>
 void scale_cpu(const torch::stable::Tensor& self, double factor, torch::stable::Tensor& result) {
@@ -334,10 +373,12 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     _, made, lib = stablelib
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
-    assert cpp == ["stable/cpu/axpy.cpp", "stable/cpu/convert.cpp", "stable/cpu/count_above.cpp",
-                   "stable/cpu/gather_rows.cpp", "stable/cpu/hist.cpp", "stable/cpu/scale.cpp", "stable/cpu/sqdist.cpp",
-                   "stable/cpu/sumsq.cpp", "stable/cpu/weighted_any.cpp", "stable/cpu/weighted_sum.cpp", "stable/registration.cpp",
-                   "units/stable.0.cpp", "units/stable.1.cpp"], cpp
+    assert cpp == ["stable/cpu/accumulate.cpp", "stable/cpu/axpy.cpp", "stable/cpu/clamp_.cpp",
+                   "stable/cpu/convert.cpp", "stable/cpu/count_above.cpp", "stable/cpu/gather_rows.cpp",
+                   "stable/cpu/hist.cpp", "stable/cpu/scale.cpp", "stable/cpu/scale_out.cpp", "stable/cpu/sqdist.cpp",
+                   "stable/cpu/sqdist_out.cpp", "stable/cpu/sumsq.cpp", "stable/cpu/weighted_any.cpp",
+                   "stable/cpu/weighted_sum.cpp", "stable/registration.cpp", "units/stable.0.cpp",
+                   "units/stable.1.cpp"], cpp
     for path in (gen / "stable").rglob("*.cpp"):
         text = path.read_text()
         assert "ATen/" not in text and "torch/library.h" not in text and "c10/" not in text, path
@@ -506,6 +547,134 @@ def test_two_differentiable_returns(stablelib):
     torch.testing.assert_close(torch.autograd.grad(f(x), x)[0], 2 * x)
 
 
+def _passes_opcheck(op, args, kwargs=None):
+    result = torch.library.opcheck(op, args, kwargs)
+    assert all(v == "SUCCESS" for v in result.values()), result
+
+
+@pytest.mark.slow(40)
+def test_an_in_place_op(stablelib):
+    """clamp_, a C++ kernel writing self: tagged `inplace` (defined from Python: the stable C++
+    API has no such tag), the full target's checks and messages, a non-contiguous self computed
+    in a contiguous copy and written back."""
+    module, _, lib = stablelib
+    assert "clamp_" not in (lib / "generated" / "stable" / "registration.cpp").read_text()
+    assert "'clamp_(Tensor(a!) self, float lo, float hi) -> Tensor(a!)'" in \
+        (lib / "generated" / "python" / "schemas.py").read_text()
+    op = torch.ops.stablelib.clamp_.default
+    assert (torch.Tag.inplace in op.tags) == hasattr(torch.Tag, "inplace")
+    x = torch.linspace(-2, 2, 12, dtype=torch.float64).reshape(3, 4)
+    expected = x.clamp(-1, 1)
+    assert module.ops.clamp_(x, -1.0, 1.0) is x
+    torch.testing.assert_close(x, expected)
+    y = torch.linspace(-2, 2, 12).reshape(3, 4)
+    t = y.t()  # non-contiguous: computed in a copy, written back
+    op(t, -1.0, 1.0)
+    torch.testing.assert_close(y, torch.linspace(-2, 2, 12).reshape(3, 4).clamp(-1, 1))
+    with pytest.raises(RuntimeError, match=r"^stablelib::clamp_: argument 'self' has dtype Int, but expected one of: "
+                       r"float32, float64"):
+        op(torch.zeros(3, dtype=torch.int32), 0.0, 1.0)
+    with pytest.raises(RuntimeError, match=r"^stablelib::clamp_: argument 'self' is written in place, but some of its "
+                       r"elements share memory \(an expanded or stride-0 tensor\); clone\(\) it first"):
+        op(torch.zeros(1).expand(3), 0.0, 1.0)
+    _passes_opcheck(op, (torch.randn(4, 3), -0.5, 0.5))
+    torch._dynamo.reset()
+    f = torch.compile(lambda a: module.ops.clamp_(a * 2, -1.0, 1.0) + 1, fullgraph=True)
+    a = torch.randn(5)
+    torch.testing.assert_close(f(a), (a * 2).clamp(-1, 1) + 1)
+    g = torch.compile(lambda a: module.ops.clamp_(a, -1.0, 1.0), fullgraph=True)  # a graph input mutated
+    b = torch.randn(5) * 3
+    expected = b.clamp(-1, 1)
+    g(b)
+    torch.testing.assert_close(b, expected)
+
+
+@pytest.mark.slow(40)
+def test_written_arguments_it_does_not_return(stablelib):
+    """accumulate(Tensor(a!) acc, Tensor x, Tensor(b!)? count) -> (), in C: the overlap checks
+    between a written argument and every other, and non-contiguous write-back."""
+    module, _, _ = stablelib
+    op = torch.ops.stablelib.accumulate.default
+    acc, x, count = torch.ones(2, 3), torch.tensor([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]]), torch.zeros(2, 3)
+    assert module.ops.accumulate(acc, x, count) is None
+    torch.testing.assert_close(acc, 1 + x)
+    torch.testing.assert_close(count, (x != 0).float())
+    base = torch.zeros(3, 2)
+    op(base.t(), x)  # a non-contiguous acc, written back
+    torch.testing.assert_close(base.t(), x)
+    with pytest.raises(RuntimeError, match=r"^stablelib::accumulate: argument 'acc' is written in place, but shares "
+                       r"memory with input 'x'; pass a copy \(clone\(\)\) of one of them"):
+        op(acc, acc)
+    with pytest.raises(RuntimeError, match=r"^stablelib::accumulate: argument 'acc' is written in place, but shares "
+                       r"memory with argument 'count', also written; pass a copy"):
+        op(acc, x, acc)
+    whole = torch.zeros(4, 3)
+    with pytest.raises(RuntimeError, match=r"shares memory with input 'x'"):
+        op(whole[:2], whole[1:3])  # a partial overlap
+    op(whole[:2], whole[2:])  # views of one tensor that do not overlap
+    with pytest.raises(RuntimeError, match=r"^stablelib::accumulate: argument 'x' has dtype Double, but expected Float "
+                       r"\(the dtype of 'acc'\)"):
+        op(acc, x.double())
+    with pytest.raises(RuntimeError, match=r"^stablelib::accumulate: argument 'x' has dimensions \[3\] where "):
+        op(acc, torch.ones(3))
+    _passes_opcheck(op, (torch.randn(2, 3), torch.randn(2, 3), torch.zeros(2, 3)))
+    torch._dynamo.reset()
+
+    def f(a, b):
+        a2 = a.clone()
+        module.ops.accumulate(a2, b)
+        return a2 * 2
+    a, b = torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(a, b), (a + b) * 2)
+
+
+@pytest.mark.slow(40)
+def test_out_overloads(stablelib, capfd):
+    """scale.out (scale's C++ kernel) and sqdist.out (sqdist's Rust kernel): tagged `out`,
+    the out= argument's dtype checked and its size following torch's out= rules."""
+    module, _, _ = stablelib
+    scale_out, sqdist_out = torch.ops.stablelib.scale.out, torch.ops.stablelib.sqdist.out
+    assert (torch.Tag.out in scale_out.tags) == hasattr(torch.Tag, "out")
+    x = torch.randn(2, 3)
+    out = torch.empty(2, 3)
+    assert scale_out(x, 2.0, out=out) is out
+    torch.testing.assert_close(out, x * 2)
+    empty = torch.empty(0)
+    scale_out(x, 3.0, out=empty)  # an empty out is resized without a word
+    torch.testing.assert_close(empty, x * 3)
+    a, b = torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    d = torch.empty(0, dtype=torch.float64)
+    sqdist_out(a, b, out=d)
+    torch.testing.assert_close(d, ((a - b) ** 2).sum(1))
+    capfd.readouterr()
+    wrong = torch.zeros(7, dtype=torch.float64)
+    with __import__("warnings").catch_warnings(record=True) as caught:
+        __import__("warnings").simplefilter("always")
+        sqdist_out(a, b, out=wrong)  # a non-empty out of another shape: aten's warning, then resized
+    said = capfd.readouterr().err + "".join(str(w.message) for w in caught)
+    assert "An output with one or more elements was resized" in said, said
+    torch.testing.assert_close(wrong, ((a - b) ** 2).sum(1))
+    strided = torch.zeros(3, 2).t()  # a non-contiguous out of the right shape: written back
+    scale_out(x, 2.0, out=strided)
+    torch.testing.assert_close(strided, x * 2)
+    with pytest.raises(RuntimeError, match=r"^stablelib::scale.out: out= argument 'out' has dtype Double, but the "
+                       r"result has dtype Float"):
+        scale_out(x, 2.0, out=torch.empty(2, 3, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match=r"^stablelib::scale.out: argument 'out' is written in place, but shares "
+                       r"memory with input 'self'"):
+        scale_out(x, 2.0, out=x)
+    _passes_opcheck(scale_out, (torch.randn(2, 3), 2.0), {"out": torch.empty(2, 3)})
+    _passes_opcheck(sqdist_out, (a, b), {"out": torch.empty(4, dtype=torch.float64)})
+    torch._dynamo.reset()
+
+    def f(t):
+        o = torch.empty_like(t)
+        module.ops.scale(t, 1.0)
+        torch.ops.stablelib.scale.out(t, 4.0, out=o)
+        return o + 1
+    torch.testing.assert_close(torch.compile(f, fullgraph=True)(x), x * 4 + 1)
+
+
 @pytest.mark.slow(40)
 def test_gradients_opcheck_and_compile(stablelib):
     module, _, _ = stablelib
@@ -534,6 +703,34 @@ for op, args in ((torch.ops.stablelib.scale.default, (a, 2.0)), (torch.ops.stabl
     r = torch.library.opcheck(op, args)
     assert all(v == "SUCCESS" for v in r.values()), r
 torch.testing.assert_close(torch.compile(f, fullgraph=True)(a, b), f(a, b))
+# Written arguments: the checks and write-back in every release; the `inplace` and `out` tags
+# from torch 2.13 on (torch.Tag has them), before which torch.compile refuses an op returning
+# what it writes, as in the full target (codegen/core/torch_compat.py, FEATURES).
+x = torch.linspace(-2, 2, 12).reshape(3, 4)
+torch.ops.stablelib.clamp_(x.t(), -1.0, 1.0)
+torch.testing.assert_close(x, torch.linspace(-2, 2, 12).reshape(3, 4).clamp(-1, 1))
+acc, v = torch.ones(3), torch.tensor([1.0, 0.0, 2.0])
+stablelib.ops.accumulate(acc, v)
+torch.testing.assert_close(acc, torch.tensor([2.0, 1.0, 3.0]))
+out = torch.zeros(0)
+torch.ops.stablelib.scale.out(v, 2.0, out=out)
+torch.testing.assert_close(out, v * 2)
+try:
+    torch.ops.stablelib.accumulate(acc, acc)
+    raise AssertionError("no overlap error")
+except RuntimeError as e:
+    assert "argument 'acc' is written in place, but shares memory with input 'x'" in str(e), e
+r = torch.library.opcheck(torch.ops.stablelib.accumulate.default, (torch.randn(3), torch.randn(3)))
+assert all(v == "SUCCESS" for v in r.values()), r
+tagged = hasattr(torch.Tag, "inplace")
+tags = {str(t) for t in (*torch.ops.stablelib.clamp_.default.tags, *torch.ops.stablelib.scale.out.tags)}
+assert {"Tag.inplace", "Tag.out"} <= tags if tagged else not tags & {"Tag.inplace", "Tag.out"}, tags
+g = torch.compile(lambda a: torch.ops.stablelib.clamp_(a * 2, -1.0, 1.0) + 1, fullgraph=True)
+try:
+    torch.testing.assert_close(g(v), (v * 2).clamp(-1, 1) + 1)
+    assert tagged, "compiled without the inplace tag"
+except Exception as e:
+    assert not tagged and "alias annotations" in str(e), e
 print("ok", torch.__version__)
 """
 
@@ -599,9 +796,9 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
           derivatives:
             self: grad * f
             result: self_t * f
-        - func: e(Tensor(a!) self) -> Tensor(a!)
+        - func: e(Tensor x, Tensor(a!)[] self) -> ()
           dtypes: [float32]
-          kernels: {CPU: {abi: c}}
+          kernels: {CPU: e_cpu}
         - func: f(Tensor self) -> Tensor
           dtypes: [float32]
           like: self
@@ -628,7 +825,8 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
         ("scale.yaml:13:", "runs derivative formulas in Python (torch.library.register_autograd): "
                            "'at::mul(grad, f)' is C++"),
         ("scale.yaml:20:", "register_autograd, which has no forward mode"),
-        ("scale.yaml:21:", "argument 'self' is written in place"),
+        ("scale.yaml:21:", "argument 'self' is a tensor list written in place: the stable target writes single "
+                           "tensors"),
         ("scale.yaml:28:", "the stable target has no autocast kernels"),
         ("scale.yaml:32:", "kernel header 'kernels/g.h' not found"),
         ("scale.yaml:39:", "does not differentiate through or save a Tensor[] argument ('xs') yet"),

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ..lang.schema import Argument, BaseType, is_tensor, unwrap_optional
 from ..lang.shapes import cpp_input_checks, cpp_output_shape, render_cpp, variables
 from . import abi
+from .kernel import overlap_checks
 from ..core.names import Scope
 from ..core.literals import cpp_string
 
@@ -116,10 +117,9 @@ def problems(decl) -> list[Problem]:
         if type_key(a) not in TYPES:
             out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target takes "
                                f"{', '.join(TYPES)} so far"))
-        elif a.is_write:
-            out.append(Problem("", f"argument '{a.name}' is written in place: the stable target cannot yet give "
-                               "torch the 'inplace'/'out' tags that torch.compile needs (torch 2.11's "
-                               "stable library defines schemas without tags)"))
+        elif a.is_write and type_key(a) == "Tensor[]":
+            out.append(Problem("", f"argument '{a.name}' is a tensor list written in place: the stable target "
+                               "writes single tensors ('Tensor(a!)', 'Tensor(a!)?') so far"))
     if not any(is_tensor(a.type) and not a.is_optional for a in decl.schema.arguments):
         out.append(Problem("", "the stable target dispatches on the first Tensor argument, and this op has no "
                            "required Tensor argument"))
@@ -132,7 +132,7 @@ def problems(decl) -> list[Problem]:
         elif r.type != BaseType("Tensor"):
             out.append(Problem("", f"return '{o.name}' of type {r.type}: the stable target returns tensors and "
                                f"{', '.join(RETURNED)} so far"))
-        elif o.made_by == "alias":  # a written argument, reported above
+        elif o.made_by == "alias":  # a written argument, returned as it is (an out= one resized: plan)
             continue
         elif o.made_by != "wrapper":
             out.append(Problem("shape", f"return '{o.name}' has no shape rule: the stable target allocates every "
@@ -170,6 +170,7 @@ class StableCall:
     checks: tuple[str, ...]  # argument checks, shape contracts, allocation, contiguous copies, the ABI's setup
     dispatch: tuple[str, ...]  # the dtype switch calling the kernel
     result: str  # the return statement ("": none)
+    epilogue: tuple[str, ...]  # after the kernel: written arguments computed in a contiguous copy, written back
     includes: tuple[str, ...]  # the kernel's header (or its symbols' prototypes)
     defines: tuple[str, ...] = ()  # macros defined before any header (CUDA: USE_CUDA, for the CUDA shim)
 
@@ -196,8 +197,14 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
     if key == "CPU":  # on a GPU the kernel asserts (a check here would synchronize the stream)
         checks.extend(_index_checks(decl, names))
     dispatched = dtype_local[decl.variables[0].name][0]
-    outputs = []
+    outputs, aliased = [], {}
+    outs = {a.name for a in decl.out_arguments}
     for o in decl.outputs():
+        if o.made_by == "alias":  # an argument written in place, returned as it is
+            aliased[o.name] = ident[o.aliases]
+            if o.aliases in outs:
+                checks.extend(_out_argument(decl, o, ident, names, dispatched, dtype_local, scope))
+            continue
         if o.made_by != "wrapper":  # a value the kernel returns (RETURNED)
             continue
         dtype = _output_dtype(o, ident, dispatched)
@@ -218,19 +225,26 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
         checks.append(f"{TENSOR} {out} = opwrap::rt::empty(kOp, {cpp_string(o.name)}, {shape}, {dtype}, "
                       f"{first}.device());")
         outputs.append(out)
-    args = []
+    checks.extend(overlap_checks(decl, ident))
+    args, epilogue = [], []
     for a in s.arguments:
         name = ident[a.name]
-        if is_tensor(unwrap_optional(a.type)) and decl.contiguous:
+        if is_tensor(unwrap_optional(a.type)) and (decl.contiguous or a.is_write):
+            # a written one is a local the kernel may take as `Tensor&` (an out= argument in
+            # place of its functional op's output), computed in a contiguous copy written back
             c = scope.fresh(f"{name}_c")
             held = f"std::optional<{TENSOR}>" if a.is_optional else TENSOR
-            checks.append(f"const {held} {c} = opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name});")
+            value = f"opwrap::rt::contiguous(kOp, {cpp_string(a.name)}, {name})" if decl.contiguous else name
+            checks.append(f"{'' if a.is_write else 'const '}{held} {c} = {value};")
+            if a.is_write and decl.contiguous:
+                epilogue.append(f"opwrap::rt::write_back({name}, {c});")
             args.append(c)
         else:
             args.append(name)
     call, header, returned = _kernel_call(decl, namespace, key, first, (*args, *outputs), scope, checks)
     made, values = iter(outputs), iter(returned)
-    results = [next(values) if str(r.type) in RETURNED else next(made) for r in s.returns]
+    results = [next(values) if str(r.type) in RETURNED else aliased[n] if n in aliased else next(made)
+               for r, n in zip(s.returns, decl.return_names)]
     types = [RETURNED.get(str(r.type), TENSOR) for r in s.returns]
     returns = "void" if not results else types[0] if len(results) == 1 else f"std::tuple<{', '.join(types)}>"
     result = "" if not results else f"return {results[0]};" if len(results) == 1 else \
@@ -239,7 +253,34 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
         key=key, wrapper=f"{decl.ident}_{key.lower()}", defines=("USE_CUDA",) if key == "CUDA" else (),
         params=", ".join(f"{cpp_type(a)} {ident[a.name]}" for a in s.arguments),
         returns=returns, checks=tuple(checks), dispatch=tuple(_switch(decl, dtype_local, call)), result=result,
-        includes=(header,))
+        epilogue=tuple(epilogue), includes=(header,))
+
+
+def _out_argument(decl, o, ident: dict[str, str], names: dict[str, str], dispatched: str, dtype_local: dict,
+                  scope: Scope) -> list[str]:
+    """An out= argument: of the result's dtype (its rule's), and resized to the result's shape
+    rule as at::native::resize_output does (the full target's _aliased_output)."""
+    arg, checks = ident[o.aliases], []
+    dtype = _output_dtype(o, ident, dispatched)
+    owned = dict(decl.dtype_owners).get(o.name)
+    if owned:  # the return declares a dtype variable: the out= argument's dtype is its value
+        var, local = decl.variable(owned), scope.fresh(f"{o.name}_dtype")
+        dtype_local[owned] = (local, o.name)
+        checks.append(f"const {SCALAR_TYPE} {local} = {dtype};")
+        checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
+                      f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_allowed(var)}, "
+                      f"{cpp_string(', '.join(d.name for d in var.dtypes))});")
+        dtype = local
+    checks.append(f"opwrap::rt::check_out_dtype(kOp, {cpp_string(o.aliases)}, {arg}, {dtype});")
+    if o.shape is None and not decl.like:
+        return checks
+    shape = scope.fresh(f"{o.aliases}_shape")
+    expr = cpp_output_shape(o.shape, names) if o.shape is not None else f"{ident[decl.like]}.sizes().vec()"
+    rule = o.shape.text if o.shape is not None else "like " + decl.like
+    checks.append(f"const std::vector<int64_t> {shape} = {expr};")
+    checks.append(f"opwrap::rt::check_output_shape(kOp, {cpp_string(o.aliases)}, {shape}, {cpp_string(rule)});")
+    checks.append(f"opwrap::rt::resize_output(kOp, {cpp_string(o.aliases)}, {arg}, {shape});")
+    return checks
 
 
 def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, scope: Scope) -> list[str]:
@@ -248,6 +289,7 @@ def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, sco
     device = f"{DEVICE_TYPE}::{key}"
     required = [a for a in decl.schema.arguments if is_tensor(a.type) and not a.is_optional]
     first = required[0]
+    outs = {a.name for a in decl.out_arguments}
     checks = []
     for a in required:
         name = ident[a.name]
@@ -255,7 +297,8 @@ def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, sco
         if a is not first:
             checks.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, {name}, {ident[first.name]}, "
                           f"{cpp_string(first.name)});")
-        checks.extend(_dtype_check(decl, a, name, dtype_local, scope))
+        if a.name not in outs:  # an out= argument's dtype is the result's (_out_argument)
+            checks.extend(_dtype_check(decl, a, name, dtype_local, scope))
     for a in decl.schema.arguments:
         if a.is_optional and is_tensor(unwrap_optional(a.type)):
             name = ident[a.name]

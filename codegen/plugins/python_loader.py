@@ -32,8 +32,10 @@ class PythonLoader(Plugin):
 
 def companions(target: str) -> tuple[str, ...]:
     """The generated modules the loader imports once the library is loaded: the stable target's
-    autograd is Python (plugins/stable.py), the full target's is in the library."""
-    return ("classes", "fake", "ops", "vmap") + (("autograd",) if target == "stable" else ())
+    autograd is Python (plugins/stable.py), the full target's is in the library; the stable
+    target's `schemas` (its in-place and out= ops, plugins/stable.py) come first."""
+    stable = target == "stable"  # `schemas` first: it defines the ops tagged `inplace` or `out` (plugins/stable.py)
+    return (("schemas",) if stable else ()) + ("classes", "fake", "ops", "vmap") + (("autograd",) if stable else ())
 
 
 def _tuple(names: tuple[str, ...]) -> str:

@@ -8,7 +8,9 @@ target's C++ emitters when `[tool.codegen] target = "stable"` (codegen/core/targ
 - ``stable-cpu``: per op, `<cpp_dir>/cpu/<op>.cpp`, the wrapper (checks, allocation from the
   shape rule, dtype dispatch) registered with `STABLE_TORCH_LIBRARY_IMPL` and `TORCH_BOX`;
 - ``stable-schema``: `<cpp_dir>/registration.cpp`, the one `STABLE_TORCH_LIBRARY` block with
-  the same schema strings as the full target's;
+  the same schema strings as the full target's, and `python/schemas.py`, which defines the ops
+  tagged `inplace` or `out` (in-place ops, out= overloads) with those tags where the running
+  torch has them: torch's stable C++ API cannot attach either tag in any release;
 - ``stable-autograd``: `python/autograd.py`, the derivative formulas registered with
   `torch.library.register_autograd` (the stable API has no C++ autograd); a formula must be
   a Python expression over the op's arguments, results and `grad`.
@@ -27,7 +29,9 @@ from ..api.kernel import check_foreign
 from ..core.literals import cpp_string, py_string
 from ..lang.schema import is_tensor, unwrap_optional
 from ..core.targets import CPU, Device, Target
+from ..core.torch_compat import VERSIONED_TAGS
 from .base import Output, Plugin
+from .registration import SchemaRegistration
 
 __all__ = ["StableChecks", "StableKernels", "StableRegistration", "StableAutograd"]
 
@@ -76,20 +80,38 @@ class StableKernels(Plugin):
                          (d.path, ctx.template_source(template)), unit=group)
 
 
-class StableRegistration(Plugin):
-    """The one STABLE_TORCH_LIBRARY block: the same schema strings as the full target's."""
+def python_defined(decl) -> bool:
+    """Whether the op is defined from Python (`python/schemas.py`), not in the
+    STABLE_TORCH_LIBRARY block: it carries torch's `inplace` or `out` tag, which torch's stable
+    C++ API cannot attach (no release's `torch_tag_*` getters name them)."""
+    return any(t in VERSIONED_TAGS for t in decl.tags)
+
+
+class StableRegistration(SchemaRegistration):
+    """The one STABLE_TORCH_LIBRARY block: the same schema strings as the full target's, and
+    the tags torch.compile needs by the full target's rules (plugins/registration.py).  An op
+    tagged `inplace` or `out` is defined from Python instead (`python_defined`), with the tags
+    the running torch has; the stable C++ API defines the others, without tags, as before."""
 
     name = "stable-schema"
 
     def __init__(self, target: Target):
+        super().__init__(())
         self.target = target
 
     def emit(self, lib, ctx):
         template = "stable/registration.cpp.j2"
-        defs = [cpp_string(d.schema.text(parseable=True)) for d in lib.declarations]
+        defs = [cpp_string(d.schema.text(parseable=True)) for d in lib.declarations if not python_defined(d)]
         text = ctx.render(template, namespace=lib.namespace, defs=defs, target=self.target)
         yield Output(f"{self.target.cpp_dir}/registration.cpp", text, lib.sources + (ctx.template_source(template),),
                      unit="stable")
+        tagged = [d for d in lib.declarations if python_defined(d)]
+        if tagged:
+            template = "stable/schemas.py.j2"
+            defs = [(d.schema.text(parseable=True), repr(tuple(sorted(d.tags)))) for d in tagged]
+            yield Output("python/schemas.py", ctx.render(template, namespace=lib.namespace, defs=defs,
+                                                         py_string=py_string),
+                         tuple(sorted({d.path for d in tagged})) + (ctx.template_source(template),))
 
 
 # Names a formula may not shadow: the generated functions' own.
