@@ -21,6 +21,7 @@ So this file imports only the standard library and torch, and nothing from `code
 from __future__ import annotations
 
 import glob
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -161,6 +162,25 @@ class Library:
                 return module
         return None
 
+    def digest(self, path: str) -> str:
+        """What torch.compile's graphs of these ops depend on, as a digest: the generated tree
+        the library at `path` was built from (its `<library>.json`, written by `codegen
+        build`: schemas, autograd and autocast in C++), and the generated Python modules
+        imported beside it (fake kernels, batching rules), read here: a regenerate without a
+        rebuild changes them alone."""
+        h = hashlib.sha256()
+        try:
+            with open(Path(path).with_suffix(".json"), encoding="utf-8") as f:
+                h.update(str(json.load(f).get("generated") or "").encode())
+        except (OSError, ValueError, AttributeError):
+            pass
+        for companion in ("_runtime", *self.companions):
+            spec = importlib.util.find_spec(f"{self.package}.{companion}")
+            if spec is not None and spec.origin and os.path.isfile(spec.origin):
+                with open(spec.origin, "rb") as f:
+                    h.update(companion.encode() + b"\0" + f.read() + b"\0")
+        return h.hexdigest()[:16]
+
     def check_torch(self, path: str) -> None:
         """A library compiled against another torch release than the running one would fail
         with an undefined symbol, or worse: refuse it by the `<library>.json` its build wrote
@@ -206,6 +226,7 @@ class Library:
                               f"than this one, {torch.__version__}, fails so: rebuild it with this torch)") from e
         self.path = path
         keep_inductor_from_out_variants(self.namespace)
+        key_compile_caches(self.namespace, self.digest(path))
         for companion in self.companions:
             if importlib.util.find_spec(f"{self.package}.{companion}") is not None:
                 importlib.import_module(f"{self.package}.{companion}")
@@ -213,6 +234,23 @@ class Library:
 
 
 # ----------------------------------------------------------------------------- typed wrappers
+
+
+def key_compile_caches(namespace: str, digest: str) -> None:
+    """Put `<namespace>:<digest>` into torch.compile's cache keys
+    (`torch.compiler.config.cache_key_tag`, which inductor's FX graph cache, AOTAutograd's
+    cache and the autotuning cache hash).  Their keys cover a graph's code and inputs, not
+    what a custom op's fake kernel or autograd formula computes: without this, a graph
+    compiled before a library changed an op's dtype or shape rule is served from the on-disk
+    cache after it, with the old output dtype.  The tag keeps what the user set (or
+    $TORCH_COMPILE_CACHE_KEY_TAG) and other libraries' entries; an entry of this namespace is
+    replaced.  A process that loads the library compiles its graphs once more after each
+    change of the library, and never against a stale fake kernel."""
+    config = getattr(getattr(torch, "compiler", None), "config", None)
+    if config is None or not hasattr(config, "cache_key_tag"):
+        return
+    kept = [t for t in str(config.cache_key_tag).split(";") if t and not t.startswith(f"{namespace}:")]
+    config.cache_key_tag = ";".join([*kept, f"{namespace}:{digest}"])
 
 
 def install_fast_path(fast: ModuleType | None, wrappers: dict[str, Callable[..., Any]],

@@ -50,7 +50,7 @@ def test_runtime_imports_nothing_from_the_toolchain():
     tree = ast.parse((ROOT / "codegen" / "pyruntime.py").read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported == {"__future__", "glob", "importlib", "json", "os", "typing", "warnings", "pathlib", "types", "torch"}, imported
+    assert imported == {"__future__", "glob", "hashlib", "importlib", "json", "os", "typing", "warnings", "pathlib", "types", "torch"}, imported
 
 
 def test_registered_and_register_fake_skip_ops_a_build_left_out():
@@ -271,3 +271,39 @@ def test_a_library_built_against_another_torch_release_is_refused_by_name(tmp_pa
     (tmp_path / "_C.json").write_text(f'{{"torch_version": "{major}.{minor}.99+other"}}')
     with pytest.raises(ImportError, match=r"(?s)mylib: cannot load .*_C\.so: .*rebuild it with this torch"):
         lib.load()
+
+
+def test_compile_cache_keys_carry_each_library_digest(monkeypatch):
+    """key_compile_caches: torch.compile's cache keys (torch.compiler.config.cache_key_tag)
+    name each loaded library's digest, after what the user set, one entry a namespace."""
+    monkeypatch.setattr(torch.compiler.config, "cache_key_tag", "users-own")
+    rt.key_compile_caches("liba", "0123")
+    rt.key_compile_caches("libb", "4567")
+    rt.key_compile_caches("liba", "89ab")  # a library of that namespace again: replaced, not added
+    assert torch.compiler.config.cache_key_tag == "users-own;libb:4567;liba:89ab"
+
+
+def test_the_loaded_library_keys_compile_caches_by_what_it_was_generated_from(tmp_path):
+    """`import opwrap` put the bundled library's digest into the cache keys; the digest follows
+    the generated tree its build recorded (`<library>.json`) and the generated modules beside
+    it, so a changed fake kernel or formula is never served a graph compiled before."""
+    import json
+    import opwrap
+    from opwrap._generated import _library
+    from opwrap_codegen.build import generated_digest
+    digest = _library.digest(opwrap.library_path)
+    assert f"opwrap:{digest}" in torch.compiler.config.cache_key_tag.split(";")
+    manifest = json.loads(Path(opwrap.library_path).with_suffix(".json").read_text())
+    assert manifest["generated"] == generated_digest(ROOT / "generated")
+    # The tree's digest follows every file's path and bytes.
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "fake.py").write_text("a")
+    first = generated_digest(tmp_path)
+    (tmp_path / "python" / "fake.py").write_text("b")
+    second = generated_digest(tmp_path)
+    (tmp_path / "python" / "fake.py").rename(tmp_path / "python" / "vmap.py")
+    assert len({first, second, generated_digest(tmp_path)}) == 3
+    # A manifest of another tree gives another library digest.
+    so = tmp_path / "_C.so"
+    so.with_suffix(".json").write_text(json.dumps({"generated": "x"}))
+    assert _library.digest(str(so)) != digest

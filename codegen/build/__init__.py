@@ -787,7 +787,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         abi_check.check(out, build_dir, log)
     import torch
     manifest = {"cuda": env is not None, "sanitize": sanitize, "optimize": None if sanitize else optimize,
-                "selection": selection, "torch": torch_location(), "torch_version": torch.__version__}
+                "selection": selection, "torch": torch_location(), "torch_version": torch.__version__,
+                "generated": generated_digest(config.path("generated"))}
     if glibc_compat:
         manifest["glibc_compat"] = True
     if target.oldest is not None:  # the loader accepts it on every torch from that release on (pyruntime)
@@ -820,6 +821,19 @@ def glibc_compat_source(build_dir: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_if_changed(path, GLIBC_COMPAT)
     return path
+
+
+def generated_digest(generated: Path) -> str:
+    """A digest of a library's generated tree (every file's path and bytes): what its graphs
+    under torch.compile depend on (schemas, fake kernels, autograd formulas, batching and
+    autocast rules) comes from there.  The build records it in the manifest, and the loader
+    puts it into torch.compile's cache keys (pyruntime.key_compile_caches)."""
+    import hashlib
+    h = hashlib.sha256()
+    for f in sorted(p for p in generated.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(f.relative_to(generated).as_posix().encode() + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def manifest_path(library: Path) -> Path:
