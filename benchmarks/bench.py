@@ -21,7 +21,9 @@ Sections (each compares in the same process, on the same inputs):
   overhead (target: at most 5% above the C++ kernel's) and the loops' throughput;
 - library: a `codegen init` library of 50 synthetic pointwise ops built from scratch, and
   the compiler seconds each op adds (against a library of 10);
-- codegen: generating 1,000 synthetic declarations, and the files a no-op regenerate writes.
+- codegen: generating 1,000 synthetic declarations, and the files a no-op regenerate writes;
+- wheels (where CUDA can be built): the bundled library's wheel with CUDA kernels for one
+  architecture and for four, its size and its `_C.so`'s.
 
 Prints a table of ratios and writes it as JSON (--json).  Targets are printed beside the
 figures they apply to; --check exits 1 when one is missed.
@@ -49,6 +51,7 @@ import tempfile
 import textwrap
 import time
 import timeit
+import zipfile
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -978,7 +981,47 @@ def _where(row: dict) -> str:
     return f"{row['name']} ({at})" if at else row["name"]
 
 
-SECTIONS = ("calls", "throughput", "blas", "ops", "build", "foreign", "library", "codegen")
+# The CUDA architectures of the wheel-size comparison: one (what `make cuda-check` compiles)
+# against four (the data-centre GPUs from Ampere to Hopper a wheel commonly covers).
+WHEEL_ARCHS = ("9.0", "8.0;8.6;8.9;9.0")
+
+
+def wheel_sizes(report: Report):
+    """The bundled library's wheel with CUDA kernels for one architecture and for four: each
+    architecture adds its device code (cubin) for every CUDA kernel to `_C.so`; PyPI caps a
+    file at 400 MiB unless a project asks for more.  The wheels are built as a user builds
+    them (`pip wheel . --no-build-isolation -C cuda=true`, TORCH_CUDA_ARCH_LIST), into
+    build/wheel: the C++ units compile once, and nvcc's go through the compiler cache, so a
+    second run compiles nothing."""
+    from opwrap_codegen.build import cuda_env
+
+    env, reason = cuda_env.detect()
+    if env is None:
+        print(f"\nwheels: skipped ({reason})")
+        return
+    report.section("wheels: the bundled library's wheel by CUDA architectures; ratio = its size / one architecture's",
+                   f"{'TORCH_CUDA_ARCH_LIST':<24}{'wheel MiB':>11}{'_C.so MiB':>11}{'build s':>9}{'ratio':>8}")
+    first = None
+    for archs in WHEEL_ARCHS:
+        with tempfile.TemporaryDirectory() as out:
+            start = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
+                                "-C", "cuda=true", "-w", out, str(ROOT)], capture_output=True, text=True,
+                               env={**os.environ, "TORCH_CUDA_ARCH_LIST": archs})
+            seconds = time.perf_counter() - start
+            if r.returncode != 0:
+                print(f"  {archs:<22}  the build failed:\n{textwrap.indent((r.stdout + r.stderr)[-3000:], '    ')}")
+                return
+            (wheel,) = Path(out).glob("opwrap-*.whl")
+            with zipfile.ZipFile(wheel) as z:
+                so = sum(i.file_size for i in z.infolist() if re.fullmatch(r"opwrap/_C\..*\.so", i.filename))
+            size = wheel.stat().st_size
+        first = first or size
+        report.add("wheels", archs, size / first, wheel_mib=size / 2**20, so_mib=so / 2**20, seconds=seconds)
+        print(f"  {archs:<22}{size / 2**20:>11.1f}{so / 2**20:>11.1f}{seconds:>9.1f}{size / first:>7.2f}x")
+
+
+SECTIONS = ("calls", "throughput", "blas", "ops", "build", "foreign", "library", "codegen", "wheels")
 
 
 def main(argv=None) -> int:
@@ -1014,6 +1057,8 @@ def main(argv=None) -> int:
         library_build(report, 50, 10)
     if "codegen" in only:
         codegen_times(report, 1000)
+    if "wheels" in only and not args.quick:
+        wheel_sizes(report)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(dict(torch=torch.__version__, cpu_capability=torch.backends.cpu.get_cpu_capability(),
                                                rows=report.rows), indent=1) + "\n")
