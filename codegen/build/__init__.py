@@ -663,7 +663,7 @@ def pch_options(pch: Path | None) -> tuple[list[str], list[str]]:
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
           need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = (),
-          glibc_compat: bool = False, compiler_cache: str | None = None) -> Path:
+          glibc_compat: bool = False, compiler_cache: str | None = None, _through_sccache: bool = False) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja,
     linking in the C files and crates the native step builds first (native_link_inputs).
     `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS).
@@ -672,7 +672,9 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     `glibc_compat` links glibc_compat_source into both modules (manylinux wheels).
     `compiler_cache` (a wheel's -C compiler-cache=) and `use_ccache` (--ccache/--no-ccache)
     choose the compiler cache over OPWRAP_COMPILER_CACHE and [tool.codegen] compiler_cache
-    (codegen/build/compiler_cache.py)."""
+    (codegen/build/compiler_cache.py).  `_through_sccache`: this build's own sccache server
+    serves it (the CUDA units then compile from a copy, with __FILE__ made relative, so that
+    sccache's keys for nvcc's steps do not depend on the folder: compiler_cache.stable_cuda_unit)."""
     if optimize not in OPTIMIZE_LEVELS:
         raise ValueError(f"optimize must be one of {', '.join(map(str, OPTIMIZE_LEVELS))}, not {optimize!r}")
     if sanitize:
@@ -688,7 +690,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         try:
             return build(config, verbose=verbose, use_ccache=False, log=log, cuda=cuda, sanitize=sanitize,
                          selection=selection, need_gpu=need_gpu, optimize=optimize, also_include=also_include,
-                         glibc_compat=glibc_compat)
+                         glibc_compat=glibc_compat, _through_sccache=True)
         finally:
             log(f"codegen build: sccache: {server.summary()}")
             server.stop()
@@ -726,6 +728,13 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         # and flags: forget that one, so the library is linked again
         getattr(getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None), "entries", {}).pop(config.library, None)
     use_ninja_beside_python()
+    compiled = [str(s) for s in srcs]
+    nvcc_cache_flags: list[str] = []
+    if _through_sccache and env is not None:
+        units_dir = config.path("generated") / "units"
+        compiled = [str(caches.stable_cuda_unit(s, log)) if s.suffix in NVCC_SUFFIXES and s.parent == units_dir
+                    else str(s) for s in srcs]
+        nvcc_cache_flags = caches.nvcc_prefix_map_flags(caches.basedirs())
     ccache, stats_before = None, {}
     if use_ccache is not False and "CXX" not in os.environ:
         wrapper = ccache_wrapper(build_dir)
@@ -768,11 +777,12 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         with cpp_units_as_in_a_cpu_build(cpp_extension, env is not None):
             cpp_extension.load(
                 name=config.library,
-                sources=[str(s) for s in srcs],
+                sources=compiled,
                 extra_cflags=unit_cflags + pch_flags,
                 extra_ldflags=ldflags + (openmp_flags() if target.openmp else []) + native_ldflags(config, native),
                 extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env), *cuda_only,
-                                   *cuda_archs_flags(build_dir, env), *(f"-D{d}" for d in target.defines)],
+                                   *cuda_archs_flags(build_dir, env), *(f"-D{d}" for d in target.defines),
+                                   *nvcc_cache_flags],
                 extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
                 build_directory=str(build_dir),
                 verbose=verbose,

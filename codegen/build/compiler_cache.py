@@ -24,6 +24,7 @@ through it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -151,6 +152,70 @@ class Sccache:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+# Where a build through sccache puts a copy of each CUDA unity unit for nvcc (stable_cuda_unit):
+# a fixed path, the same in every checkout and on every machine, not tempfile's (TMPDIR differs).
+STABLE_UNITS_DIR = Path("/tmp/opwrap-nvcc-units")
+
+
+def basedirs() -> list[str]:
+    """sccache's base directories for this build (SCCACHE_BASEDIRS: Sccache.start's, or the user's)."""
+    return [d for d in os.environ.get("SCCACHE_BASEDIRS", "").split(os.pathsep) if d]
+
+
+def nvcc_prefix_map_flags(dirs: list[str]) -> list[str]:
+    """nvcc flags that make __FILE__ relative to the base directories in the host compiler's
+    preprocessing (`-fmacro-prefix-map`, given to the preprocessor with -Wp so that sccache
+    counts it as a preprocessor argument, left out of its keys; `\\,` keeps nvcc from splitting
+    -Xcompiler's value at the comma; the quotes are for the shell ninja runs the command in).
+
+    Why: sccache caches cudafe++'s output, the .cudafe1.cpp whose host compile is nvcc's last
+    step.  That file holds every expanded __FILE__ (TORCH_CHECK's messages) as a string
+    literal: a build in another folder restores the first folder's .cudafe1.cpp, whose paths
+    its own base directories do not strip, so its last step's key differed (docs/shipping.md)."""
+    flags = []
+    for d in dirs:
+        d = d.rstrip("/")
+        if d and "$" not in d and "'" not in d:  # ninja's and the shell's own quoting
+            flags.append(shlex.quote(f"-Xcompiler=-Wp\\,-fmacro-prefix-map={d}/="))
+    return flags
+
+
+def stable_cuda_unit(unit: Path, log=print) -> Path:
+    """A copy of a CUDA unity unit at a path that depends only on its text
+    (STABLE_UNITS_DIR/<sha256>/<name>), for nvcc; the unit itself if that cannot be made.
+
+    Why: nvcc passes the source's real path to cudafe++ and cicc (`--orig_src_file_name`,
+    `--orig_src_path_name`: nvcc resolves the latter itself), and sccache 0.16 hashes those
+    steps' arguments as they are: its base directories are taken out of the preprocessed
+    text only (HashKeyParams::compute in src/compiler/c.rs), so every nvcc step of a copy in
+    another folder missed.  A unit is only `#include "<group>/<op>.cu"` lines, found through
+    the generated folder's -I, so it compiles the same from anywhere.  The folder is made
+    by this user (another user's could hold other text at that path): one that is not, or
+    holds other text, is not used."""
+    data = unit.read_bytes()
+    folder = STABLE_UNITS_DIR / hashlib.sha256(data).hexdigest()[:20]
+    copy = folder / unit.name
+    try:
+        if not STABLE_UNITS_DIR.is_dir():
+            STABLE_UNITS_DIR.mkdir(parents=True, exist_ok=True)
+            try:
+                STABLE_UNITS_DIR.chmod(0o1777)  # like /tmp: every user's builds make their folders in it
+            except OSError:
+                pass
+        folder.mkdir(mode=0o755, exist_ok=True)
+        if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+            raise PermissionError(f"{folder} is not this user's")
+        if not copy.is_file() or copy.read_bytes() != data:
+            tmp = folder / f".{unit.name}.{os.getpid()}.tmp"
+            tmp.write_bytes(data)
+            tmp.replace(copy)
+        return copy
+    except OSError as e:
+        log(f"codegen build: {unit.name} compiles at its own path ({e}): sccache's keys for nvcc's steps "
+            f"will depend on the folder")
+        return unit
 
 
 def describe_storage() -> str:
