@@ -144,3 +144,86 @@ def test_ccache_stores_an_object_whose_header_gained_a_hard_link_meanwhile(tmp_p
 
     assert not stored({})  # ccache's default: not stored
     assert stored(ccache_env(ccache, None))
+
+
+# nvcc through sccache (docs/shipping.md, "A compiler cache shared across machines"): a library
+# with one CUDA unit, built at -O0 for one architecture in one folder, then copied to another
+# folder and built again.  About 60 s of compiler time on one core (nvcc's steps, then the
+# hits), so `make test` leaves it out: it runs where a GPU is (make gpu-test, with sccache in
+# the environment) or when asked, OPWRAP_TEST_NVCC_CACHE=1 (a machine with the CUDA toolkit
+# and no GPU compiles it as well).
+SCALE_CUDA = """#pragma once
+
+#include <opwrap/runtime/cuda.cuh>
+
+namespace cudacache::kernels {
+
+template <typename scalar_t>
+struct ScaleCuda {
+  const scalar_t* in;
+  scalar_t* out;
+  double factor;
+  __device__ void operator()(int64_t i) const { out[i] = static_cast<scalar_t>(in[i] * factor); }
+};
+
+template <typename scalar_t>
+void scale_cuda(const at::Tensor& self, double factor, at::Tensor& result) {
+  opwrap::rt::cuda::launch_elementwise(result.numel(), ScaleCuda<scalar_t>{
+      self.const_data_ptr<scalar_t>(), result.mutable_data_ptr<scalar_t>(), factor});
+}
+
+}  // namespace cudacache::kernels
+"""
+
+
+def _nvcc_cache_wanted() -> str | None:
+    """Why the nvcc test cannot run here, or None."""
+    import torch
+    if not (os.environ.get("OPWRAP_TEST_NVCC_CACHE") == "1" or torch.cuda.is_available()):
+        return "about 60 s of nvcc: runs where a GPU is (make gpu-test) or with OPWRAP_TEST_NVCC_CACHE=1"
+    from opwrap_codegen.build import cuda_env
+    from opwrap_codegen.build.compiler_cache import find_sccache
+    if find_sccache() is None:
+        return "no sccache"
+    return None if cuda_env.detect()[0] is not None else f"no CUDA toolkit: {cuda_env.detect()[1]}"
+
+
+def by_language(output: str) -> dict[str, tuple[int, int]]:
+    """sccache's hits and compiles per language from codegen build's summary line."""
+    m = re.search(r"codegen build: sccache: [^(]*\((.*)\)$", output, re.M)
+    assert m, output
+    return {lang: (int(h), int(n)) for lang, h, n in re.findall(r"\s*([^;]+?) (\d+)/(\d+)", m.group(1))}
+
+
+@pytest.mark.cuda
+@pytest.mark.slow(70)
+def test_nvcc_steps_hit_in_a_copy_in_another_folder(tmp_path):
+    why = _nvcc_cache_wanted()
+    if why:
+        pytest.skip(why)
+    first, second = tmp_path / "a" / "cudacache", tmp_path / "b" / "deeper" / "cudacache"
+    r = run_codegen("init", str(first))
+    assert r.returncode == 0, r.stderr
+    (first / "kernels" / "scale.cuh").write_text(SCALE_CUDA)
+    decl = first / "declarations" / "scale.yaml"
+    decl.write_text(decl.read_text().replace("kernels: {CPU: scale_cpu}", "kernels: {CPU: scale_cpu, CUDA: scale_cuda}"))
+    pyproject = first / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + 'compiler_cache = "sccache"\n')
+    shutil.copytree(first, second)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCCACHE_")}
+    env.update(SCCACHE_DIR=str(tmp_path / "cache"), TORCH_CUDA_ARCH_LIST="9.0")
+    env.pop("OPWRAP_COMPILER_CACHE", None)
+    outputs = []
+    for lib in (first, second):
+        r = run_codegen("build", "--cuda", "-O0", cwd=lib, env=env)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+        outputs.append(r.stdout + r.stderr)
+    for out in outputs:  # the measurements (pytest -s shows them)
+        print(*[line for line in out.splitlines() if line.startswith("codegen build: ")], sep="\n")
+    nvcc = lambda counts: [v for lang, v in counts.items() if lang != "C/C++"]  # noqa: E731
+    one, two = by_language(outputs[0]), by_language(outputs[1])
+    assert nvcc(one) and all(h == 0 for h, _ in nvcc(one)), outputs[0]  # cudafe++, cicc, ptxas, the host compile
+    hits, compiles = map(sum, zip(*nvcc(two)))
+    assert compiles == sum(n for _, n in nvcc(one)) and hits >= 0.9 * compiles, outputs[1]
+    assert one["C/C++"][0] == 0 and two["C/C++"][0] == two["C/C++"][1], outputs
+    assert build_seconds(outputs[1]) * 2 <= build_seconds(outputs[0]), outputs
