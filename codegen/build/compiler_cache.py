@@ -17,7 +17,9 @@ root and the site-packages folder holding torch (its headers, and CUDA's from th
 are its base directories: sccache strips them from
 the paths it hashes, so copies of a project in different folders, on machines with their
 environments in different places (pip's build isolation puts torch in a new folder each time),
-share their objects.  The C++ units (cpp_extension's CXX),
+share their objects (nvcc's steps too: their keys also hold the unit's path and the
+first folder's __FILE__ strings, which stable_cuda_unit and nvcc_prefix_map_flags take out).
+The C++ units (cpp_extension's CXX),
 the C units (the native step's compiler) and the CUDA units (cpp_extension's PYTORCH_NVCC) all go
 through it.
 """
@@ -177,7 +179,7 @@ def nvcc_prefix_map_flags(dirs: list[str]) -> list[str]:
     flags = []
     for d in dirs:
         d = d.rstrip("/")
-        if d and "$" not in d and "'" not in d:  # ninja's and the shell's own quoting
+        if d and not any(c in d for c in "$'\"\\ \t\n"):  # ninja's, the shell's, nvcc's and sccache's own splitting
             flags.append(shlex.quote(f"-Xcompiler=-Wp\\,-fmacro-prefix-map={d}/="))
     return flags
 
@@ -194,6 +196,8 @@ def stable_cuda_unit(unit: Path, log=print) -> Path:
     the generated folder's -I, so it compiles the same from anywhere.  The folder is made
     by this user (another user's could hold other text at that path): one that is not, or
     holds other text, is not used."""
+    if os.name != "posix":
+        return unit
     data = unit.read_bytes()
     folder = STABLE_UNITS_DIR / hashlib.sha256(data).hexdigest()[:20]
     copy = folder / unit.name
