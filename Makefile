@@ -77,7 +77,9 @@ ci: test
 # values, errors, gradcheck, opcheck and compile (test_build's `mylib` tests).  What a release
 # lacks is expected by the tests (torch_compat.FEATURES).  Left to the default torch: the tests
 # of conftest's `sharedlib` (the `sharedlib` mark; the generator's every argument kind, a third
-# library to compile on each release) and mylib's selective and failing builds.  TORCH_MATRIX="2.11 2.15" picks releases;
+# library to compile on each release) and mylib's selective and failing builds.  Last, one
+# stable-ABI wheel built with the venv's torch is installed into each release's venv and run
+# there (tests/test_stable_target.py, scripts/torch-matrix's STABLE_WHEEL_TEST).  TORCH_MATRIX="2.11 2.15" picks releases;
 # TORCH_MATRIX_CUDA=1 also compiles every CUDA source against each (not in CI: ~2 min a release).
 TORCH_MATRIX ?=
 TORCH_MATRIX_TESTS ?= -m "(not slow or torch_matrix) and not sharedlib" tests/test_ops.py tests/test_misuse.py tests/test_declared_ops.py \
