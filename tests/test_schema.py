@@ -610,6 +610,25 @@ THIRD_PARTY = [
     "all_reduce(int fa, Tensor inp, Tensor! out, int reg_buffer, int reg_buffer_sz_bytes) -> ()",
     "optional_out(Tensor x, Tensor!? maybe) -> ()",
     "lists(Tensor![] xs, Tensor(a -> *) y) -> Tensor",
+    # torchvision 0.29.1's registrations, as its libraries hold them (`strings` of
+    # torchvision/_C_stable.so and image_stable.so): SymInt sizes, five returns, a Device,
+    # Tensor[] in and out, str, a default.
+    "roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, "
+    "int sampling_ratio, bool aligned) -> Tensor",
+    "_deform_conv2d_backward(Tensor grad, Tensor input, Tensor weight, Tensor offset, Tensor mask, Tensor bias, "
+    "SymInt stride_h, SymInt stride_w, SymInt pad_h, SymInt pad_w, SymInt dilation_h, SymInt dilation_w, "
+    "SymInt groups, SymInt offset_groups, bool use_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+    "ps_roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, SymInt pooled_width, "
+    "int sampling_ratio) -> (Tensor, Tensor)",
+    "qroi_align(Tensor input, Tensor rois, float input_scale, int input_zero_point, float rois_scale, "
+    "int rois_zero_point, float spatial_scale, SymInt pooled_height, SymInt pooled_width, int sampling_ratio, "
+    "bool aligned) -> Tensor",
+    "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+    "decode_jpegs_cuda(Tensor[] encoded_images, int mode, Device device) -> Tensor[]",
+    "decode_image(Tensor data, int mode, bool apply_exif_orientation=False) -> Tensor",
+    "read_file(str filename) -> Tensor",
+    "write_file(str filename, Tensor data) -> Tensor",
+    "_cuda_version() -> int",
 ]
 
 
