@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 from ..api import stable
 from ..api.kernel import check_foreign
+from ..api.tags import validate_tags, with_torch_tags
 from ..core.literals import cpp_string, py_string
 from ..lang.schema import is_tensor, unwrap_optional
 from ..core.targets import CPU, Device, Target
 from ..core.torch_compat import VERSIONED_TAGS
 from .base import Output, Plugin
-from .registration import SchemaRegistration
 
 __all__ = ["StableChecks", "StableKernels", "StableRegistration", "StableAutograd"]
 
@@ -87,17 +87,22 @@ def python_defined(decl) -> bool:
     return any(t in VERSIONED_TAGS for t in decl.tags)
 
 
-class StableRegistration(SchemaRegistration):
+class StableRegistration(Plugin):
     """The one STABLE_TORCH_LIBRARY block: the same schema strings as the full target's, and
-    the tags torch.compile needs by the full target's rules (plugins/registration.py).  An op
+    the tags torch.compile needs by the full target's rules (codegen/api/tags.py).  An op
     tagged `inplace` or `out` is defined from Python instead (`python_defined`), with the tags
     the running torch has; the stable C++ API defines the others, without tags, as before."""
 
     name = "stable-schema"
 
     def __init__(self, target: Target):
-        super().__init__(())
         self.target = target
+
+    def validate(self, decl, lib, diag):
+        validate_tags(decl, diag)
+
+    def transform(self, lib, diag):
+        return with_torch_tags(lib)
 
     def emit(self, lib, ctx):
         template = "stable/registration.cpp.j2"
