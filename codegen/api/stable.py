@@ -207,16 +207,7 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
             continue
         if o.made_by != "wrapper":  # a value the kernel returns (RETURNED)
             continue
-        dtype = _output_dtype(o, ident, dispatched)
-        owned = dict(decl.dtype_owners).get(o.name)
-        if owned:  # the return declares a dtype variable: its rule's value, checked against the variable's list
-            var, local = decl.variable(owned), scope.fresh(f"{o.name}_dtype")
-            dtype_local[owned] = (local, o.name)
-            checks.append(f"const {SCALAR_TYPE} {local} = {dtype};")
-            checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
-                          f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_allowed(var)}, "
-                          f"{cpp_string(', '.join(d.name for d in var.dtypes))});")
-            dtype = local
+        dtype = _owned_dtype(decl, o, _output_dtype(o, ident, dispatched), dtype_local, scope, checks)
         out, shape = scope.fresh(o.name), scope.fresh(f"{o.name}_shape")
         rule = o.shape.text if o.shape is not None else "like " + decl.like
         expr = cpp_output_shape(o.shape, names) if o.shape is not None else f"{ident[decl.like]}.sizes().vec()"
@@ -256,21 +247,29 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
         epilogue=tuple(epilogue), includes=(header,))
 
 
+def _owned_dtype(decl, o, dtype: str, dtype_local: dict, scope: Scope, checks: list[str]) -> str:
+    """The dtype of output `o` (`dtype`, its rule's C++ value); where `o` declares a dtype
+    variable, that value in a local of its own, checked against the variable's list and
+    recorded in `dtype_local` for the dispatch, which is then returned instead."""
+    owned = dict(decl.dtype_owners).get(o.name)
+    if not owned:
+        return dtype
+    var, local = decl.variable(owned), scope.fresh(f"{o.name}_dtype")
+    dtype_local[owned] = (local, o.name)
+    checks.append(f"const {SCALAR_TYPE} {local} = {dtype};")
+    checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
+                  f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_allowed(var)}, "
+                  f"{cpp_string(', '.join(d.name for d in var.dtypes))});")
+    return local
+
+
 def _out_argument(decl, o, ident: dict[str, str], names: dict[str, str], dispatched: str, dtype_local: dict,
                   scope: Scope) -> list[str]:
     """An out= argument: of the result's dtype (its rule's), and resized to the result's shape
     rule as at::native::resize_output does (the full target's _aliased_output)."""
     arg, checks = ident[o.aliases], []
-    dtype = _output_dtype(o, ident, dispatched)
-    owned = dict(decl.dtype_owners).get(o.name)
-    if owned:  # the return declares a dtype variable: the out= argument's dtype is its value
-        var, local = decl.variable(owned), scope.fresh(f"{o.name}_dtype")
-        dtype_local[owned] = (local, o.name)
-        checks.append(f"const {SCALAR_TYPE} {local} = {dtype};")
-        checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
-                      f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_allowed(var)}, "
-                      f"{cpp_string(', '.join(d.name for d in var.dtypes))});")
-        dtype = local
+    # a return that declares a dtype variable: the out= argument's dtype is the variable's value
+    dtype = _owned_dtype(decl, o, _output_dtype(o, ident, dispatched), dtype_local, scope, checks)
     checks.append(f"opwrap::rt::check_out_dtype(kOp, {cpp_string(o.aliases)}, {arg}, {dtype});")
     if o.shape is None and not decl.like:
         return checks

@@ -38,22 +38,23 @@ std at c10 torch caffe2 opwrap TORCH_CHECK NULL assert errno
 PY_KEYWORDS = frozenset(keyword.kwlist)
 
 
-def cpp_ident(name: str, taken: Iterable[str] = ()) -> str:
-    """`name` as a C++ identifier in a scope where `taken` names are already declared."""
+def _free(name: str, keywords: frozenset[str], taken: Iterable[str]) -> str:
+    """`name`, with `_` appended until it is neither a keyword nor taken."""
     taken = set(taken)
     out = name
-    while out in CPP_KEYWORDS or out in taken:
+    while out in keywords or out in taken:
         out += "_"
     return out
+
+
+def cpp_ident(name: str, taken: Iterable[str] = ()) -> str:
+    """`name` as a C++ identifier in a scope where `taken` names are already declared."""
+    return _free(name, CPP_KEYWORDS, taken)
 
 
 def py_ident(name: str, taken: Iterable[str] = ()) -> str:
     """`name` as a Python identifier (parameter, local) where `taken` names are already used."""
-    taken = set(taken)
-    out = name
-    while out in PY_KEYWORDS or out in taken:
-        out += "_"
-    return out
+    return _free(name, PY_KEYWORDS, taken)
 
 
 class Scope:
