@@ -339,6 +339,22 @@ def test_expression_ops_take_any_argument_name_the_schema_takes(project):
                 "declarations/ops.yaml:3:21: error: unknown name 'alpah' in pointwise expression")
 
 
+def test_a_hand_written_op_may_name_an_argument_like_the_wrapper_locals(project):
+    # The CUDA wrapper declares its device guard as `device_guard` (api/kernel.py): an argument
+    # of that name is renamed in C++, as `kOp` and `m` are, and the guard still takes the
+    # first tensor's device.
+    (project / "declarations" / "ops.yaml").write_text(
+        "- func: f(Tensor device_guard, Tensor kOp, Tensor m) -> Tensor\n  dtypes: [float32]\n"
+        "  kernels: {CPU: f_cpu, CUDA: f_cuda}\n  header: f.h\n  like: device_guard\n")
+    for header in ("f.h", "f.cuh"):
+        (project / "kernels" / header).write_text("#pragma once\n")
+    r = codegen_in_process("generate", cwd=project)
+    assert r.returncode == 0, r.stderr
+    cu = (project / "generated" / "cuda" / "f.cu").read_text()
+    assert "device_guard(device_guard_.device())" in cu, cu
+    assert "f_cuda<float>(device_guard__c, kOp__c, m__c, result)" in cu, cu
+
+
 CLS = "- class: Q\n  header: f.h\n  init: (Tensor t)\n  flatten: {t: self->t()}\n"
 
 

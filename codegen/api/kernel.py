@@ -31,9 +31,9 @@ from ..core.literals import cpp_string
 from ..core.targets import Device
 
 
-# Locals the wrapper templates declare themselves (templates/common/kernel_body.j2), and `m`
-# of TORCH_LIBRARY_IMPL.
-TEMPLATE_LOCALS = ("kOp", "m")
+# Locals the wrapper templates declare themselves (templates/common/kernel_body.j2), `m` of
+# TORCH_LIBRARY_IMPL, and the device guard a CUDA wrapper declares (device_guard, below).
+TEMPLATE_LOCALS = ("kOp", "m", "device_guard")
 
 
 def is_single_tensor(a: Argument) -> bool:
