@@ -25,6 +25,7 @@ import torch
 
 from conftest import ROOT, import_library, made_once, run_codegen
 from opwrap_codegen.core import torch_compat
+from opwrap_codegen.pyruntime import torch_release
 
 DECLARATIONS = """\
 - func: scale(Tensor self, float factor) -> Tensor
@@ -741,7 +742,7 @@ print("ok", torch.__version__)
 # OPWRAP_TORCH_MATRIX_VENVS=1, where a missing venv fails instead of skipping (issue 37: the
 # one wheel passes in every claimed release, in CI).
 OTHER_RELEASES = [torch_compat.release_name(r) for r in torch_compat.RELEASES
-                  if torch_compat.release_name(r) != ".".join(torch.__version__.split(".")[:2])]
+                  if torch_compat.release_name(r) != torch_release(torch.__version__)]
 
 
 @pytest.fixture(scope="module")

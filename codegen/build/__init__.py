@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import hashlib
 import json
 import os
 import shlex
@@ -838,7 +839,6 @@ def generated_digest(generated: Path) -> str:
     under torch.compile depend on (schemas, fake kernels, autograd formulas, batching and
     autocast rules) comes from there.  The build records it in the manifest, and the loader
     puts it into torch.compile's cache keys (pyruntime.key_compile_caches)."""
-    import hashlib
     h = hashlib.sha256()
     for f in sorted(p for p in generated.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         h.update(f.relative_to(generated).as_posix().encode() + b"\0")

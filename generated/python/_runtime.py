@@ -116,6 +116,17 @@ def keep_inductor_from_out_variants(namespace: str) -> None:
     setattr(_out_variant, "to_out_variant", to_out_variant)
 
 
+def built_manifest(path: str) -> dict[str, Any] | None:
+    """What `codegen build` wrote beside the library at `path` (`<library>.json`, which a
+    wheel carries too); None when there is none to read (a library built otherwise)."""
+    try:
+        with open(Path(path).with_suffix(".json"), encoding="utf-8") as f:
+            made = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return made if isinstance(made, dict) else None
+
+
 class Library:
     """The compiled library of one op namespace and the Python modules that come with it.
 
@@ -171,11 +182,7 @@ class Library:
         imported beside it (fake kernels, batching rules), read here: a regenerate without a
         rebuild changes them alone."""
         h = hashlib.sha256()
-        try:
-            with open(Path(path).with_suffix(".json"), encoding="utf-8") as f:
-                h.update(str(json.load(f).get("generated") or "").encode())
-        except (OSError, ValueError, AttributeError):
-            pass
+        h.update(str((built_manifest(path) or {}).get("generated") or "").encode())
         for companion in ("_runtime", *self.companions):
             spec = importlib.util.find_spec(f"{self.package}.{companion}")
             if spec is not None and spec.origin and os.path.isfile(spec.origin):
@@ -187,14 +194,12 @@ class Library:
         """A library compiled against another torch release than the running one would fail
         with an undefined symbol, or worse: refuse it by the `<library>.json` its build wrote
         beside it (a wheel carries it too), naming both releases."""
-        try:
-            with open(Path(path).with_suffix(".json"), encoding="utf-8") as f:
-                made = json.load(f)
-            built = str(made.get("torch_version") or "")
-            oldest = str(made.get("torch_min") or "")  # the stable-ABI target: every release from it on
-            target = str(made.get("target") or "aten")
-        except (OSError, ValueError, AttributeError):
+        made = built_manifest(path)
+        if made is None:
             return
+        built = str(made.get("torch_version") or "")
+        oldest = str(made.get("torch_min") or "")  # the stable-ABI target: every release from it on
+        target = str(made.get("target") or "aten")
         if target != self.target:  # e.g. `codegen build --target stable` of an aten project
             raise ImportError(f"{self.namespace}: {path} was built for the '{target}' target, but the package's "
                               f"generated modules are the '{self.target}' target's (its autograd differs); build the "
