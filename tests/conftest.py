@@ -80,8 +80,9 @@ def _seconds(item) -> float:
 
 def pytest_itemcollected(item):
     # A test of conftest's `sharedlib` (asked for directly or through a fixture such as
-    # test_autograd's `gradlib`) carries the `sharedlib` mark, which `make torch-matrix` leaves
-    # out: one such test would compile the whole library on every release (Makefile).
+    # test_autograd's `gradlib`) carries the `sharedlib` mark, which `make torch-matrix` and
+    # `make test-asan` leave out: one such test would compile the whole library again on every
+    # release, and under ASan (Makefile).
     if "sharedlib" in getattr(item, "fixturenames", ()):
         item.add_marker(pytest.mark.sharedlib)
 
