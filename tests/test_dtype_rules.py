@@ -143,9 +143,14 @@ def add_to_sharedlib(lib):
 
 
 def add_kernel_headers(lib):
+    """KERNELS in one header, and each op's header includes it.  Not KERNELS written into each
+    op's header: GCC takes two `#pragma once` files of the same text and modification time for
+    one file, so whether the second was included again (and its templates defined twice)
+    depended on whether the writes fell within one tick of the file system's clock."""
+    (lib / "kernels" / "dtype_rules.h").write_text(KERNELS)
     for name in ("gather_rows", "convert", "scaled", "ones_like_rows", "weighted", "add_promoted", "sum_over",
                  "sum_kept"):
-        (lib / "kernels" / f"{name}.h").write_text(KERNELS)
+        (lib / "kernels" / f"{name}.h").write_text('#pragma once\n#include "dtype_rules.h"\n')
 
 
 @pytest.fixture(scope="module")
