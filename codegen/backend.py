@@ -14,7 +14,9 @@ and `pip wheel .`, `pip install .` and `python -m build` (build isolation or not
    compiled when torch and the toolkit can (GPU or not: the machine that builds a wheel is
    rarely the one that runs it); `-C cuda=true|false` (or OPWRAP_CUDA=1/0) decides instead.
    `-C optimize=0..3` sets the -O level (3), `-C ops=a,b` and `-C dtypes=...` make a
-   selective build, as `codegen build --ops/--dtypes` do.
+   selective build, as `codegen build --ops/--dtypes` do, and `-C target=aten|stable`
+   builds another target than the project's (its tree generated beside the build, as
+   `codegen build --target` does; the committed one is still checked).
 3. **package** with setuptools: the Python package, the generated modules as
    `<package>._generated` (their .pyi stubs and the package's py.typed included), the compiled
    library and the fast bindings, as a platform wheel.  Its dependencies pin torch to the
@@ -63,7 +65,7 @@ TORCH_REQUIREMENT = requirement()
 # by name only.
 LOCAL_PROJECTS: dict[str, Path] = {}
 # this backend's -C keys; the rest go to setuptools
-SETTINGS = ("cuda", "optimize", "ops", "dtypes", "manylinux", "wheel_size_budget", "compiler_cache")
+SETTINGS = ("cuda", "optimize", "ops", "dtypes", "manylinux", "wheel_size_budget", "compiler_cache", "target")
 
 
 class BuildError(Exception):
@@ -100,6 +102,16 @@ def _optimize(settings: dict[str, str]) -> int:
     if value not in {str(n) for n in OPTIMIZE_LEVELS}:
         raise BuildError(f"-C optimize={value}: expected one of {', '.join(map(str, OPTIMIZE_LEVELS))}")
     return int(value)
+
+
+def _target(config: Config, settings: dict[str, str]) -> str:
+    """The target the wheel is built for: `-C target=` over [tool.codegen] target."""
+    from .core.targets import TARGETS
+    value = settings.get("target", config.target).strip()
+    names = [t.name for t in TARGETS]
+    if value not in names:
+        raise BuildError(f"-C target={value}: expected one of {', '.join(names)}")
+    return value
 
 
 def _log(message: str) -> None:
@@ -256,7 +268,8 @@ def _check_dynamic(root: Path) -> None:
 def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict:
     """Step 3: setup()'s arguments for `mode` ("wheel", "metadata", "sdist" or "editable")."""
     from . import build
-    package, generated = config.python_package, f"{config.generated}/python"
+    package = config.python_package
+    generated = os.path.relpath(config.path("generated") / "python", config.root)  # setuptools takes relative paths
     package_dir = config.root / config.python_dir
     if not (package_dir / "__init__.py").is_file():
         raise BuildError(f"{package_dir}: error: the Python package '{package}' is not there (no __init__.py); "
@@ -386,6 +399,15 @@ class _Backend(_BuildMetaBackend):
         # The metadata step too: setuptools needs the generated package's folder to exist.  An
         # sdist packages the tree as it is; the wheel built from it checks it.
         check_generated(config, drift=self.mode in ("wheel", "metadata"))
+        target = _target(config, self.settings)
+        if target != config.target and self.mode in ("wheel", "metadata"):
+            # the other target's wheel (-C target=): its tree, generated beside the build
+            # (build.retargeted) before setuptools reads the generated package from it
+            from . import build
+            from .pipeline.passes import generate
+            from .pipeline.writer import write_tree_locked
+            config = build.retargeted(config, target)
+            write_tree_locked(config.path("generated"), generate(config).files, _log)
         if self.mode == "wheel":
             import shutil
             shutil.rmtree(_staging(config), ignore_errors=True)

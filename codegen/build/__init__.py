@@ -877,6 +877,15 @@ def compile_times(ninja_log: Path, start: int) -> dict[str, tuple[int, float]]:
     return {k: (n, secs) for k, (n, secs) in out.items()}
 
 
+def retargeted(config: Config, target: str) -> Config:
+    """The project built for another target than its own (`codegen build --target`, the wheel
+    backend's `-C target=`): generated into <build>/<target>/generated and built into
+    <build>/<target>, as a selective build is; generated/ (the project's own target) is
+    left as it is."""
+    build_dir = config.path("build") / target
+    return dataclasses.replace(config, target=target, build=str(build_dir), generated=str(build_dir / "generated"))
+
+
 def build_project(config: Config, *, selection=None, log=print, target: str | None = None, **options) -> Path:
     """`codegen build` after its generate step, for the CLI and the wheel backend alike: a
     selective build (`selection`, from opwrap_codegen.front.selection.parse) is generated into
@@ -887,11 +896,10 @@ def build_project(config: Config, *, selection=None, log=print, target: str | No
     from ..pipeline.locking import locked
     from ..pipeline.passes import generate
     from ..pipeline.writer import write_tree_locked
+    project_tree = config.path("generated")
     retarget = target is not None and target != config.target
     if retarget:
-        # Another target than the project's (`codegen build --target`): generated into
-        # <build>/<target>/generated and built into <build>/<target>, as a selective build is.
-        config = dataclasses.replace(config, target=target, build=str(config.path("build") / target))
+        config = retargeted(config, target)
     if selection or retarget:
         notes: list[str] = []
         files = generate(config, selection, notes).files
@@ -899,7 +907,7 @@ def build_project(config: Config, *, selection=None, log=print, target: str | No
             log(f"codegen build: {note}")
         # the project's tree after the selected one: C, CUDA C and Rust sources behind the C
         # ABI include the prototypes of every op, selected or not (generated/abi/<op>.h)
-        options.setdefault("also_include", (config.path("generated"),))
+        options.setdefault("also_include", (project_tree,))
         config = dataclasses.replace(config, generated=str(config.path("build") / "generated"))
         write_tree_locked(config.path("generated"), files, log)
     with locked(config.path("generated"), log, shared=True), locked(config.path("build"), log):

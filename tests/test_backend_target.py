@@ -1,0 +1,124 @@
+"""The wheel backend's `-C target=`: a full-target (`aten`) `codegen init` library built as the
+other target's wheel, one abi3 wheel for every claimed torch (docs/stable-abi.md, "Shipping
+one wheel"), without touching the project's own generated/ tree.
+
+A library of its own, the smallest one the stable target builds: one op whose kernel is C
+behind the C ABI (the same source in both targets), with a derivative formula; the stable
+build compiles its registration, one wrapper and the C file at -O0 (about 10 s).  The shared
+libraries are full-target builds of ops the stable target refuses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run_codegen
+from opwrap_codegen.core import torch_compat
+
+DECLARATION = """\
+- func: shift(Tensor self, float by) -> Tensor
+  doc: self + by, in C.
+  dtypes: [float32, float64]
+  kernels: {CPU: {abi: c, symbol: twotargets_shift}}
+  like: self
+  derivatives:
+    self: grad
+"""
+
+C_SOURCE = """\
+#include "abi/shift.h"
+
+#define SHIFT(NAME, T)                                                                             \\
+  int32_t NAME(opwrap_context* ctx, const opwrap_tensor* self, double by, opwrap_tensor* result) { \\
+    (void)ctx;                                                                                     \\
+    const T* x = (const T*)self->data;                                                             \\
+    T* out = (T*)result->data;                                                                     \\
+    for (int64_t i = 0, n = opwrap_numel(self); i < n; ++i) out[i] = x[i] + (T)by;                 \\
+    return OPWRAP_OK;                                                                              \\
+  }
+SHIFT(twotargets_shift_float32, float)
+SHIFT(twotargets_shift_float64, double)
+"""
+
+PROBE = """\
+import json, sys, torch
+import twotargets
+x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+torch.testing.assert_close(twotargets.ops.shift(x, 2.5), x + 2.5)
+torch.autograd.gradcheck(lambda t: twotargets.ops.shift(t, 1.0), (x,))
+torch.library.opcheck(torch.ops.twotargets.shift.default, (x.detach(), 0.5))
+print(json.dumps({"ok": True}))
+"""
+
+
+def _tree_digest(tree: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(tree.rglob("*")):
+        if p.is_file():
+            h.update(p.relative_to(tree).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.mark.slow(40)
+def test_a_full_target_library_ships_the_stable_targets_abi3_wheel(tmp_path):
+    lib = tmp_path / "twotargets"
+    r = run_codegen("init", str(lib))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for p in (lib / "declarations").glob("*.yaml"):
+        p.unlink()
+    for p in (lib / "kernels").glob("*"):
+        p.unlink()
+    (lib / "declarations" / "shift.yaml").write_text(DECLARATION)
+    (lib / "csrc").mkdir()
+    (lib / "csrc" / "shift.c").write_text(C_SOURCE)
+    pyproject = lib / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\nsources = ["csrc/*.c"]\n'))
+    assert 'target = "stable"' not in pyproject.read_text()
+    r = run_codegen("generate", cwd=lib)  # the project's own (full) target, committed as a user would
+    assert r.returncode == 0, r.stdout + r.stderr
+    before = _tree_digest(lib / "generated")
+
+    out = tmp_path / "wheels"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
+                        "-C", "target=stable", "-C", "optimize=0", "-C", "cuda=false", "-w", str(out), str(lib)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (wheel,) = out.glob("*.whl")
+    assert wheel.name == "twotargets-0.1.0-cp311-abi3-linux_x86_64.whl", wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        metadata = z.read("twotargets-0.1.0.dist-info/METADATA").decode().splitlines()
+        manifest = json.loads(z.read("twotargets/_C.abi3.json"))
+        autograd = z.read("twotargets/_generated/autograd.py").decode()
+    assert f"Requires-Dist: torch>={torch_compat.release_name(torch_compat.OLDEST)}" in metadata, metadata
+    assert manifest["target"] == "stable", manifest
+    # the stable tree's Python: its derivatives are registered from Python (the full target's are C++)
+    assert "torch.library.register_autograd('twotargets::shift'" in autograd, autograd
+    assert not any(n.endswith("_fast.so") or "_fast." in n for n in names), names
+    assert _tree_digest(lib / "generated") == before, "the project's own generated/ tree was rewritten"
+
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, capture_output=True, text=True,
+                       env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert r.returncode == 0 and '{"ok": true}' in r.stdout, r.stdout + r.stderr
+
+
+def test_an_unknown_target_setting_is_refused(tmp_path):
+    from opwrap_codegen.backend import BuildError, _target
+    from opwrap_codegen.core.config import load_config
+    r = run_codegen("init", str(tmp_path / "lib"))
+    assert r.returncode == 0, r.stderr
+    config = load_config(tmp_path / "lib")
+    assert _target(config, {}) == "aten"
+    assert _target(config, {"target": "stable"}) == "stable"
+    with pytest.raises(BuildError, match=r"^-C target=abi3: expected one of aten, stable$"):
+        _target(config, {"target": "abi3"})
