@@ -4,6 +4,9 @@ are marked `cuda` and run only on a machine with a GPU, where they compare every
 dtype with the CPU kernel.  `make gpu-test` runs them there."""
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,8 @@ import torch
 import opwrap
 from opwrap_codegen import build, testing
 from opwrap_codegen.build import cuda_env
-from conftest import ROOT
+from conftest import ROOT, run_codegen
+from test_stable_target import stablelib  # noqa: F401  (the fixture: the stable target's test library)
 from references import PREPARE
 
 DECLS = [d for d in testing.declared_ops(ROOT) if "CUDA" in d.devices]  # hand-written or generated
@@ -287,3 +291,35 @@ def test_cuda_embedding_bag_edges(dtype, index_dtype):
         gr = torch.randn(B, D, generator=g).to(dtype)
         _same(OPS.embedding_bag_sum_backward(gr.cuda(), idx.cuda(), off.cuda(), V),
               OPS.embedding_bag_sum_backward(gr, idx, off, V), **tol)
+
+
+# The stable target's CUDA C++ kernel (docs/stable-abi.md): stablelib's `scale` (tests/
+# test_stable_target.py) built with --cuda beside its CPU build, loaded into a fresh python.
+STABLE_PROBE = """\
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+name = "stablelib::scale"
+assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA"), torch._C._dispatch_dump(name)
+assert "CUDA: registered at " + sys.argv[2] in torch._C._dispatch_dump(name), torch._C._dispatch_dump(name)
+if torch.cuda.is_available():  # where a GPU is: values against torch, on a side stream too
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(1000, 3, dtype=dtype, device="cuda")
+        torch.testing.assert_close(torch.ops.stablelib.scale(x.t(), 2.5), x.t() * 2.5)
+        with torch.cuda.stream(torch.cuda.Stream()):
+            torch.testing.assert_close(torch.ops.stablelib.scale(x, -1.0), -x)
+print("ok")
+"""
+
+
+@needs_cuda_build
+@pytest.mark.slow(30)
+def test_stable_cuda_cpp_kernel_compiles_links_and_registers(stablelib):
+    _, _, lib = stablelib
+    env = {"TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST", "9.0")}
+    r = run_codegen("build", "--cuda", "-O0", "--build-dir", "build-cuda", cwd=lib, env=env)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "stable ABI check: _C.so needs no torch symbol outside the stable C shim" in out, out
+    so, wrapper = lib / "build-cuda" / "_C.so", lib / "generated" / "stable" / "cuda" / "scale.cu"
+    r = subprocess.run([sys.executable, "-c", STABLE_PROBE, str(so), str(wrapper)], capture_output=True, text=True)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

@@ -29,9 +29,9 @@ from opwrap_codegen.pyruntime import torch_release
 
 DECLARATIONS = """\
 - func: scale(Tensor self, float factor) -> Tensor
-  doc: Elementwise self * factor, a C++ kernel against torch's stable API.
+  doc: Elementwise self * factor, C++ and CUDA C++ kernels against torch's stable API.
   dtypes: [float32, float64]
-  kernels: {CPU: scale_cpu}
+  kernels: {CPU: scale_cpu, CUDA: scale_cuda}
   like: self
   derivatives:
     self: grad * factor
@@ -288,6 +288,38 @@ void scale_cpu(const torch::stable::Tensor& self, double factor, torch::stable::
 }  // namespace stablelib::kernels
 """
 
+# A CUDA C++ kernel against the stable API (docs/stable-abi.md): compiled by nvcc only where
+# CUDA is built (make cuda-check: tests/test_cuda.py builds this library with --cuda); the
+# current stream from the C shim, the launch checked with the stable API's macro.
+SCALE_CUH = """\
+#pragma once
+#include <cuda_runtime.h>
+#include <opwrap/stable/runtime.h>
+#include <torch/csrc/stable/macros.h>
+#include <torch/csrc/stable/tensor.h>
+
+namespace stablelib::kernels {
+
+template <typename scalar_t>
+__global__ void scale_kernel(const scalar_t* in, scalar_t* out, double factor, int64_t n) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = static_cast<scalar_t>(in[i] * factor);
+}
+
+template <typename scalar_t>
+void scale_cuda(const torch::stable::Tensor& self, double factor, torch::stable::Tensor& result) {
+  const int64_t n = result.numel();
+  if (n == 0) return;
+  const auto stream = static_cast<cudaStream_t>(opwrap::rt::current_cuda_stream(self.get_device_index()));
+  const int threads = 256;
+  scale_kernel<scalar_t><<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(
+      self.const_data_ptr<scalar_t>(), result.mutable_data_ptr<scalar_t>(), factor, n);
+  STD_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace stablelib::kernels
+"""
+
 # A kernel that calls a libc10 function outside the stable C shim (declared by hand, as a
 # header of the full API would): the ABI check must fail the build naming it.
 OUTSIDE = """\
@@ -345,6 +377,7 @@ def _make_stablelib(lib: Path) -> dict:
         "[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\ncrates = ["rust"]\nsources = ["csrc/*.c"]\n'))
     (lib / "declarations" / "scale.yaml").write_text(DECLARATIONS)
     header = lib / "kernels" / "scale.h"
+    (lib / "kernels" / "scale.cuh").write_text(SCALE_CUH)
     (lib / "rust" / "src").mkdir(parents=True)
     (lib / "rust" / "Cargo.toml").write_text(CARGO)
     (lib / "rust" / "src" / "lib.rs").write_text(LIB_RS)
@@ -381,12 +414,17 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
                    "stable/cpu/sqdist_out.cpp", "stable/cpu/sumsq.cpp", "stable/cpu/weighted_any.cpp",
                    "stable/cpu/weighted_sum.cpp", "stable/registration.cpp", "units/stable.0.cpp",
                    "units/stable.1.cpp"], cpp
-    for path in (gen / "stable").rglob("*.cpp"):
+    for path in [*(gen / "stable").rglob("*.cpp"), *(gen / "stable").rglob("*.cu")]:
         text = path.read_text()
         assert "ATen/" not in text and "torch/library.h" not in text and "c10/" not in text, path
     registration = (gen / "stable" / "registration.cpp").read_text()
     assert 'm.def("scale(Tensor self, float factor) -> Tensor");' in registration
     assert 'TORCH_BOX(&stablelib::generated::sqdist_cpu)' in (gen / "stable" / "cpu" / "sqdist.cpp").read_text()
+    cuda = (gen / "stable" / "cuda" / "scale.cu").read_text()  # compiled where CUDA is built (test_cuda.py)
+    for text in ('#include "scale.cuh"', "::stablelib::kernels::scale_cuda<double>(self_c, factor, result);",
+                 "torch::stable::accelerator::DeviceGuard device_guard(self.device().index());",
+                 "STABLE_TORCH_LIBRARY_IMPL(stablelib, CUDA, m) {"):
+        assert text in cuda, (text, cuda)
     assert not (gen / "python" / "_fast.cpp").exists()  # the fast bindings need torch's Python C++ API
     assert "torch.library.register_autograd('stablelib::sqdist'" in (gen / "python" / "autograd.py").read_text()
     # Built for the oldest claimed release, without OpenMP or the precompiled header.
@@ -837,7 +875,7 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
     errors = [line for line in r.stderr.splitlines() if ": error: " in line]
     expect = [
         ("scale.yaml:3:", "cannot generate pointwise kernels yet: they are built on TensorIterator and at::vec"),
-        ("scale.yaml:7:", "the stable target's CUDA kernels sit behind the C ABI so far"),
+        ("scale.yaml:7:", "CUDA kernel header 'kernels/b.cuh' not found"),
         ("scale.yaml:13:", "runs derivative formulas in Python (torch.library.register_autograd): "
                            "'at::mul(grad, f)' is C++"),
         ("scale.yaml:20:", "register_autograd, which has no forward mode"),
@@ -850,6 +888,7 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
     for where, message in expect:
         assert any(where in e and message in e for e in errors), (where, message, errors)
     assert "void g_cpu(const torch::stable::Tensor& self, double f, torch::stable::Tensor& result)" in r.stderr
+    assert "void b_cuda(const torch::stable::Tensor& self, torch::stable::Tensor& result)" in r.stderr
     assert len(errors) == len(expect), errors
 
 

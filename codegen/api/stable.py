@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from ..lang.schema import Argument, BaseType, is_tensor, unwrap_optional
 from ..lang.shapes import cpp_input_checks, cpp_output_shape, render_cpp, variables
 from . import abi
-from .kernel import overlap_checks
+from .kernel import overlap_checks, written_header
+from ..core.targets import DEVICES
 from ..core.names import Scope
 from ..core.literals import cpp_string
 
@@ -66,6 +67,13 @@ def cpp_type(a: Argument) -> str:
     return TYPES[type_key(a)]
 
 
+def kernel_header(decl, key: str = "CPU") -> str:
+    """The hand-written C++ kernel's header of `decl` for dispatch key `key`, relative to the
+    kernels directory: `<op>.h` on the CPU, `<op>.cuh` (or `cuda_header:`) for CUDA, as in the
+    full target."""
+    return written_header(decl, next(d for d in DEVICES if d.key == key))
+
+
 def stable_signature(decl, key: str = "CPU") -> str:
     """The declaration a hand-written stable C++ kernel must have: one type parameter per dtype
     variable, the schema's arguments (TYPES), then one `torch::stable::Tensor&` per output."""
@@ -109,10 +117,6 @@ def problems(decl) -> list[Problem]:
         if key not in DEVICE_KEYS:
             out.append(Problem("kernels", f"the stable target builds CPU and CUDA kernels only; '{key}' kernels "
                                "need a device row of their own"))
-        elif key != "CPU" and decl.foreign_kernel(key) is None:
-            out.append(Problem("kernels", f"the stable target's {key} kernels sit behind the C ABI so far "
-                               f"(`kernels: {{{key}: {{abi: c}}}}`, a CUDA C kernel): a {key} C++ template "
-                               "against torch::stable::Tensor is not generated yet"))
     for a in decl.schema.arguments:
         if type_key(a) not in TYPES:
             out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target takes "
@@ -353,7 +357,8 @@ def _kernel_call(decl, namespace: str, key: str, first: str, args: tuple[str, ..
     foreign = decl.foreign_kernel(key)
     if foreign is None:
         kernel = f"::{namespace}::kernels::{decl.kernel(key)}"
-        return (lambda combo: f"{kernel}<{', '.join(d.cpp for d in combo)}>({', '.join(args)});"), decl.header, []
+        return ((lambda combo: f"{kernel}<{', '.join(d.cpp for d in combo)}>({', '.join(args)});"),
+                kernel_header(decl, key), [])
     context = scope.fresh("abi")
     index = f"{first}.device().index()"
     stream = f", opwrap::rt::current_cuda_stream({index})" if key == "CUDA" else ""
@@ -424,4 +429,4 @@ def _switch(decl, dtype_local: dict, call) -> list[str]:
     return level(0, (), "")
 
 
-__all__ = ["TYPES", "Problem", "StableCall", "plan", "problems", "stable_signature"]
+__all__ = ["TYPES", "Problem", "StableCall", "kernel_header", "plan", "problems", "stable_signature"]

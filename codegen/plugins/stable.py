@@ -52,11 +52,16 @@ class StableChecks(Plugin):
             diag.error(where, p.message, p.hint)
         for p in autograd_problems(decl):
             diag.error(p[0], p[1], p[2])
-        if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") and not decl.failed("header"):
-            path = lib.config.path("kernels") / decl.header
-            if not path.is_file() and not stable.problems(decl):
-                diag.error(decl.field_loc("kernels"), f"kernel header '{lib.config.kernels}/{decl.header}' not found",
-                           f"write there, against torch's stable API: `{stable.stable_signature(decl)}`")
+        for key in stable.DEVICE_KEYS:  # a hand-written C++ kernel's header: `<op>.h`, `<op>.cuh` for CUDA
+            field = "header" if key == "CPU" else "cuda_header"
+            if decl.foreign_kernel(key) is not None or not decl.kernel(key) or decl.failed(field):
+                continue
+            header = stable.kernel_header(decl, key)
+            if not (lib.config.path("kernels") / header).is_file() and not stable.problems(decl):
+                what = "kernel header" if key == "CPU" else f"{key} kernel header"
+                where = field if field in dict(decl.field_locs) else "kernels"
+                diag.error(decl.field_loc(where), f"{what} '{lib.config.kernels}/{header}' not found",
+                           f"write there, against torch's stable API: `{stable.stable_signature(decl, key)}`")
 
 
 class StableKernels(Plugin):
