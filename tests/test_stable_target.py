@@ -118,6 +118,24 @@ DECLARATIONS = """\
 
 - func: sqdist.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)
   doc: sqdist into out, with sqdist's Rust kernel (out resized to [N]).
+
+- func: tile_rows(Tensor self, SymInt n) -> Tensor
+  doc: n copies of the row self, a C++ kernel; a SymInt argument in the shape rule.
+  dtypes: [float32, float64]
+  kernels: {CPU: tile_rows_cpu}
+  header: scale.h
+  shape: {self: [D], result: [n, D]}
+  derivatives:
+    self: grad.sum(0)
+
+- func: fill_size(Tensor value, SymInt[] size, SymInt? plus=None) -> Tensor
+  doc: A tensor of shape size holding value + plus, a C++ kernel; SymInt[] and SymInt? arguments.
+  dtypes: [float32, float64]
+  kernels: {CPU: fill_size_cpu}
+  header: scale.h
+  shape: {value: [], result: size}
+  derivatives:
+    value: grad.sum()
 """
 
 C_SOURCE = """\
@@ -285,6 +303,23 @@ void scale_cpu(const torch::stable::Tensor& self, double factor, torch::stable::
   });
 }
 
+template <typename scalar_t>
+void tile_rows_cpu(const torch::stable::Tensor& self, int64_t n, torch::stable::Tensor& result) {
+  const scalar_t* in = self.const_data_ptr<scalar_t>();
+  scalar_t* out = result.mutable_data_ptr<scalar_t>();
+  const int64_t d = self.numel();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < d; ++k) out[i * d + k] = in[k];
+}
+
+template <typename scalar_t>
+void fill_size_cpu(const torch::stable::Tensor& value, torch::headeronly::IntHeaderOnlyArrayRef size,
+                   std::optional<int64_t> plus, torch::stable::Tensor& result) {
+  const scalar_t v = static_cast<scalar_t>(*value.const_data_ptr<scalar_t>() + plus.value_or(0));
+  scalar_t* out = result.mutable_data_ptr<scalar_t>();
+  for (int64_t i = 0; i < result.numel(); ++i) out[i] = v;
+}
+
 }  // namespace stablelib::kernels
 """
 
@@ -386,7 +421,7 @@ def _make_stablelib(lib: Path) -> dict:
     # First a kernel reaching outside the stable API: the build fails and leaves no library.
     header.write_text(SCALE_H.replace("namespace stablelib::kernels {", OUTSIDE + "namespace stablelib::kernels {")
                       .replace("const scalar_t* in", "if (factor == 12345.0) c10::detail::torchCheckFail("
-                               "\"f\", \"f\", 0, \"m\");\n  const scalar_t* in"))
+                               "\"f\", \"f\", 0, \"m\");\n  const scalar_t* in", 1))  # in scale_cpu
     record["outside"] = _build(lib)
     record["outside_left"] = (lib / "build" / "_C.so").exists()
     header.write_text(SCALE_H)
@@ -409,11 +444,13 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
     assert cpp == ["stable/cpu/accumulate.cpp", "stable/cpu/axpy.cpp", "stable/cpu/clamp_.cpp",
-                   "stable/cpu/convert.cpp", "stable/cpu/count_above.cpp", "stable/cpu/gather_rows.cpp",
+                   "stable/cpu/convert.cpp", "stable/cpu/count_above.cpp", "stable/cpu/fill_size.cpp",
+                   "stable/cpu/gather_rows.cpp",
                    "stable/cpu/hist.cpp", "stable/cpu/scale.cpp", "stable/cpu/scale_out.cpp", "stable/cpu/sqdist.cpp",
-                   "stable/cpu/sqdist_out.cpp", "stable/cpu/sumsq.cpp", "stable/cpu/weighted_any.cpp",
+                   "stable/cpu/sqdist_out.cpp", "stable/cpu/sumsq.cpp", "stable/cpu/tile_rows.cpp",
+                   "stable/cpu/weighted_any.cpp",
                    "stable/cpu/weighted_sum.cpp", "stable/registration.cpp", "units/stable.0.cpp",
-                   "units/stable.1.cpp"], cpp
+                   "units/stable.1.cpp", "units/stable.2.cpp"], cpp
     for path in [*(gen / "stable").rglob("*.cpp"), *(gen / "stable").rglob("*.cu")]:
         text = path.read_text()
         assert "ATen/" not in text and "torch/library.h" not in text and "c10/" not in text, path
@@ -442,7 +479,7 @@ def test_the_abi_check_fails_a_build_that_needs_more_of_torch(stablelib):
     assert code != 0, out
     assert "outside torch's stable C shim" in out, out
     assert "c10::detail::torchCheckFail(char const*, char const*, unsigned int, char const*)" in out, out
-    assert re.search(r"referenced by stable\.[01]\.o\)", out), out
+    assert re.search(r"referenced by stable\.[012]\.o\)", out), out
     assert not made["outside_left"]  # nothing loadable is left behind
 
 
@@ -731,6 +768,43 @@ def test_gradients_opcheck_and_compile(stablelib):
     torch.testing.assert_close(compiled(a, b), f(a, b))
 
 
+@pytest.mark.slow(40)
+def test_symint_arguments(stablelib):
+    """SymInt, SymInt[] and SymInt? arguments: TORCH_BOX unboxes them as int64_t and
+    IntHeaderOnlyArrayRef (torch's IValue conversion treats a SymInt as an int, 2.11 on); the
+    shape rule reads them; traced with symbolic sizes through the fake kernel."""
+    module, _, _ = stablelib
+    row = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(module.ops.tile_rows(row, 4), row.expand(4, 3))
+    assert module.ops.tile_rows(row, 0).shape == (0, 3)
+    value = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(module.ops.fill_size(value, [2, 3]), torch.full((2, 3), 1.5, dtype=torch.float64))
+    torch.testing.assert_close(module.ops.fill_size(value, [4], plus=2), torch.full((4,), 3.5, dtype=torch.float64))
+    assert module.ops.fill_size(value, []).shape == ()
+    with pytest.raises(RuntimeError, match=r"^stablelib::tile_rows: output 'result' would have negative size -1 at "
+                                           r"dimension 0 \(shape \[-1, 3\] from \[n, D\]\)$"):
+        module.ops.tile_rows(row, -1)
+    with pytest.raises(RuntimeError, match=r"^stablelib::fill_size: output 'result' would have negative size -2 at "
+                                           r"dimension 1 \(shape \[2, -2\] from size\)$"):
+        module.ops.fill_size(value, [2, -2])
+    with pytest.raises(RuntimeError, match=r"^stablelib::fill_size: argument 'value' must have 0 dimensions \[\], "
+                                           r"but got 1 \(shape \[1\]\)"):
+        module.ops.fill_size(value.reshape(1), [2])
+    assert torch.autograd.gradcheck(lambda r: module.ops.tile_rows(r, 3), (row,))
+    assert torch.autograd.gradcheck(lambda v: module.ops.fill_size(v, [2, 2], 1), (value,))
+    for op, args in ((torch.ops.stablelib.tile_rows.default, (row, 5)),
+                     (torch.ops.stablelib.fill_size.default, (value, [3, 2], 1)),
+                     (torch.ops.stablelib.fill_size.default, (value, [2]))):
+        result = torch.library.opcheck(op, args)
+        assert all(v == "SUCCESS" for v in result.values()), result
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: module.ops.tile_rows(x, x.shape[0]) + module.ops.fill_size(x.sum(), [x.shape[0], 1]),
+                      fullgraph=True, dynamic=True)
+    for n in (3, 5):
+        x = torch.randn(n, dtype=torch.float64)
+        torch.testing.assert_close(f(x), x.expand(n, n) + x.sum())
+
+
 MATRIX_PROBE = """\
 import torch, stablelib
 assert stablelib.library_path.endswith("_C.abi3.so"), stablelib.library_path  # the wheel's, not the build's
@@ -743,6 +817,9 @@ for op, args in ((torch.ops.stablelib.scale.default, (a, 2.0)), (torch.ops.stabl
     r = torch.library.opcheck(op, args)
     assert all(v == "SUCCESS" for v in r.values()), r
 torch.testing.assert_close(torch.compile(f, fullgraph=True)(a, b), f(a, b))
+row = torch.randn(3)  # SymInt and SymInt[] arguments, unboxed as int64_t and IntHeaderOnlyArrayRef
+torch.testing.assert_close(stablelib.ops.tile_rows(row, 2), row.expand(2, 3))
+torch.testing.assert_close(stablelib.ops.fill_size(row[0], [2, 1], 1), torch.full((2, 1), float(row[0]) + 1))
 # Written arguments: the checks and write-back in every release; the `inplace` and `out` tags
 # from torch 2.13 on (torch.Tag has them), before which torch.compile refuses an op returning
 # what it writes, as in the full target (codegen/core/torch_compat.py, FEATURES).
@@ -869,6 +946,10 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
           derivatives:
             w: non_differentiable
             xs: grad
+        - func: i(Tensor self, Scalar s, Generator? gen=None) -> Tensor
+          dtypes: [float32]
+          like: self
+          kernels: {CPU: i_cpu}
         """))
     r = run_codegen("check", cwd=lib)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
@@ -884,6 +965,10 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
         ("scale.yaml:28:", "the stable target has no autocast kernels"),
         ("scale.yaml:32:", "kernel header 'kernels/g.h' not found"),
         ("scale.yaml:39:", "does not differentiate through or save a Tensor[] argument ('xs') yet"),
+        ("scale.yaml:40:", "argument 's' of type Scalar: torch's stable ABI cannot pass a Scalar: in every "
+                           "claimed release a call fails converting it"),
+        ("scale.yaml:40:", "argument 'gen' of type Generator?: torch::stable::Generator exists from torch 2.13, and "
+                           "the stable target compiles for torch 2.11"),
     ]
     for where, message in expect:
         assert any(where in e and message in e for e in errors), (where, message, errors)

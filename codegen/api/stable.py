@@ -47,6 +47,21 @@ TYPES: dict[str, str] = {
     "bool?": "std::optional<bool>",
     "ScalarType?": f"std::optional<{SCALAR_TYPE}>",
     "int[]?": f"std::optional<{INT_LIST}>",
+    # torch's IValue conversion treats a SymInt as an int (a concrete one: under tracing the
+    # fake kernel sees the symbols, the kernel never does)
+    "SymInt": "int64_t",
+    "SymInt?": "std::optional<int64_t>",
+    "SymInt[]": INT_LIST,
+    "SymInt[]?": f"std::optional<{INT_LIST}>",
+}
+
+# Schema types TORCH_BOX cannot unbox in the oldest claimed release, and why.
+UNBOXABLE: dict[str, str] = {
+    "Scalar": "torch's stable ABI cannot pass a Scalar: in every claimed release a call fails converting it "
+              "('Not yet supported conversion from IValue to StableIValue for schema type: Scalar'), and "
+              "torch/csrc/stable has no Scalar type",
+    "Generator": "torch::stable::Generator exists from torch 2.13, and the stable target compiles for torch 2.11 "
+                 "(TORCH_TARGET_VERSION), whose stable API cannot unbox a Generator",
 }
 
 # The value returns a kernel behind the C ABI makes (through a pointer), as the wrapper returns them.
@@ -93,6 +108,9 @@ class Problem:
     hint: str = "build this library in the full ATen target ([tool.codegen] target = \"aten\")"
 
 
+FULL_TARGET = Problem.hint
+
+
 def problems(decl) -> list[Problem]:
     """Every feature of `decl` the stable target lacks, each naming what the stable API has not."""
     out: list[Problem] = []
@@ -118,7 +136,11 @@ def problems(decl) -> list[Problem]:
             out.append(Problem("kernels", f"the stable target builds CPU and CUDA kernels only; '{key}' kernels "
                                "need a device row of their own"))
     for a in decl.schema.arguments:
-        if type_key(a) not in TYPES:
+        base = re.sub(r"[?\[\]\d]", "", str(a.type))
+        if type_key(a) not in TYPES and base in UNBOXABLE:
+            out.append(Problem("", f"argument '{a.name}' of type {a.type}: {UNBOXABLE[base]}",
+                               "declare it `float` or `int`" if base == "Scalar" else FULL_TARGET))
+        elif type_key(a) not in TYPES:
             out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target takes "
                                f"{', '.join(TYPES)} so far"))
         elif a.is_write and type_key(a) == "Tensor[]":
