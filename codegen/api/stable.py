@@ -143,12 +143,10 @@ def problems(decl) -> list[Problem]:
         elif type_key(a) not in TYPES:
             out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target takes "
                                f"{', '.join(TYPES)} so far"))
-        elif a.is_write and type_key(a) == "Tensor[]":
-            out.append(Problem("", f"argument '{a.name}' is a tensor list written in place: the stable target "
-                               "writes single tensors ('Tensor(a!)', 'Tensor(a!)?') so far"))
-    if not any(is_tensor(a.type) and not a.is_optional for a in decl.schema.arguments):
-        out.append(Problem("", "the stable target dispatches on the first Tensor argument, and this op has no "
-                           "required Tensor argument"))
+    if not any(is_tensor(unwrap_optional(a.type)) or type_key(a) == "Tensor[]" for a in decl.schema.arguments):
+        out.append(Problem("", "the stable target dispatches on the tensor arguments, and this op has none (a "
+                           "factory op needs a CPU kernel registered for every backend, which the stable API "
+                           "cannot do yet)"))
     foreign_only = all(decl.foreign_kernel(k) is not None for k in decl.devices)
     for o, r in zip(decl.outputs(), decl.schema.returns):
         if str(r.type) in RETURNED:
@@ -208,10 +206,9 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
     s = decl.schema
     scope = Scope(TEMPLATE_LOCALS)
     ident = {a.name: scope.name(a.name) for a in s.arguments}
-    first = ident[next(a for a in s.arguments if is_tensor(a.type) and not a.is_optional).name]
-    dtype_local: dict[str, tuple[str, str]] = {}  # variable -> (local, the argument it was read from)
-    checks = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};",
-              *_tensor_checks(decl, ident, key, dtype_local, scope)]
+    dtype_local: dict[str, tuple[str, str]] = {}  # variable -> (local, C++ naming where it was read from)
+    checks = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};"]
+    first = _tensor_checks(decl, ident, key, dtype_local, scope, checks)
     if key != "CPU":  # outputs are allocated (and the kernel runs) on the first tensor's device
         checks.append(f"const torch::stable::accelerator::DeviceGuard device_guard({first}.device().index());")
     names = dict(ident)
@@ -246,7 +243,14 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
     args, epilogue = [], []
     for a in s.arguments:
         name = ident[a.name]
-        if is_tensor(unwrap_optional(a.type)) and (decl.contiguous or a.is_write):
+        if type_key(a) == "Tensor[]" and decl.contiguous:
+            # each non-contiguous element a contiguous copy; a written list's copied back after the kernel
+            c = scope.fresh(f"{name}_c")
+            checks.append(f"const opwrap::rt::ContiguousList {c}(kOp, {cpp_string(a.name)}, {name});")
+            if a.is_write:
+                epilogue.append(f"{c}.write_back({name});")
+            args.append(f"{c}.list()")
+        elif is_tensor(unwrap_optional(a.type)) and (decl.contiguous or a.is_write):
             # a written one is a local the kernel may take as `Tensor&` (an out= argument in
             # place of its functional op's output), computed in a contiguous copy written back
             c = scope.fresh(f"{name}_c")
@@ -281,7 +285,7 @@ def _owned_dtype(decl, o, dtype: str, dtype_local: dict, scope: Scope, checks: l
     if not owned:
         return dtype
     var, local = decl.variable(owned), scope.fresh(f"{o.name}_dtype")
-    dtype_local[owned] = (local, o.name)
+    dtype_local[owned] = (local, cpp_string(o.name))
     checks.append(f"const {SCALAR_TYPE} {local} = {dtype};")
     checks.append(f"opwrap::rt::check_output_dtype_in(kOp, {cpp_string(o.name)}, {local}, "
                   f"{cpp_string(o.dtype_rule.text if o.dtype_rule else '')}, {_allowed(var)}, "
@@ -308,20 +312,33 @@ def _out_argument(decl, o, ident: dict[str, str], names: dict[str, str], dispatc
     return checks
 
 
-def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, scope: Scope) -> list[str]:
+def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, scope: Scope,
+                   checks: list[str]) -> str:
     """Every tensor defined, on the device (the first tensor's: cuda:0 and cuda:1 do not mix),
-    of its dtype variable's dtypes; an optional tensor where it is given."""
+    of its dtype variable's dtypes; an optional tensor where it is given; each element of a
+    list.  Returns the C++ of the tensor the op dispatches on: the first required tensor, else
+    (an op whose tensors are lists or optional: an optimizer step's) the first one given at run
+    time, named by the run (`params[0]`), as the full target's `first_given`."""
     device = f"{DEVICE_TYPE}::{key}"
     required = [a for a in decl.schema.arguments if is_tensor(a.type) and not a.is_optional]
-    first = required[0]
     outs = {a.name for a in decl.out_arguments}
-    checks = []
+    if required:
+        first, first_name = ident[required[0].name], cpp_string(required[0].name)
+    else:
+        tensors = [a for a in decl.schema.arguments if is_tensor(unwrap_optional(a.type)) or type_key(a) == "Tensor[]"]
+        given, first = scope.fresh("given"), scope.fresh("first")
+        first_name = f"{given}.name.c_str()"
+        checks.append(f"const opwrap::rt::Given {given} = opwrap::rt::first_given(kOp, "
+                      f"{{{', '.join(cpp_string(a.name) for a in tensors)}}}, {', '.join(ident[a.name] for a in tensors)});")
+        checks.append(f"const {TENSOR}& {first} = {given}.tensor;")
+        checks.append(f"opwrap::rt::check_tensor(kOp, {first_name}, {first}, {device});")
+        # the dispatch variable is read from it (the full target's: the first tensor argument's)
+        checks.extend(_dtype_check(decl, tensors[0], first, dtype_local, scope, first_name))
     for a in required:
         name = ident[a.name]
         checks.append(f"opwrap::rt::check_tensor(kOp, {cpp_string(a.name)}, {name}, {device});")
-        if a is not first:
-            checks.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, {name}, {ident[first.name]}, "
-                          f"{cpp_string(first.name)});")
+        if a is not required[0]:
+            checks.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, {name}, {first}, {first_name});")
         if a.name not in outs:  # an out= argument's dtype is the result's (_out_argument)
             checks.extend(_dtype_check(decl, a, name, dtype_local, scope))
     for a in decl.schema.arguments:
@@ -329,14 +346,13 @@ def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, sco
             name = ident[a.name]
             checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
             checks.append(f"  opwrap::rt::check_tensor(kOp, {cpp_string(a.name)}, *{name}, {device});")
-            checks.append(f"  opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, *{name}, {ident[first.name]}, "
-                          f"{cpp_string(first.name)});")
+            checks.append(f"  opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, *{name}, {first}, {first_name});")
             checks.extend("  " + c for c in _dtype_check(decl, a, f"*{name}", dtype_local, scope))
             checks.append("}")
     for a in decl.schema.arguments:
         if type_key(a) == "Tensor[]":
-            checks.extend(_list_checks(decl, a, ident, device, ident[first.name], first.name, dtype_local, scope))
-    return checks
+            checks.extend(_list_checks(decl, a, ident, device, first, first_name, dtype_local, scope))
+    return first
 
 
 def _list_checks(decl, a: Argument, ident: dict[str, str], device: str, first: str, first_name: str,
@@ -347,13 +363,13 @@ def _list_checks(decl, a: Argument, ident: dict[str, str], device: str, first: s
     checks = []
     if var.name not in dtype_local:
         local = scope.fresh(f"{a.name}_dtype")
-        dtype_local[var.name] = (local, f"{a.name}[0]")
+        dtype_local[var.name] = (local, cpp_string(f"{a.name}[0]"))
         checks.append(f"const {SCALAR_TYPE} {local} = {ident[a.name]}.empty() ? {SCALAR_TYPE}::"
                       f"{var.dtypes[0].scalar_type} : {ident[a.name]}[0].scalar_type();")
     local, source = dtype_local[var.name]
     checks.append(f"opwrap::rt::check_list(kOp, {cpp_string(a.name)}, {ident[a.name]}, {device}, {first}, "
-                  f"{cpp_string(first_name)}, {_allowed(var)}, {cpp_string(', '.join(d.name for d in var.dtypes))}, "
-                  f"{local}, {cpp_string(source)});")
+                  f"{first_name}, {_allowed(var)}, {cpp_string(', '.join(d.name for d in var.dtypes))}, "
+                  f"{local}, {source});")
     return checks
 
 
@@ -400,16 +416,18 @@ def _kernel_call(decl, namespace: str, key: str, first: str, args: tuple[str, ..
                           f"{', '.join(passed)}));"), f"abi/{decl.ident}.h", returned
 
 
-def _dtype_check(decl, a: Argument, value: str, dtype_local: dict, scope: Scope) -> list[str]:
+def _dtype_check(decl, a: Argument, value: str, dtype_local: dict, scope: Scope, name: str = "") -> list[str]:
     """`value` has its dtype variable's dtypes: the first tensor of a variable declares it (a
-    local), the others match it (the full target's messages)."""
+    local), the others match it (the full target's messages).  `name`: the C++ naming `value`
+    in messages, where not `a`'s name (the first tensor given of an op without a required one)."""
     var = decl.dtype_var(a.name)
+    name = name or cpp_string(a.name)
     if var.name in dtype_local:
         local, source = dtype_local[var.name]
-        return [f"opwrap::rt::check_same_dtype(kOp, {cpp_string(a.name)}, {value}, {local}, {cpp_string(source)});"]
+        return [f"opwrap::rt::check_same_dtype(kOp, {name}, {value}, {local}, {source});"]
     local = scope.fresh(f"{a.name}_dtype")
-    dtype_local[var.name] = (local, a.name)
-    return [f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, {value}, {_allowed(var)}, "
+    dtype_local[var.name] = (local, name)
+    return [f"opwrap::rt::check_dtype_in(kOp, {name}, {value}, {_allowed(var)}, "
             f"{cpp_string(', '.join(d.name for d in var.dtypes))});",
             f"const {SCALAR_TYPE} {local} = {value}.scalar_type();"]
 
@@ -445,7 +463,7 @@ def _switch(decl, dtype_local: dict, call) -> list[str]:
             lines.append(f"{indent}    break;")
         names = cpp_string(", ".join(d.name for d in var.dtypes))
         lines += [f"{indent}  default:",
-                  f"{indent}    opwrap::rt::unsupported_dtype(kOp, {cpp_string(source)}, {local}, {names});",
+                  f"{indent}    opwrap::rt::unsupported_dtype(kOp, {source}, {local}, {names});",
                   f"{indent}}}"]
         return lines
     return level(0, (), "")

@@ -212,6 +212,28 @@ inline std::optional<Tensor> contiguous(const char* op, const char* arg, const s
   return contiguous(op, arg, *t);
 }
 
+// A `Tensor[]` as the kernel sees it (checks.h's ContiguousList): the given list when every
+// element is contiguous, else a copy of it whose non-contiguous elements are contiguous copies
+// (`xs[1]` in messages); for a written list, `write_back` copies those back after the kernel.
+class ContiguousList {
+ public:
+  ContiguousList(const char* op, const char* arg, const std::vector<Tensor>& ts) : given_(&ts) {
+    for (size_t i = 0; i < ts.size(); ++i) {
+      if (!ts[i].defined() || ts[i].is_contiguous()) continue;
+      if (copies_.empty()) copies_ = ts;
+      copies_[i] = contiguous(op, element_name(arg, i).c_str(), ts[i]);
+    }
+  }
+
+  const std::vector<Tensor>& list() const { return copies_.empty() ? *given_ : copies_; }
+
+  void write_back(const std::vector<Tensor>& targets) const;  // below, beside write_back of one tensor
+
+ private:
+  const std::vector<Tensor>* given_;
+  std::vector<Tensor> copies_;  // empty: every element was contiguous
+};
+
 // ---- arguments written in place (checks.h's, with the same messages) ----------------------
 // aten's has_internal_overlap and get_overlap_status, from what the stable API tells of a
 // tensor (its data pointer, sizes, strides and element size): a tensor of a non-overlapping,
@@ -367,6 +389,12 @@ inline void write_back(const std::optional<Tensor>& target, const std::optional<
   if (target.has_value() && target->defined() && written.has_value()) write_back(*target, *written);
 }
 
+inline void ContiguousList::write_back(const std::vector<Tensor>& targets) const {
+  for (size_t i = 0; i < copies_.size(); ++i) {
+    if (targets[i].defined()) opwrap::rt::write_back(targets[i], copies_[i]);
+  }
+}
+
 // out= arguments: the result's dtype, and resized to the shape rule's shape as
 // at::native::resize_output does: left alone when of the right shape, resized when empty, and
 // resized with aten's warning when it had elements.  (aten::_resize_output_ has only a Meta
@@ -472,6 +500,33 @@ inline void bind_or_check_run(const char* op, const char* arg, const Tensor& t, 
 inline void require_bound(const char* op, const char* list, const Run& var, const char* name, const char* spec) {
   OPWRAP_STABLE_CHECK(var.bound, op, ": argument '", list, "' holds no tensor, but its shape ", spec, " must give *",
                       name);
+}
+
+// Ops whose tensors are all lists (or optional) dispatch on the first tensor given; its name in
+// messages is the list's and the element's (`xs[2]`), or the argument's (checks.h's Given).
+struct Given {
+  Tensor tensor;
+  std::string name;
+  bool found = false;
+};
+
+inline void find_given(Given& out, const char* name, const std::optional<Tensor>& t) {
+  if (!out.found && t.has_value() && t->defined()) out = {*t, name, true};
+}
+inline void find_given(Given& out, const char* name, const std::vector<Tensor>& ts) {
+  for (size_t i = 0; i < ts.size() && !out.found; ++i) {
+    if (ts[i].defined()) out = {ts[i], element_name(name, i), true};
+  }
+}
+
+// `names`: the arguments' names, one for each of `tensors`, in order.
+template <typename... Ts>
+Given first_given(const char* op, std::initializer_list<const char*> names, const Ts&... tensors) {
+  Given out;
+  const char* const* name = names.begin();
+  (find_given(out, *name++, tensors), ...);
+  OPWRAP_STABLE_CHECK(out.found, op, ": expected at least one tensor argument to dispatch on, but none was given");
+  return out;
 }
 
 // Tensor lists: every element defined, on the device (and, off the CPU, the device of the tensor
