@@ -152,6 +152,35 @@ DECLARATIONS = """\
   kernels: {CPU: add_to_all_cpu}
   header: scale.h
   shape: {x: ["*S"], ys: ["*S"]}
+
+- func: gelu_fast(Tensor self) -> Tensor
+  doc: GELU's tanh approximation as x * sigmoid(2u), a generated pointwise kernel (one exp, vectorized).
+  dtypes: floating
+  pointwise: |
+    s = sigmoid(1.5957691216057308 * self * (1 + 0.044715 * self * self))
+    self * s
+  derivatives:
+    self: "grad * torch.sigmoid(1.5957691216057308 * self * (1 + 0.044715 * self * self)) * (1 + self
+      * (1 - torch.sigmoid(1.5957691216057308 * self * (1 + 0.044715 * self * self))) * 1.5957691216057308
+      * (1 + 0.134145 * self * self))"
+
+- func: axpby(Tensor x, Tensor y, float alpha, float beta=1.0) -> Tensor
+  doc: alpha * x + beta * y, x and y broadcast and promoted as torch.add's.
+  dtypes: floating
+  pointwise: alpha * x + beta * y
+  derivatives:
+    x: grad * alpha
+    y: grad * beta
+
+- func: clipped_add(Tensor self, Tensor other, int lo, int hi) -> Tensor
+  doc: clamp(self + other, lo, hi) over integer and floating dtypes.
+  dtypes: all
+  pointwise: clamp(self + other, lo, hi)
+
+- func: sincos(Tensor self) -> (Tensor sin, Tensor cos)
+  doc: Both in one pass over memory.
+  dtypes: [float32, float64]
+  pointwise: sin(self), cos(self)
 """
 
 C_SOURCE = """\
@@ -482,9 +511,9 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     _, made, lib = stablelib
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
-    ops = ["accumulate", "add_to_all", "axpy", "clamp_", "convert", "count_above", "fill_size", "gather_rows", "hist",
-           "scale", "scale_out", "sgd_step", "sqdist", "sqdist_out", "sumsq", "tile_rows", "weighted_any",
-           "weighted_sum"]
+    ops = ["accumulate", "add_to_all", "axpby", "axpy", "clamp_", "clipped_add", "convert", "count_above", "fill_size",
+           "gather_rows", "gelu_fast", "hist", "scale", "scale_out", "sgd_step", "sincos", "sqdist", "sqdist_out", "sumsq",
+           "tile_rows", "weighted_any", "weighted_sum"]
     assert cpp == [*(f"stable/cpu/{op}.cpp" for op in ops), "stable/registration.cpp",
                    *(f"units/stable.{k}.cpp" for k in range(3))], cpp
     for path in [*(gen / "stable").rglob("*.cpp"), *(gen / "stable").rglob("*.cu")]:
@@ -899,6 +928,87 @@ def test_written_tensor_lists(stablelib):
         assert all(v == "SUCCESS" for v in result.values()), result
 
 
+def _gelu(x):
+    return torch.nn.functional.gelu(x.double(), approximate="tanh").to(x.dtype)
+
+
+@pytest.mark.slow(20)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_pointwise_values_against_eager(stablelib, dtype):
+    """Generated pointwise kernels (templates/stable/pointwise.cpp.j2): torch eager as the
+    reference, contiguous, transposed, channels-last, broadcast and large (parallel, vectorized)."""
+    module, _, _ = stablelib
+    ops = module.ops
+    x = torch.randn(37, 129, dtype=dtype) * 4
+    for t in (x, x.t(), x[:, ::3], torch.randn(4, 3, 5, 6, dtype=dtype).to(memory_format=torch.channels_last),
+              torch.randn(3000, 700, dtype=dtype), torch.tensor(1.5, dtype=dtype)):
+        out = ops.gelu_fast(t)
+        torch.testing.assert_close(out, _gelu(t))
+        want = torch.empty_like(t)  # aten's elementwise output layout, as the fake kernel's
+        assert out.dtype == dtype and out.shape == t.shape and (out.dim() < 2 or out.stride() == want.stride()), \
+            (out.stride(), want.stride())
+    b = torch.randn(129, dtype=dtype)
+    torch.testing.assert_close(ops.axpby(x, b, 2.0, -0.5), (2.0 * x.double() - 0.5 * b.double()).to(dtype),
+                               **({"atol": 0.05, "rtol": 0.02} if dtype in (torch.float16, torch.bfloat16) else {}))
+    torch.testing.assert_close(ops.axpby(x[:, :1], b[:, None][:5].t(), 1.0),  # [37, 1] with [1, 5]
+                               (x[:, :1].double() + b[:5].double()).to(dtype))
+    if dtype in (torch.float32, torch.float64):
+        s, c = ops.sincos(x.t())
+        torch.testing.assert_close(s, x.t().sin())
+        torch.testing.assert_close(c, x.t().cos())
+    lo, hi = (-3, 3)
+    y = torch.randn(129, 37, dtype=dtype).t()
+    torch.testing.assert_close(ops.clipped_add(x, y, lo, hi), torch.clamp(x + y, lo, hi))
+
+
+@pytest.mark.slow(10)
+def test_pointwise_promotion_integers_and_errors(stablelib):
+    module, _, _ = stablelib
+    ops = module.ops
+    a, b = torch.randn(4, 5), torch.randn(5, dtype=torch.float64)
+    assert ops.axpby(a, b, 1.0).dtype == torch.float64  # as torch.add
+    assert ops.axpby(a, torch.tensor(2.0, dtype=torch.float64), 1.0).dtype == torch.float32  # a 0-d tensor ranks lower
+    i = torch.arange(6).reshape(2, 3)
+    torch.testing.assert_close(ops.axpby(i, i, 0.5), 0.5 * i + i.float())  # integers to the default float dtype
+    torch.testing.assert_close(ops.gelu_fast(i), _gelu(i.float()))
+    for dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
+        lo_v = 0 if dtype == torch.uint8 else -60
+        p = torch.randint(lo_v, 60, (7, 33), dtype=dtype)
+        q = torch.randint(lo_v, 60, (33,), dtype=dtype)
+        r = ops.clipped_add(p, q, 10, 50)
+        assert r.dtype == dtype and torch.equal(r, torch.clamp(p + q, 10, 50)), dtype
+    assert torch.equal(ops.clipped_add(p.int(), q.long(), 10, 50), torch.clamp(p.int() + q.long(), 10, 50))
+    with pytest.raises(RuntimeError, match=r"^stablelib::axpby: argument 'y' has shape \[4\], which does not broadcast "
+                       r"with 'x' \(broadcast so far: \[3\]\)"):
+        ops.axpby(torch.randn(3), torch.randn(4), 1.0)
+    with pytest.raises(RuntimeError, match=r"^stablelib::clipped_add: the inputs \('self' Bool, 'other' Bool\) compute "
+                       r"in dtype Bool, which is not supported; expected one of: float32, float64"):
+        ops.clipped_add(torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool), 0, 1)
+    special = torch.tensor([float("nan"), float("inf"), -200.0, 200.0, 0.0, -0.0])
+    torch.testing.assert_close(ops.gelu_fast(special), torch.tensor([float("nan"), float("inf"), -0.0, 200.0, 0.0, -0.0]),
+                               equal_nan=True)
+
+
+@pytest.mark.slow(30)
+def test_pointwise_gradients_opcheck_and_compile(stablelib):
+    module, _, _ = stablelib
+    ops = module.ops
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(ops.gelu_fast, (x,))
+    assert torch.autograd.gradgradcheck(ops.gelu_fast, (x,))
+    assert torch.autograd.gradcheck(lambda p, q: ops.axpby(p, q, 1.5, -2.0), (x, b))  # b's gradient summed to [3]
+    for op, args in ((torch.ops.stablelib.gelu_fast.default, (torch.randn(4, 6).t(),)),
+                     (torch.ops.stablelib.axpby.default, (torch.randn(2, 3), torch.randn(3), 2.0, 0.5)),
+                     (torch.ops.stablelib.clipped_add.default, (torch.randint(-9, 9, (4,)), torch.randint(-9, 9, (4,)), -3, 3)),
+                     (torch.ops.stablelib.sincos.default, (torch.randn(3, 2),))):
+        _passes_opcheck(op, args)
+    torch._dynamo.reset()
+    f = torch.compile(lambda p, q: ops.gelu_fast(ops.axpby(p, q, 2.0)) * 2, fullgraph=True)
+    p, q = torch.randn(6, 3), torch.randn(3)
+    torch.testing.assert_close(f(p, q), _gelu(2 * p + q) * 2)
+
+
 MATRIX_PROBE = """\
 import torch, stablelib
 assert stablelib.library_path.endswith("_C.abi3.so"), stablelib.library_path  # the wheel's, not the build's
@@ -1007,6 +1117,7 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
         - func: a(Tensor self) -> Tensor
           dtypes: floating
           pointwise: self * 2
+        - func: a.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
         - func: b(Tensor self) -> Tensor
           dtypes: [float32]
           like: self
@@ -1052,18 +1163,18 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     errors = [line for line in r.stderr.splitlines() if ": error: " in line]
     expect = [
-        ("scale.yaml:3:", "cannot generate pointwise kernels yet: they are built on TensorIterator and at::vec"),
-        ("scale.yaml:7:", "CUDA kernel header 'kernels/b.cuh' not found"),
-        ("scale.yaml:13:", "runs derivative formulas in Python (torch.library.register_autograd): "
+        ("scale.yaml:4:", "the stable target does not generate pointwise out= overloads yet"),
+        ("scale.yaml:8:", "CUDA kernel header 'kernels/b.cuh' not found"),
+        ("scale.yaml:14:", "runs derivative formulas in Python (torch.library.register_autograd): "
                            "'at::mul(grad, f)' is C++"),
-        ("scale.yaml:20:", "register_autograd, which has no forward mode"),
-        ("scale.yaml:23:", "kernel header 'kernels/e.h' not found"),  # a written tensor list is taken
-        ("scale.yaml:28:", "the stable target has no autocast kernels"),
-        ("scale.yaml:32:", "kernel header 'kernels/g.h' not found"),
-        ("scale.yaml:39:", "does not differentiate through or save a Tensor[] argument ('xs') yet"),
-        ("scale.yaml:40:", "argument 's' of type Scalar: torch's stable ABI cannot pass a Scalar: in every "
+        ("scale.yaml:21:", "register_autograd, which has no forward mode"),
+        ("scale.yaml:24:", "kernel header 'kernels/e.h' not found"),  # a written tensor list is taken
+        ("scale.yaml:29:", "the stable target has no autocast kernels"),
+        ("scale.yaml:33:", "kernel header 'kernels/g.h' not found"),
+        ("scale.yaml:40:", "does not differentiate through or save a Tensor[] argument ('xs') yet"),
+        ("scale.yaml:41:", "argument 's' of type Scalar: torch's stable ABI cannot pass a Scalar: in every "
                            "claimed release a call fails converting it"),
-        ("scale.yaml:40:", "argument 'gen' of type Generator?: torch::stable::Generator exists from torch 2.13, and "
+        ("scale.yaml:41:", "argument 'gen' of type Generator?: torch::stable::Generator exists from torch 2.13, and "
                            "the stable target compiles for torch 2.11"),
     ]
     for where, message in expect:

@@ -114,15 +114,13 @@ FULL_TARGET = Problem.hint
 def problems(decl) -> list[Problem]:
     """Every feature of `decl` the stable target lacks, each naming what the stable API has not."""
     out: list[Problem] = []
-    if decl.expression is not None:  # (`pointwise: true` beside a kernel only says it is elementwise: for vmap)
-        out.append(Problem("pointwise", "the stable target cannot generate pointwise kernels yet: they are built on "
-                           "TensorIterator and at::vec, which torch's stable API does not have",
-                           "write the kernel behind the C ABI (`kernels: {CPU: {abi: c}}` or `abi: rust`)"))
+    if decl.expression is not None:  # generated kernels (`pointwise: true` beside a kernel only says it is elementwise)
+        out.extend(pointwise_problems(decl))
     if decl.rows is not None:
         out.append(Problem("rowwise", "the stable target cannot generate row-wise kernels yet: they are built on "
                            "at::vec and ATen's CPU dispatch, which torch's stable API does not have",
                            "write the kernel behind the C ABI (`kernels: {CPU: {abi: c}}` or `abi: rust`)"))
-    if out:  # what else it lacks follows from the generated kernels it cannot have
+    if out or decl.expression is not None:  # what else it lacks follows from the generated kernels it cannot have
         return out
     for field, what in (("autocast", "autocast kernels (the stable API registers no Autocast key kernels yet)"),
                         ("method", "custom classes (the stable API has no torch::CustomClassHolder)")):
@@ -180,6 +178,24 @@ def problems(decl) -> list[Problem]:
                                f"('{s.target}') yet"))
     if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") is None and not out:
         out.append(Problem("kernels", "the stable target needs a CPU kernel"))
+    return out
+
+
+def pointwise_problems(decl) -> list[Problem]:
+    """What of a pointwise declaration the stable target cannot generate yet (its kernels:
+    codegen/api/stable_pointwise.py)."""
+    out = []
+    if decl.extra_field("autocast"):
+        out.append(Problem("autocast", "the stable target has no autocast kernels (the stable API registers "
+                           "no Autocast key kernels yet)"))
+    if decl.out_arguments:
+        out.append(Problem("pointwise", "the stable target does not generate pointwise out= overloads yet "
+                           "(their loops would write an argument that may alias an input)",
+                           "declare the functional op only"))
+    for a in decl.schema.arguments:
+        if a.name in dict(decl.expression.scalars) and type_key(a) not in TYPES:
+            out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target's pointwise "
+                           f"kernels take int, float and bool scalars so far"))
     return out
 
 
@@ -469,4 +485,4 @@ def _switch(decl, dtype_local: dict, call) -> list[str]:
     return level(0, (), "")
 
 
-__all__ = ["TYPES", "Problem", "StableCall", "kernel_header", "plan", "problems", "stable_signature"]
+__all__ = ["TYPES", "Problem", "StableCall", "kernel_header", "plan", "pointwise_problems", "problems", "stable_signature"]

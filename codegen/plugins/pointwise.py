@@ -39,6 +39,7 @@ from ..core.names import Scope, camel_case, cpp_ident
 from ..core.literals import cpp_string
 from ..core.cuda_archs import arch_restriction
 from ..core.targets import CPU, CPU_CAPABILITIES, CUDA, Device
+from ..lang.pointwise import check_declaration
 
 # What the templates (templates/pointwise/) declare where the arguments of the loops and
 # wrappers are in scope: the loops' types, functor and iterator, the lambdas' parameter `x`,
@@ -157,33 +158,7 @@ class PointwiseKernels(Plugin):
     name = "pointwise"
 
     def validate(self, decl, lib, diag):
-        e = decl.expression
-        if e is None:
-            return
-        if e.floating:
-            ints = [dt.name for dt in decl.dtypes if not dt.is_floating]
-            if ints:
-                diag.error(e.loc, f"the expression uses '/' or a floating-point function, but the op declares integer "
-                           f"dtypes ({', '.join(ints)})", "declare floating dtypes only; integer inputs then promote "
-                           "to float as in torch.div")
-        if not decl.dtypes and not decl.failed("dtypes"):
-            diag.error(decl.loc, "missing 'dtypes': list the dtypes the expression is computed for")
-        odd = [dt for dt in decl.dtypes if not dt.pointwise]
-        if odd:
-            diag.error(decl.field_loc("dtypes"), f"pointwise expressions support real floating and integer dtypes "
-                       f"that aten's vectorized loops take, not {', '.join(dt.name for dt in odd)}",
-                       "a kernel of your own (`kernels:`) takes any dtype" if any(
-                           not dt.vectorized for dt in odd) else "")
-        if decl.out_arguments:
-            outs = decl.out_arguments
-            ret = decl.schema.returns
-            if len(outs) != 1 or len(ret) != 1 or decl.schema.aliased_argument(ret[0]) is not outs[0]:
-                diag.error(decl.func_loc, "a pointwise out= overload writes one out= argument and returns it: "
-                           "'name.out(..., *, Tensor(a!) out) -> Tensor(a!)'")
-            elif not any(x.name == decl.name and not x.overload and x.expression is not None
-                         for x in lib.declarations):
-                diag.error(decl.func_loc, f"the out= overload '{decl.op_name}' runs the loops of its functional op "
-                           f"'{decl.name}', which must be declared with the same pointwise expression")
+        check_declaration(decl, lib, diag)
 
     def emit(self, lib, ctx):
         ns = lib.namespace

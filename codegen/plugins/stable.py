@@ -77,8 +77,8 @@ class StableKernels(Plugin):
         template, device = "stable/op.cpp.j2", self.device
         group = "stable" if device == CPU else f"stable.{device.unit}"
         for d in lib.declarations:
-            if device.key not in d.devices or stable.problems(d):
-                continue
+            if device.key not in d.devices or d.expression is not None or stable.problems(d):
+                continue  # (a pointwise expression's kernels: plugins/stable_pointwise.py)
             call = stable.plan(d, lib.namespace, device.key)
             text = ctx.render(template, namespace=lib.namespace, decl=d, call=call, target=self.target)
             yield Output(f"{self.target.cpp_dir}/{device.unit}/{d.ident}{device.suffix}", text,
