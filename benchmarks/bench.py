@@ -19,6 +19,9 @@ Sections (each compares in the same process, on the same inputs):
 - foreign kernels: one op as a C++ kernel template, a Rust function and a C function behind
   the C kernel ABI, in a `codegen init` library: each kernel unit's compile seconds, the call
   overhead (target: at most 5% above the C++ kernel's) and the loops' throughput;
+- stable: the stable target's generated pointwise kernels (a `codegen init` library with
+  `target = "stable"`) against the same expressions in the full target and eager torch,
+  1M and 16M elements, float32 and bfloat16, 1 and 2 threads (target >= 0.9x of the full target);
 - library: a `codegen init` library of 50 synthetic pointwise ops built from scratch, and
   the compiler seconds each op adds (against a library of 10);
 - codegen: generating 1,000 synthetic declarations, and the files a no-op regenerate writes;
@@ -891,6 +894,80 @@ def foreign_kernels(report: Report, number: int, repeat: int, numel: int, runs: 
             torch.set_num_threads(old)
 
 
+# ---------------------------------------------------------------------------- stable-target pointwise
+# The bundled library's pointwise expressions (declarations/gelu.yaml, myadd.yaml), as a
+# stable-target library builds them (their formulas call C++ ops: left out, as timing needs none).
+STABLE_POINTWISE = """\
+- func: gelu_tanh(Tensor self) -> Tensor
+  dtypes: floating
+  pointwise: self / (1 + exp(-1.5957691216057308 * self * (1 + 0.044715 * self * self)))
+
+- func: bias_gelu(Tensor self, Tensor bias) -> Tensor
+  dtypes: floating
+  pointwise: |
+    x = self + bias
+    x / (1 + exp(-1.5957691216057308 * x * (1 + 0.044715 * x * x)))
+
+- func: myadd(Tensor self, Tensor other) -> Tensor
+  dtypes: [float32, float64, float16, bfloat16, int32, int64]
+  pointwise: self + other
+"""
+
+
+def stable_pointwise(report: Report, sizes: tuple[int, ...], runs: int):
+    """Generated pointwise kernels of the stable target (docs/stable-abi.md) against the same
+    expressions in the full target (the bundled library's, at::vec and TensorIterator) and
+    eager torch: a `codegen init` library with `target = "stable"` built at -O3."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "pwstable"
+        env = _empty_library(root)
+        pyproject = root / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+        (root / "declarations" / "ops.yaml").write_text(STABLE_POINTWISE)
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-cuda"], cwd=root, env=env,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(r.stdout[-2000:] + r.stderr[-3000:])
+        print(f"\nstable pointwise: built a stable-target library of 3 pointwise ops in {time.perf_counter() - t:.0f} s")
+        sys.path.insert(0, str(root))
+        try:
+            import pwstable  # noqa: F401  (loads the library)
+        finally:
+            sys.path.remove(str(root))
+        ops = sys.modules["pwstable"].ops
+        report.section(f"stable pointwise: median of {runs} calls; ratio = full target's time / stable target's "
+                       "(target >= 0.9x); eager = eager torch's time / stable's",
+                       f"{'op':<12}{'dtype':>9}{'numel':>6}{'thr':>4}{'stable ms':>11}{'full ms':>9}{'eager ms':>10}"
+                       f"{'ratio':>8}{'eager':>8}")
+        old = torch.get_num_threads()
+        try:
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                for numel in sizes:
+                    for dtype in (torch.float32, torch.bfloat16):
+                        g = torch.Generator().manual_seed(0)
+                        x = torch.randn(numel // 1024, 1024, generator=g).to(dtype)
+                        b = torch.randn(1024, generator=g).to(dtype)
+                        cases = (("gelu_tanh", lambda: ops.gelu_tanh(x), lambda: opwrap.ops.gelu_tanh(x),
+                                  lambda: F.gelu(x, approximate="tanh")),
+                                 ("bias_gelu", lambda: ops.bias_gelu(x, b), lambda: opwrap.ops.bias_gelu(x, b),
+                                  lambda: F.gelu(x + b, approximate="tanh")),
+                                 ("myadd", lambda: ops.myadd(x, x), lambda: opwrap.ops.myadd(x, x),
+                                  lambda: torch.add(x, x)))
+                        for name, stable, full, eager in cases:
+                            torch.testing.assert_close(stable().float(), full().float(), atol=3e-2, rtol=3e-2)
+                            s_ms, f_ms, e_ms = median_ms((stable, full, eager), runs)
+                            ratio = f_ms / s_ms
+                            report.add("stable", f"{name} stable vs full target", ratio, 0.9, dtype=str(dtype)[6:],
+                                       numel=numel, threads=threads, stable_ms=s_ms, full_ms=f_ms, eager_ms=e_ms,
+                                       eager_ratio=e_ms / s_ms)
+                            print(f"  {name:<12}{str(dtype)[6:]:>9}{numel >> 20:>5}M{threads:>4}{s_ms:>11.2f}{f_ms:>9.2f}"
+                                  f"{e_ms:>10.2f}{ratio:>7.2f}x{e_ms / s_ms:>7.2f}x{_mark(ratio, 0.9)}")
+        finally:
+            torch.set_num_threads(old)
+
+
 def build_support_include() -> Path:
     from opwrap_codegen.build import support_include_dir
     return support_include_dir()
@@ -1021,7 +1098,7 @@ def wheel_sizes(report: Report):
         print(f"  {archs:<22}{size / 2**20:>11.1f}{so / 2**20:>11.1f}{seconds:>9.1f}{size / first:>7.2f}x")
 
 
-SECTIONS = ("calls", "throughput", "blas", "ops", "build", "foreign", "library", "codegen", "wheels")
+SECTIONS = ("calls", "throughput", "blas", "ops", "build", "foreign", "stable", "library", "codegen", "wheels")
 
 
 def main(argv=None) -> int:
@@ -1053,6 +1130,8 @@ def main(argv=None) -> int:
         build_times(report, full=not args.quick)
     if "foreign" in only and shutil.which("cargo"):
         foreign_kernels(report, *((2000, 3, 1 << 20, 3) if args.quick else (50000, 7, 16 << 20, 15)))
+    if "stable" in only:
+        stable_pointwise(report, (1 << 20,) if args.quick else (1 << 20, 16 << 20), 3 if args.quick else 15)
     if "library" in only and not args.quick:
         library_build(report, 50, 10)
     if "codegen" in only:
