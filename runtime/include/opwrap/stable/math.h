@@ -44,10 +44,31 @@ struct OpMath<c10::BFloat16> {
 template <typename T>
 using opmath_t = typename OpMath<T>::type;
 
-// An element into the type it computes in, and back (`static_cast` for all but bfloat16, whose
-// conversions are written here in integer arithmetic, rounding to nearest even and keeping NaN
-// a NaN as c10's, so that GCC vectorizes them: c10::BFloat16's own, with their NaN branch,
-// kept a bfloat16 loop scalar, at 0.05x to 0.3x of the full target's).
+// Bit casts and a select on bits.  GCC (12) keeps a loop scalar where a floating-point
+// comparison selects a value computed with further: under -ftrapping-math (the default) the
+// comparison may raise, so it does not if-convert it.  The selects of the functions here are
+// made on the values' bits, with integer comparisons, as masks (so that nothing computed for
+// one side sinks into a branch), which it vectorizes.
+C10_HOST_DEVICE inline uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+C10_HOST_DEVICE inline float float_of(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+C10_HOST_DEVICE inline uint32_t select_bits(bool condition, uint32_t a, uint32_t b) {
+  const uint32_t mask = 0u - static_cast<uint32_t>(condition);
+  return (mask & a) | (~mask & b);
+}
+
+// An element into the type it computes in, and back: `static_cast`, but for float16 and
+// bfloat16, whose conversions are written here in integer arithmetic (rounding to nearest even,
+// NaN kept a NaN, subnormals and infinities as c10's: the fp16 library's branch-free
+// algorithms for float16) so that GCC vectorizes them; c10::Half's and c10::BFloat16's own,
+// with their branches, kept a loop scalar (0.05x to 0.3x of the full target's).
 template <typename T>
 C10_HOST_DEVICE inline opmath_t<T> load(T x) {
   return static_cast<opmath_t<T>>(x);
@@ -58,17 +79,37 @@ C10_HOST_DEVICE inline T store(opmath_t<T> x) {
 }
 template <>
 C10_HOST_DEVICE inline float load(c10::BFloat16 x) {
-  const uint32_t bits = static_cast<uint32_t>(x.x) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+  return float_of(static_cast<uint32_t>(x.x) << 16);
 }
 template <>
 C10_HOST_DEVICE inline c10::BFloat16 store<c10::BFloat16>(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
+  const uint32_t u = bits_of(x);
   const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  return c10::BFloat16(static_cast<uint16_t>(x != x ? 0x7FC0u : rounded), c10::BFloat16::from_bits());
+  return c10::BFloat16(static_cast<uint16_t>(select_bits((u & 0x7FFFFFFFu) > 0x7F800000u, 0x7FC0u, rounded)),
+                       c10::BFloat16::from_bits());
+}
+template <>
+C10_HOST_DEVICE inline float load(c10::Half x) {
+  const uint32_t w = static_cast<uint32_t>(x.x) << 16;
+  const uint32_t sign = w & 0x80000000u;
+  const uint32_t two_w = w + w;
+  const float normalized = float_of((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+  const float denormalized = float_of((two_w >> 17) | (126u << 23)) - 0.5f;
+  return float_of(sign | select_bits(two_w < (1u << 27), bits_of(denormalized), bits_of(normalized)));
+}
+template <>
+C10_HOST_DEVICE inline c10::Half store<c10::Half>(float x) {
+  const uint32_t w = bits_of(x);
+  const uint32_t shl1_w = w + w;
+  const uint32_t sign = w & 0x80000000u;
+  float base = (float_of(w & 0x7FFFFFFFu) * 0x1.0p+112f) * 0x1.0p-110f;
+  uint32_t bias = shl1_w & 0xFF000000u;
+  bias = bias < 0x71000000u ? 0x71000000u : bias;
+  base = float_of((bias >> 1) + 0x07800000u) + base;
+  const uint32_t bits = bits_of(base);
+  const uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+  return c10::Half(static_cast<uint16_t>((sign >> 16) | select_bits(shl1_w > 0xFF000000u, 0x7E00u, nonsign)),
+                   c10::Half::from_bits());
 }
 
 // The results of an expression with several (`sin(self), cos(self)`), in the order of the op's returns.
@@ -78,12 +119,21 @@ struct Values {
 };
 
 #if !defined(__CUDA_ARCH__)
+// GCC (12) keeps a loop scalar when a floating-point comparison selects a value that is
+// computed with further: under -ftrapping-math (the default) a comparison may raise, so it
+// does not if-convert it.  The selects here are made on the floats' bits, with integer
+// comparisons, which it vectorizes.
 // e^x of a float in plain arithmetic, so that a loop calling it vectorizes: x = n ln2 + r with
 // |r| <= ln2/2 (ln2 in two parts, Cody-Waite), e^r by a degree-6 polynomial (Sleef's expf_u10
 // coefficients), 2^n in two factors so that results below FLT_MIN (n down to -150) are
-// subnormal, not zero.  Clamped to [-104, 89], beyond which e^x is 0 and inf; NaN stays NaN.
+// subnormal, not zero.  x is clamped to [-104, 89], beyond which e^x is 0 and inf; NaN stays NaN.
 inline float exp_f32(float x) {
-  const float c = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);  // NaN: compares false, stays
+  const uint32_t u = bits_of(x), magnitude = u & 0x7FFFFFFFu;
+  // As signed integers positive floats keep their order, as unsigned ones negative floats
+  // reverse it: above 89 (inf and NaN too), then below -104.
+  const uint32_t high = select_bits(static_cast<int32_t>(u) > 0x42B20000, 0x42B20000u, u);
+  const uint32_t clamped = select_bits(u > 0xC2D00000u, 0xC2D00000u, high);
+  const float c = float_of(clamped);
   const float big = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float n = (c * 1.44269504088896341f + big) - big;
   float r = c - n * 0.693145751953125f;
@@ -97,11 +147,9 @@ inline float exp_f32(float x) {
   p = p * r * r + r + 1.0f;
   const int32_t k = static_cast<int32_t>(n);
   const int32_t k1 = k >> 1, k2 = k - k1;  // each in [-75, 64]: 2^k1 and 2^k2 are normal
-  const int32_t b1 = (k1 + 127) << 23, b2 = (k2 + 127) << 23;
-  float s1, s2;
-  std::memcpy(&s1, &b1, sizeof s1);
-  std::memcpy(&s2, &b2, sizeof s2);
-  return (p * s1) * s2;
+  const float result = (p * float_of(static_cast<uint32_t>(k1 + 127) << 23)) *
+                       float_of(static_cast<uint32_t>(k2 + 127) << 23);
+  return float_of(select_bits(magnitude > 0x7F800000u, u | 0x00400000u, bits_of(result)));  // NaN in, NaN out
 }
 #endif
 
@@ -123,6 +171,23 @@ C10_HOST_DEVICE inline T fast_exp(T x) {
   return exp(x);
 }
 
+// `condition ? a : b` on the values' bits, as a mask (see select_bits): a loop of maximum, clamp
+// or where vectorizes.
+template <typename T>
+C10_HOST_DEVICE inline T select_value(bool condition, T a, T b) {
+  using U = std::conditional_t<sizeof(T) == 8, uint64_t,
+                               std::conditional_t<sizeof(T) == 4, uint32_t,
+                                                  std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
+  U ua, ub;
+  std::memcpy(&ua, &a, sizeof(T));
+  std::memcpy(&ub, &b, sizeof(T));
+  const U mask = static_cast<U>(U(0) - static_cast<U>(condition));
+  const U r = static_cast<U>((mask & ua) | (static_cast<U>(~mask) & ub));
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+}
+
 #define OPWRAP_PW_UNARY(name, expr)   \
   template <typename T>               \
   C10_HOST_DEVICE inline T name(T x) { \
@@ -130,7 +195,6 @@ C10_HOST_DEVICE inline T fast_exp(T x) {
   }
 
 OPWRAP_PW_UNARY(neg, -x)
-OPWRAP_PW_UNARY(abs, x < T(0) ? -x : x)
 OPWRAP_PW_UNARY(expm1, std::expm1(x))
 OPWRAP_PW_UNARY(log, std::log(x))
 OPWRAP_PW_UNARY(log1p, std::log1p(x))
@@ -151,18 +215,27 @@ OPWRAP_PW_UNARY(ceil, std::ceil(x))
 OPWRAP_PW_UNARY(trunc, std::trunc(x))
 #undef OPWRAP_PW_UNARY
 
+template <typename T>
+C10_HOST_DEVICE inline T abs(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::abs(x);  // (fabs: a mask, vectorized)
+  } else {
+    return select_value(x < T(0), static_cast<T>(-x), x);
+  }
+}
+
 // NaN-propagating, as torch.maximum and torch.minimum (x != x only for NaN).  The arguments of
 // the functions of several may differ in type where C++'s arithmetic promoted one (int8 + int8 is
 // an int): they compute in the common type, and the functor's result converts back to Tv.
 template <typename A, typename B, typename T = std::common_type_t<A, B>>
 C10_HOST_DEVICE inline T maximum(A a_, B b_) {
   const T a = a_, b = b_;
-  return a != a ? a : (b != b ? b : (a > b ? a : b));
+  return select_value(a != a, a, select_value(b != b, b, select_value(a > b, a, b)));
 }
 template <typename A, typename B, typename T = std::common_type_t<A, B>>
 C10_HOST_DEVICE inline T minimum(A a_, B b_) {
   const T a = a_, b = b_;
-  return a != a ? a : (b != b ? b : (a < b ? a : b));
+  return select_value(a != a, a, select_value(b != b, b, select_value(a < b, a, b)));
 }
 template <typename T>
 C10_HOST_DEVICE inline T relu(T x) {
@@ -178,7 +251,7 @@ C10_HOST_DEVICE inline T pow(A a, B b) {
 }
 template <typename A, typename B, typename T = std::common_type_t<A, B>>
 C10_HOST_DEVICE inline T where(bool condition, A a, B b) {
-  return condition ? T(a) : T(b);
+  return select_value(condition, T(a), T(b));
 }
 // sin(x) and cos(x) of one value (the pointwise compiler pairs them): one sincos on a device.
 template <typename T>

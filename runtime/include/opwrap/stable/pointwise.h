@@ -31,10 +31,11 @@
 
 // The CPU loops are compiled once per instruction set and the best is chosen when the library
 // loads (GCC's function multiversioning: an ifunc), as aten chooses its DEFAULT, AVX2 and
-// AVX-512 kernels.  Other compilers and architectures compile one build.
+// AVX-512 kernels: x86-64-v3 (AVX2, FMA, F16C) and x86-64-v4 (AVX-512 F, BW, DQ, VL; BW
+// gives 16-bit elements 512-bit vectors).  Other compilers and architectures compile one build.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__) && \
     !defined(__SANITIZE_ADDRESS__)
-#define OPWRAP_PW_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#define OPWRAP_PW_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define OPWRAP_PW_CLONES
 #endif
