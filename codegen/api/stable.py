@@ -195,7 +195,7 @@ def pointwise_problems(decl) -> list[Problem]:
     for a in decl.schema.arguments:
         if a.name in dict(decl.expression.scalars) and type_key(a) not in TYPES:
             out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target's pointwise "
-                           f"kernels take int, float and bool scalars so far"))
+                           f"kernels take int, SymInt, float and bool scalars so far"))
     return out
 
 
