@@ -1213,6 +1213,38 @@ def test_cuda_kernels_behind_the_c_abi(tmp_path):
         assert text in wrapper, text
 
 
+def test_a_pointwise_expression_has_a_cuda_kernel(tmp_path):
+    """A pointwise expression's CUDA kernel: the same functor in a grid-stride kernel over the
+    prepared operands, in `stable/cuda/<op>.cu` (group stable.cuda, compiled by nvcc where CUDA
+    is built).  Compiled, linked, ABI-checked and loaded with its CUDA kernel registered into
+    torch 2.14 by hand (no GPU here; see docs/stable-abi.md)."""
+    lib = tmp_path / "cudapw"
+    assert run_codegen("init", str(lib)).returncode == 0
+    pyproject = lib / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    (lib / "kernels" / "scale.h").unlink()
+    (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
+        - func: axpby(Tensor x, Tensor y, float alpha) -> Tensor
+          dtypes: floating
+          pointwise: alpha * x + y
+        """))
+    r = run_codegen("generate", cwd=lib)
+    assert r.returncode == 0, r.stderr
+    gen = lib / "generated"
+    assert (gen / "units" / "stable.cuda.0.cu").read_text().count('#include "stable/cuda/axpby.cu"') == 1
+    kernel = (gen / "stable" / "cuda" / "axpby.cu").read_text()
+    for text in ("#define USE_CUDA", "__global__ void axpby_kernel(const AxpbyOp<opwrap::pw::opmath_t<scalar_t>> op, "
+                 "const opwrap::rt::pw::Loop<1, 2> loop)",
+                 "for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < loop.numel; i += step)",
+                 "const torch::stable::accelerator::DeviceGuard device_guard(x.device().index());",
+                 "opwrap::rt::check_tensor(kOp, \"y\", y, torch::headeronly::DeviceType::CUDA);",
+                 "STABLE_TORCH_LIBRARY_IMPL(cudapw, CUDA, m) {"):
+        assert text in kernel, text
+    assert "ATen/" not in kernel and "c10/cuda" not in kernel
+    cpu = (gen / "stable" / "cpu" / "axpby.cpp").read_text()
+    assert "OPWRAP_PW_CLONES void axpby_contiguous(" in cpu and "STABLE_TORCH_LIBRARY_IMPL(cudapw, CPU, m) {" in cpu
+
+
 def test_stubs_are_written_against_the_stable_api(tmp_path):
     lib = tmp_path / "stubstable"
     assert run_codegen("init", str(lib)).returncode == 0
