@@ -21,7 +21,7 @@ Sections (each compares in the same process, on the same inputs):
   overhead (target: at most 5% above the C++ kernel's) and the loops' throughput;
 - stable: the stable target's generated pointwise kernels (a `codegen init` library with
   `target = "stable"`) against the same expressions in the full target and eager torch,
-  1M and 16M elements, float32 and bfloat16, 1 and 2 threads (target >= 0.9x of the full target);
+  1M and 16M elements, float32, bfloat16 and float16, 1 and 2 threads (target >= 0.9x of the full target);
 - library: a `codegen init` library of 50 synthetic pointwise ops built from scratch, and
   the compiler seconds each op adds (against a library of 10);
 - codegen: generating 1,000 synthetic declarations, and the files a no-op regenerate writes;
@@ -945,7 +945,7 @@ def stable_pointwise(report: Report, sizes: tuple[int, ...], runs: int):
             for threads in (1, 2):
                 torch.set_num_threads(threads)
                 for numel in sizes:
-                    for dtype in (torch.float32, torch.bfloat16):
+                    for dtype in (torch.float32, torch.bfloat16, torch.float16):
                         g = torch.Generator().manual_seed(0)
                         x = torch.randn(numel // 1024, 1024, generator=g).to(dtype)
                         b = torch.randn(1024, generator=g).to(dtype)
