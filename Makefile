@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build demo test docs ci cuda-check pytest test-asan test-fast torch-matrix bench gpu-test gpu-prep clean survey
+.PHONY: venv generate check build build-stable demo test docs ci cuda-check pytest test-asan test-fast torch-matrix bench gpu-test gpu-prep clean survey
 
 venv: $(STAMP)
 
@@ -42,6 +42,11 @@ check: venv
 
 build: venv
 	@$(PHASE) build $(CODEGEN) build
+
+# The bundled library in the stable-ABI target (docs/stable-abi.md), into build/stable: the ops
+# that target can express, each other one a note saying why.
+build-stable: venv
+	@$(PHASE) build-stable $(CODEGEN) build --target stable --leave-out-unsupported --no-generate
 
 demo: build
 	@$(PHASE) demo $(PY) examples/demo.py

@@ -134,8 +134,13 @@ def check(project):
               help="The API the generated C++ is written against (default: [tool.codegen] target): 'aten', the "
               "full ATen API, or 'stable', torch's stable ABI (one build for every torch release from the oldest "
               "claimed). Another target than the project's is generated and built into <build>/<target>.")
+@click.option("--leave-out-unsupported", is_flag=True,
+              help="Build the ops the target can express and leave out, each with a note saying why, those it "
+              "cannot (and those whose derivative formulas call them), instead of failing: for the stable "
+              "target's build of a library written for the full one.  Generated into <build>/generated.")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
-def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verbose, ops, dtypes, target_name):
+def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verbose, ops, dtypes, target_name,
+          leave_out_unsupported):
     import dataclasses
 
     from . import build as build_mod
@@ -153,7 +158,8 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verb
         config = dataclasses.replace(config, build=str(target))
     try:
         out = build_mod.build_project(config, selection=selection, verbose=verbose, use_ccache=ccache, cuda=cuda,
-                                      log=_log, sanitize=sanitize, optimize=optimize, target=target_name)
+                                      log=_log, sanitize=sanitize, optimize=optimize, target=target_name,
+                                      leave_out_unsupported=leave_out_unsupported)
     except CodegenError as e:
         raise _bad_declarations(e) from None
     except (RuntimeError, ValueError, OSError) as e:

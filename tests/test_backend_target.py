@@ -122,3 +122,69 @@ def test_an_unknown_target_setting_is_refused(tmp_path):
     assert _target(config, {"target": "stable"}) == "stable"
     with pytest.raises(BuildError, match=r"^-C target=abi3: expected one of aten, stable$"):
         _target(config, {"target": "abi3"})
+
+
+LEAVE_OUT = """\
+- func: shift(Tensor self, float by) -> Tensor
+  dtypes: [float32]
+  kernels: {CPU: {abi: c, symbol: lib_shift}}
+  like: self
+  derivatives:
+    self: grad
+
+- func: cast_add(Tensor self, Tensor other) -> Tensor
+  dtypes: [float32]
+  kernels: {CPU: {abi: c, symbol: lib_cast_add}}
+  like: self
+  autocast: promote
+
+- func: calls_cast_add(Tensor self) -> Tensor
+  dtypes: [float32]
+  kernels: {CPU: {abi: c, symbol: lib_calls}}
+  like: self
+  derivatives:
+    self: cast_add(grad, self)
+
+- func: in_cpp(Tensor self) -> Tensor
+  dtypes: [float32]
+  kernels: {CPU: in_cpp}
+  like: self
+"""
+
+
+def _leave_out_project(root: Path, declarations: str) -> Path:
+    (root / "declarations").mkdir(parents=True)
+    (root / "kernels").mkdir()
+    (root / "pyproject.toml").write_text('[tool.codegen]\nnamespace = "lib"\nkernels = "kernels"\n')
+    (root / "declarations" / "ops.yaml").write_text(declarations)
+    (root / "kernels" / "in_cpp.h").write_text("#pragma once\n")
+    return root
+
+
+def test_leave_out_unsupported_builds_what_the_other_target_expresses_and_says_why(tmp_path):
+    from opwrap_codegen.build import retargeted
+    from opwrap_codegen.core.config import load_config
+    from opwrap_codegen.core.diagnostics import CodegenError
+    from opwrap_codegen.pipeline.passes import generate
+    config = load_config(_leave_out_project(tmp_path / "lib", LEAVE_OUT))
+    stable = retargeted(config, "stable")
+    with pytest.raises(CodegenError, match="the stable target has no autocast kernels"):
+        generate(stable)  # without the option, what the target lacks is an error
+    notes: list[str] = []
+    result = generate(stable, None, notes, leave_out_unsupported=True, own_target="aten")
+    assert [d.op_name for d in result.library.declarations] == ["shift"]
+    assert notes == [
+        "leaving out lib::cast_add: declarations/ops.yaml:12:13: the stable target has no autocast kernels (the stable "
+        "API registers no Autocast key kernels yet)",
+        "leaving out lib::calls_cast_add: declarations/ops.yaml:19:11: the stable target runs derivative formulas in "
+        "Python (torch.library.register_autograd): 'cast_add(grad, self)' names cast_add, which is not an argument, a "
+        "result or 'grad'",
+        "leaving out lib::in_cpp: declarations/ops.yaml:21:9: its CPU kernel is C++ written against the 'aten' "
+        "target's API"], notes
+    assert any(p.endswith("cpu/shift.cpp") for p in result.files) and not any("cast_add" in p for p in result.files)
+    # In its own target nothing is left out; and a mistake in a declaration is an error either way.
+    assert len(generate(config, None, [], leave_out_unsupported=True).library.declarations) == 4
+    (tmp_path / "lib" / "declarations" / "ops.yaml").write_text(LEAVE_OUT.replace("[float32]\n  kernels: {CPU: in",
+                                                                                  "[float33]\n  kernels: {CPU: in"))
+    with pytest.raises(CodegenError, match="unknown dtype 'float33'"):
+        generate(stable, None, [], leave_out_unsupported=True, own_target="aten")

@@ -886,23 +886,27 @@ def retargeted(config: Config, target: str) -> Config:
     return dataclasses.replace(config, target=target, build=str(build_dir), generated=str(build_dir / "generated"))
 
 
-def build_project(config: Config, *, selection=None, log=print, target: str | None = None, **options) -> Path:
+def build_project(config: Config, *, selection=None, log=print, target: str | None = None,
+                  leave_out_unsupported: bool = False, **options) -> Path:
     """`codegen build` after its generate step, for the CLI and the wheel backend alike: a
     selective build (`selection`, from opwrap_codegen.front.selection.parse) is generated into
     <build>/generated from the same declarations and compiled from there, generated/ left
     as it is; then the build, holding the locks (one build of a build directory at a time,
     and the generated tree unchanged under it).  `options` go to `build`.  Raises
-    CodegenError for a selection that does not fit the declarations."""
+    CodegenError for a selection that does not fit the declarations.  `leave_out_unsupported`
+    builds the ops the target can express, each other one a note (passes.generate), from a
+    tree generated as a selective build's is."""
     from ..pipeline.locking import locked
     from ..pipeline.passes import generate
     from ..pipeline.writer import write_tree_locked
-    project_tree = config.path("generated")
+    project_tree, own_target = config.path("generated"), config.target
     retarget = target is not None and target != config.target
     if retarget:
         config = retargeted(config, target)
-    if selection or retarget:
+    if selection or retarget or leave_out_unsupported:
         notes: list[str] = []
-        files = generate(config, selection, notes).files
+        files = generate(config, selection, notes, leave_out_unsupported=leave_out_unsupported,
+                         own_target=own_target).files
         for note in notes:
             log(f"codegen build: {note}")
         # the project's tree after the selected one: C, CUDA C and Rust sources behind the C

@@ -38,10 +38,43 @@ def _stop_on_errors(diag: Diagnostics) -> None:
         raise CodegenError(diag.sorted())
 
 
-def generate(config: Config, selection: "Selection | None" = None, notes: list[str] | None = None) -> Result:
+def _leave_out_unsupported(lib: Library, plugins: list[Plugin], diag: Diagnostics,
+                           own_target: str) -> tuple[Library, list[str]]:
+    """Validates each declaration apart: one whose every error comes from a plugin with
+    `target_limits` is left out (a note naming the first error); any other error goes to
+    `diag`.  (An op whose derivative formulas call one left out needs no rule of its own: the
+    stable target's Python formulas call no op of the library, a target limit.)  Built for
+    another target than `own_target` (the project's), an op with a hand-written C++ kernel is
+    left out too: that kernel is written against the project's target's C++ API."""
+    import dataclasses
+
+    ns, left = lib.namespace, {}  # op name -> why it is left out
+    for d in lib.declarations:
+        cpp = [k for k in d.devices if d.kernel(k) and d.foreign_kernel(k) is None]
+        if own_target != lib.config.target and cpp:
+            left[d.op_name] = (f"leaving out {ns}::{d.op_name}: {d.func_loc}: its {cpp[0]} kernel is C++ written "
+                               f"against the '{own_target}' target's API")
+            continue
+        limits, other = Diagnostics(), Diagnostics()
+        for p in plugins:
+            p.validate(d, lib, limits if p.target_limits else other)
+        diag.errors.extend(other.errors)
+        diag.warnings.extend(limits.warnings + other.warnings)
+        if limits and not other:
+            first = limits.sorted()[0]
+            left[d.op_name] = f"leaving out {ns}::{d.op_name}: {first.loc}: {first.message}"
+    kept = tuple(d for d in lib.declarations if d.op_name not in left)
+    return dataclasses.replace(lib, declarations=kept), [left[d.op_name] for d in lib.declarations if d.op_name in left]
+
+
+def generate(config: Config, selection: "Selection | None" = None, notes: list[str] | None = None,
+             leave_out_unsupported: bool = False, own_target: str | None = None) -> Result:
     """Run the pipeline.  `selection` (a selective build) keeps only some ops and dtypes,
     after the whole library has been validated; `notes` receives why it kept or left out
-    ops the selection did not name."""
+    ops the selection did not name.  `leave_out_unsupported` leaves out, instead of failing
+    on, the ops that the target cannot express (every error of theirs from a plugin with
+    `target_limits`), each a note;
+    `own_target`, the project's when `config` is retargeted, says whose C++ kernels are."""
     diag = Diagnostics()
     timings: list[tuple[str, float]] = []
 
@@ -61,7 +94,12 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
         for d in lib.declarations:
             for p in plugins:
                 p.validate(d, lib, diag)
-    timed("validate", validate)
+    if leave_out_unsupported:
+        lib, why = timed("validate", lambda: _leave_out_unsupported(lib, plugins, diag, own_target or config.target))
+        if notes is not None:
+            notes.extend(why)
+    else:
+        timed("validate", validate)
     _stop_on_errors(diag)
 
     def transform():

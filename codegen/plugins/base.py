@@ -73,6 +73,10 @@ class Plugin:
     # The device (codegen/core/targets.py) whose kernel wrappers this plugin emits, if any: its key
     # is then accepted in a declaration's `kernels:`.
     device: ClassVar["Device | None"] = None
+    # Whether its validation errors say what the build's target cannot express (rather than
+    # what is wrong with a declaration): `codegen build --leave-out-unsupported` leaves an op
+    # out, with a note, when all its errors come from such plugins.
+    target_limits: ClassVar[bool] = False
 
     def validate(self, decl: "Declaration", lib: "Library", diag: "Diagnostics") -> None:
         return None

@@ -40,6 +40,7 @@ class StableChecks(Plugin):
     """What the stable target cannot express, reported against the declaration."""
 
     name = "stable-checks"
+    target_limits = True
 
     def __init__(self, fields=None):
         self.fields = dict(fields or {})
