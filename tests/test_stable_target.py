@@ -164,13 +164,17 @@ DECLARATIONS = """\
       * (1 - torch.sigmoid(1.5957691216057308 * self * (1 + 0.044715 * self * self))) * 1.5957691216057308
       * (1 + 0.134145 * self * self))"
 
-- func: axpby(Tensor x, Tensor y, float alpha, float beta=1.0) -> Tensor
+- func: axpby(Tensor x, Tensor y, float alpha, float beta) -> Tensor
   doc: alpha * x + beta * y, x and y broadcast and promoted as torch.add's.
   dtypes: floating
   pointwise: alpha * x + beta * y
   derivatives:
     x: grad * alpha
     y: grad * beta
+
+- func: axpby.out(Tensor x, Tensor y, float alpha, float beta, *, Tensor(a!) out) -> Tensor(a!)
+  doc: axpby into out, running axpby's expression (tagged out; beta has no default, as Inductor, lowering
+    axpby to it, passes a defaulted argument twice, by position and by name, in torch 2.14).
 
 - func: clipped_add(Tensor self, Tensor other, int lo, int hi) -> Tensor
   doc: clamp(self + other, lo, hi) over integer and floating dtypes.
@@ -511,7 +515,7 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     _, made, lib = stablelib
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
-    ops = ["accumulate", "add_to_all", "axpby", "axpy", "clamp_", "clipped_add", "convert", "count_above", "fill_size",
+    ops = ["accumulate", "add_to_all", "axpby", "axpby_out", "axpy", "clamp_", "clipped_add", "convert", "count_above", "fill_size",
            "gather_rows", "gelu_fast", "hist", "scale", "scale_out", "sgd_step", "sincos", "sqdist", "sqdist_out", "sumsq",
            "tile_rows", "weighted_any", "weighted_sum"]
     assert cpp == [*(f"stable/cpu/{op}.cpp" for op in ops), "stable/registration.cpp",
@@ -950,7 +954,7 @@ def test_pointwise_values_against_eager(stablelib, dtype):
     b = torch.randn(129, dtype=dtype)
     torch.testing.assert_close(ops.axpby(x, b, 2.0, -0.5), (2.0 * x.double() - 0.5 * b.double()).to(dtype),
                                **({"atol": 0.05, "rtol": 0.02} if dtype in (torch.float16, torch.bfloat16) else {}))
-    torch.testing.assert_close(ops.axpby(x[:, :1], b[:, None][:5].t(), 1.0),  # [37, 1] with [1, 5]
+    torch.testing.assert_close(ops.axpby(x[:, :1], b[:, None][:5].t(), 1.0, 1.0),  # [37, 1] with [1, 5]
                                (x[:, :1].double() + b[:5].double()).to(dtype))
     if dtype in (torch.float32, torch.float64):
         s, c = ops.sincos(x.t())
@@ -966,10 +970,10 @@ def test_pointwise_promotion_integers_and_errors(stablelib):
     module, _, _ = stablelib
     ops = module.ops
     a, b = torch.randn(4, 5), torch.randn(5, dtype=torch.float64)
-    assert ops.axpby(a, b, 1.0).dtype == torch.float64  # as torch.add
-    assert ops.axpby(a, torch.tensor(2.0, dtype=torch.float64), 1.0).dtype == torch.float32  # a 0-d tensor ranks lower
+    assert ops.axpby(a, b, 1.0, 1.0).dtype == torch.float64  # as torch.add
+    assert ops.axpby(a, torch.tensor(2.0, dtype=torch.float64), 1.0, 1.0).dtype == torch.float32  # a 0-d tensor ranks lower
     i = torch.arange(6).reshape(2, 3)
-    torch.testing.assert_close(ops.axpby(i, i, 0.5), 0.5 * i + i.float())  # integers to the default float dtype
+    torch.testing.assert_close(ops.axpby(i, i, 0.5, 1.0), 0.5 * i + i.float())  # integers to the default float dtype
     torch.testing.assert_close(ops.gelu_fast(i), _gelu(i.float()))
     for dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):
         lo_v = 0 if dtype == torch.uint8 else -60
@@ -980,13 +984,46 @@ def test_pointwise_promotion_integers_and_errors(stablelib):
     assert torch.equal(ops.clipped_add(p.int(), q.long(), 10, 50), torch.clamp(p.int() + q.long(), 10, 50))
     with pytest.raises(RuntimeError, match=r"^stablelib::axpby: argument 'y' has shape \[4\], which does not broadcast "
                        r"with 'x' \(broadcast so far: \[3\]\)"):
-        ops.axpby(torch.randn(3), torch.randn(4), 1.0)
+        ops.axpby(torch.randn(3), torch.randn(4), 1.0, 1.0)
     with pytest.raises(RuntimeError, match=r"^stablelib::clipped_add: the inputs \('self' Bool, 'other' Bool\) compute "
                        r"in dtype Bool, which is not supported; expected one of: float32, float64"):
         ops.clipped_add(torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool), 0, 1)
     special = torch.tensor([float("nan"), float("inf"), -200.0, 200.0, 0.0, -0.0])
     torch.testing.assert_close(ops.gelu_fast(special), torch.tensor([float("nan"), float("inf"), -0.0, 200.0, 0.0, -0.0]),
                                equal_nan=True)
+
+
+@pytest.mark.slow(10)
+def test_a_pointwise_out_overload(stablelib, capfd):
+    """axpby.out runs axpby's expression into its out= argument, as aten's out= elementwise ops:
+    resized, of a dtype the result casts to, written directly or through a temporary where it has
+    another dtype, overlaps itself or an input."""
+    module, _, _ = stablelib
+    op = torch.ops.stablelib.axpby.out
+    x, y = torch.randn(4, 5), torch.randn(5)
+    want = 2.0 * x + y
+    out = torch.empty(4, 5)
+    assert op(x, y, 2.0, 1.0, out=out) is out
+    torch.testing.assert_close(out, want)
+    for target in (torch.empty(0), torch.empty(5, 4).t(), torch.empty(4, 5, dtype=torch.float64)):
+        op(x, y, 2.0, 1.0, out=target)  # resized from empty; transposed; cast to float64
+        torch.testing.assert_close(target, want.to(target.dtype))
+    assert torch.empty(5, 4).t().stride() == (1, 4)
+    same = x.clone()
+    op(same, y, 2.0, 1.0, out=same)  # out is an input: computed in a temporary
+    torch.testing.assert_close(same, want)
+    capfd.readouterr()
+    wrong = torch.zeros(7)
+    op(x, y, 2.0, 1.0, out=wrong)  # elements of another shape: aten's warning, then resized
+    assert "An output with one or more elements was resized" in capfd.readouterr().err
+    torch.testing.assert_close(wrong, want)
+    with pytest.raises(RuntimeError, match=r"^stablelib::axpby.out: result type Float can't be cast to the desired "
+                                           r"output type Long \(out= argument 'out'\)"):
+        op(x, y, 2.0, 1.0, out=torch.empty(4, 5, dtype=torch.int64))
+    _passes_opcheck(op, (torch.randn(3, 4), torch.randn(4), 2.0, 1.0), {"out": torch.empty(3, 4)})
+    torch._dynamo.reset()
+    f = torch.compile(lambda a, b: op(a, b, 2.0, 1.0, out=torch.empty_like(a)) + 1, fullgraph=True)
+    torch.testing.assert_close(f(x, y), want + 1)
 
 
 @pytest.mark.slow(30)
@@ -1004,7 +1041,7 @@ def test_pointwise_gradients_opcheck_and_compile(stablelib):
                      (torch.ops.stablelib.sincos.default, (torch.randn(3, 2),))):
         _passes_opcheck(op, args)
     torch._dynamo.reset()
-    f = torch.compile(lambda p, q: ops.gelu_fast(ops.axpby(p, q, 2.0)) * 2, fullgraph=True)
+    f = torch.compile(lambda p, q: ops.gelu_fast(ops.axpby(p, q, 2.0, 1.0)) * 2, fullgraph=True)
     p, q = torch.randn(6, 3), torch.randn(3)
     torch.testing.assert_close(f(p, q), _gelu(2 * p + q) * 2)
 
@@ -1163,7 +1200,6 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     errors = [line for line in r.stderr.splitlines() if ": error: " in line]
     expect = [
-        ("scale.yaml:4:", "the stable target does not generate pointwise out= overloads yet"),
         ("scale.yaml:8:", "CUDA kernel header 'kernels/b.cuh' not found"),
         ("scale.yaml:14:", "runs derivative formulas in Python (torch.library.register_autograd): "
                            "'at::mul(grad, f)' is C++"),

@@ -188,10 +188,6 @@ def pointwise_problems(decl) -> list[Problem]:
     if decl.extra_field("autocast"):
         out.append(Problem("autocast", "the stable target has no autocast kernels (the stable API registers "
                            "no Autocast key kernels yet)"))
-    if decl.out_arguments:
-        out.append(Problem("pointwise", "the stable target does not generate pointwise out= overloads yet "
-                           "(their loops would write an argument that may alias an input)",
-                           "declare the functional op only"))
     for a in decl.schema.arguments:
         if a.name in dict(decl.expression.scalars) and type_key(a) not in TYPES:
             out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target's pointwise "

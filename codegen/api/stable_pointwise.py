@@ -14,7 +14,10 @@ Per op and device, `plan` decides every name and statement the templates lay out
 - on the CPU, the loop: `opwrap::rt::pw::for_each` hands contiguous runs to a plain loop over
   restrict pointers that GCC vectorizes, compiled for several instruction sets
   (`OPWRAP_PW_CLONES`); half and bfloat16 compute in float, as the full target's;
-- on CUDA, a grid-stride kernel over the same `Loop` (flat indexing where every operand is dense).
+- on CUDA, a grid-stride kernel over the same `Loop` (flat indexing where every operand is dense);
+- an out= overload (`name.out(..., *, Tensor(a!) out)`, its functional op's expression): the
+  loop writes into its out= argument, resized as aten resizes one, or into a temporary copied
+  into it where it has another dtype or shares memory with an input.
 
 Names: each argument has a C++ identifier of its own in the wrapper and loops (a Scope clear of
 what the templates declare, `TEMPLATE_LOCALS`); the functor names them as the expression chose
@@ -61,6 +64,8 @@ class StablePointwise:
     dtype_names: str
     allocating: str  # "output 'result'", for the message of a failed allocation
     result: str  # the return statement
+    out: str = ""  # an out= overload: prepare's arguments naming its out= argument (", &out, \"out\"")
+    finish: str = ""  # ... and the statement writing the result into it
 
 
 def plan(decl, namespace: str, key: str) -> StablePointwise:
@@ -76,7 +81,8 @@ def plan(decl, namespace: str, key: str) -> StablePointwise:
     first = e.tensors[0]
     device = f"{stable.DEVICE_TYPE}::{key}"
     checks = [f"constexpr const char* kOp = {cpp_string(f'{namespace}::{decl.op_name}')};"]
-    for t in e.tensors:
+    outs = [a.name for a in decl.out_arguments]  # an out= overload: one, checked as the inputs are
+    for t in (*e.tensors, *outs):
         checks.append(f"opwrap::rt::check_tensor(kOp, {cpp_string(t)}, {ident[t]}, {device});")
         if t != first:
             checks.append(f"opwrap::rt::check_same_device(kOp, {cpp_string(t)}, {ident[t]}, {ident[first]}, "
@@ -84,12 +90,17 @@ def plan(decl, namespace: str, key: str) -> StablePointwise:
     if key != "CPU":  # outputs are allocated (and the kernel runs) on the first tensor's device
         checks.append(f"const torch::stable::accelerator::DeviceGuard device_guard({ident[first]}.device().index());")
     outputs = len(e.results)
-    names = decl.return_names
+    names = outs or decl.return_names
     allocating = ("outputs " if outputs > 1 else "output ") + ", ".join(f"'{n}'" for n in names)
     tensor = stable.TENSOR
     returns = tensor if outputs == 1 else f"std::tuple<{', '.join([tensor] * outputs)}>"
     result = "return p.outputs[0];" if outputs == 1 else \
         "return std::make_tuple(" + ", ".join(f"p.outputs[{i}]" for i in range(outputs)) + ");"
+    out = finish = ""
+    if outs:  # (one out= argument and one return: check_declaration)
+        out = f", &{ident[outs[0]]}, {cpp_string(outs[0])}"
+        finish = f"opwrap::rt::pw::write_out(kOp, {cpp_string(outs[0])}, p, {ident[outs[0]]});"
+        result = f"return {ident[outs[0]]};"
     return StablePointwise(
         op=f"{namespace}::{decl.op_name}", key=key, functor=functor, members=members, **symbols,
         params=", ".join(f"{stable.cpp_type(a)} {ident[a.name]}" for a in s.arguments), returns=returns,
@@ -101,4 +112,5 @@ def plan(decl, namespace: str, key: str) -> StablePointwise:
         float_op=all(dt.is_floating for dt in decl.dtypes),
         dtype_cases=tuple((dt.scalar_type, dt.cpp) for dt in decl.dtypes),
         dtype_list="{" + ", ".join(f"{stable.SCALAR_TYPE}::{dt.scalar_type}" for dt in decl.dtypes) + "}",
-        dtype_names=", ".join(dt.name for dt in decl.dtypes), allocating=cpp_string(allocating), result=result)
+        dtype_names=", ".join(dt.name for dt in decl.dtypes), allocating=cpp_string(allocating), result=result,
+        out=out, finish=finish)

@@ -107,6 +107,12 @@ inline ScalarType combine_categories(ScalarType higher, ScalarType lower) {
   return lower;
 }
 
+// c10::canCast over these dtypes: no floating value into an integer, nothing but a bool into a bool.
+inline bool can_cast(ScalarType from, ScalarType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  return from == ScalarType::Bool || to != ScalarType::Bool;
+}
+
 // torch.result_type of the inputs: tensors of one or more dimensions first, then 0-d ones.
 inline ScalarType result_type(std::initializer_list<Named> inputs) {
   ScalarType dims = ScalarType::Undefined, zero = ScalarType::Undefined;
@@ -243,13 +249,34 @@ struct Prepared {
   std::array<Tensor, NOUT> outputs;
   std::array<Tensor, NIN> inputs;
   Loop<NOUT, NIN> loop;
+  bool copy_out = false;  // an out= overload computed into outputs[0], to be copied into its out= argument
 };
+
+// An out= overload's result, as aten's out= elementwise ops: written into `out` directly, or
+// (where `out` has another dtype, overlapping elements, or shares memory with an input)
+// computed into a temporary and copied (cast) into it.
+template <int NIN>
+const Tensor& write_out(const char* op, const char* out_name, const Prepared<1, NIN>& p, const Tensor& out) {
+  if (p.copy_out) {
+    const std::string what = std::string("copying the result into out= argument '") + out_name + "'";
+    with_context(op, what.c_str(), [&] {
+      Tensor target = out;
+      torch::stable::copy_(target, p.outputs[0]);
+    });
+  }
+  return out;
+}
 
 // `allowed` the declared dtypes (named `allowed_names`), `float_op` whether integer inputs
 // compute in the default float dtype (an op declared for floating dtypes only, as torch.div).
+// An out= overload passes its out= argument (`out`, named `out_name`): the result type must cast
+// to its dtype (aten's enforce_safe_casting_to_output), it is resized to the broadcast shape as
+// aten's resize_output does, and the loop writes into it where it can (write_out).
 template <int NOUT, int NIN>
 Prepared<NOUT, NIN> prepare(const char* op, const char* allocating, std::initializer_list<Named> inputs,
-                            bool float_op, std::initializer_list<ScalarType> allowed, const char* allowed_names) {
+                            bool float_op, std::initializer_list<ScalarType> allowed, const char* allowed_names,
+                            const Tensor* out = nullptr, const char* out_name = "") {
+  static_assert(NOUT >= 1);
   Prepared<NOUT, NIN> p;
   const std::vector<int64_t> shape = broadcast_shape(op, inputs);
   ScalarType dtype = result_type(inputs);
@@ -265,11 +292,30 @@ Prepared<NOUT, NIN> prepare(const char* op, const char* allocating, std::initial
                         : with_context(op, "converting the inputs to their common dtype",
                                        [&] { return torch::stable::to(in.tensor, dtype); });
   }
-  // The layout: the inputs' (expanded) strides decide the output's order in memory.
   const int64_t ndim = static_cast<int64_t>(shape.size());
   std::vector<std::vector<int64_t>> in_strides;
   for (const Tensor& t : p.inputs) in_strides.push_back(expanded_strides(t, shape));
-  const std::vector<int64_t> order = output_order(shape, in_strides);
+  bool direct = false;  // the loop writes into `out` itself
+  if (out != nullptr) {
+    OPWRAP_STABLE_CHECK(can_cast(dtype, out->scalar_type()), op, ": result type ", torch::headeronly::toString(dtype),
+                        " can't be cast to the desired output type ",
+                        torch::headeronly::toString(out->scalar_type()), " (out= argument '", out_name, "')");
+    resize_output(op, out_name, *out, shape);
+    direct = out->scalar_type() == dtype && non_overlapping_and_dense(*out);
+    for (const Named& in : inputs) direct = direct && !overlaps(*out, in.tensor);
+    p.copy_out = !direct;
+  }
+  // The layout: the inputs' (expanded) strides decide the output's order in memory; an out=
+  // argument written directly has its own.
+  std::vector<int64_t> order;
+  if (direct) {
+    const std::vector<int64_t> strides(out->strides().begin(), out->strides().end());
+    order.resize(ndim);
+    for (int64_t d = 0; d < ndim; ++d) order[d] = d;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  } else {
+    order = output_order(shape, in_strides);
+  }
   bool permuted = false;
   std::vector<int64_t> physical(ndim), inverse(ndim);
   for (int64_t i = 0; i < ndim; ++i) {
@@ -278,6 +324,10 @@ Prepared<NOUT, NIN> prepare(const char* op, const char* allocating, std::initial
     permuted = permuted || order[i] != i;
   }
   for (int i = 0; i < NOUT; ++i) {
+    if (direct) {
+      p.outputs[i] = *out;
+      continue;
+    }
     p.outputs[i] = with_context(op, (std::string("allocating ") + allocating).c_str(), [&] {
       Tensor t = torch::stable::empty(physical, dtype, std::nullopt, first.device());
       return permuted ? torch::stable::permute(t, inverse) : t;
@@ -294,7 +344,7 @@ Prepared<NOUT, NIN> prepare(const char* op, const char* allocating, std::initial
   int64_t out_stride = 1;
   std::vector<int64_t> out_strides(ndim);
   for (int64_t i = ndim - 1; i >= 0; --i) {
-    out_strides[order[i]] = out_stride;
+    out_strides[order[i]] = direct ? out->stride(order[i]) : out_stride;
     out_stride *= shape[order[i]];
   }
   for (int64_t i = 0; i < ndim; ++i) {
