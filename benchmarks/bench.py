@@ -22,6 +22,10 @@ Sections (each compares in the same process, on the same inputs):
 - stable: the stable target's generated pointwise kernels (a `codegen init` library with
   `target = "stable"`) against the same expressions in the full target and eager torch,
   1M and 16M elements, float32, bfloat16 and float16, 1 and 2 threads (target >= 0.9x of the full target);
+- targets: the bundled library in both targets (`make build-stable` builds the ops the
+  stable target expresses), each build in a worker process (benchmarks/target_worker.py),
+  requests alternated: every OPS entry of an op in both (target >= 0.9x of the full
+  target), call overhead with and without grad, and each op's CPU unit compiled alone;
 - library: a `codegen init` library of 50 synthetic pointwise ops built from scratch, and
   the compiler seconds each op adds (against a library of 10);
 - codegen: generating 1,000 synthetic declarations, and the files a no-op regenerate writes;
@@ -894,6 +898,114 @@ def foreign_kernels(report: Report, number: int, repeat: int, numel: int, runs: 
             torch.set_num_threads(old)
 
 
+# ---------------------------------------------------------------------------- the two targets
+class _Worker:
+    """benchmarks/target_worker.py for one target, answering one JSON request at a time."""
+
+    def __init__(self, target: str):
+        self.target = target
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "target_worker.py"), target],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+
+    def ask(self, **request) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.target} worker stopped (its error is above)")
+        return json.loads(line)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def two_targets(report: Report, runs: int, scale: int, number: int, repeat: int):
+    """The bundled library in both targets (docs/stable-abi.md): `make build`'s and the stable
+    target's build of the ops it can express (`codegen build --target stable
+    --leave-out-unsupported`, build/stable), each in a worker process of its own, requests
+    alternated between them (three rounds, the median of each side's round medians):
+    every OPS entry of an op in both builds, the call overhead of mul_constant with and
+    without grad, and each op's CPU translation unit compiled alone in each target."""
+    r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--target", "stable",
+                        "--leave-out-unsupported", "--no-generate"], cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout[-2000:], r.stderr[-4000:])
+        raise RuntimeError("the stable target's build of the bundled library failed (above)")
+    left_out = r.stderr.count("leaving out ")
+    workers = {t: _Worker(t) for t in ("aten", "stable")}
+    try:
+        common = set(workers["stable"].ask(kind="ops")["ops"]) & set(workers["aten"].ask(kind="ops")["ops"])
+        print(f"\ntargets: the stable build holds {len(common)} of the bundled ops ({', '.join(sorted(common))}); "
+              f"{left_out} left out, each with why: `make build-stable`")
+        report.section("the two targets: the bundled ops the stable target expresses, each target's build in a "
+                       "process of its own; ratio = full target's time / stable target's (target >= 0.9x)",
+                       f"{'op':<28}{'dtype':>9}{'thr':>4}{'stable ms':>11}{'full ms':>9}{'ratio':>8}")
+
+        def alternated(**request) -> dict[str, float] | str:
+            """Each side's median of three rounds, or why the op refused the inputs."""
+            rounds: dict[str, list[float]] = {t: [] for t in workers}
+            sums = {}
+            for _ in range(3):
+                for t, w in workers.items():
+                    reply = w.ask(**request)
+                    if "skip" in reply:
+                        return reply["skip"]
+                    rounds[t].append(reply.get("ms", reply.get("us")))
+                    sums[t] = reply.get("sums")
+            if sums["aten"] is not None:
+                torch.testing.assert_close(torch.tensor(sums["stable"]), torch.tensor(sums["aten"]), rtol=1e-3, atol=1e-2)
+            return {t: statistics.median(v) for t, v in rounds.items()}
+
+        for i, case in enumerate(OPS):
+            if case.op.split(".")[0] not in common:
+                continue
+            for dtype in case.dtypes:
+                for threads in (1, 2):
+                    ms = alternated(kind="time", case=i, dtype=str(dtype)[6:], threads=threads, runs=max(runs // 3, 3),
+                                    scale=scale)
+                    if isinstance(ms, str):
+                        print(f"  {case.op:<28}{str(dtype)[6:]:>9}{threads:>4}  skipped: {ms}")
+                        break
+                    ratio = ms["aten"] / ms["stable"]
+                    report.add("targets", f"{case.op} stable vs full target", ratio, 0.9, dtype=str(dtype)[6:],
+                               threads=threads, stable_ms=ms["stable"], full_ms=ms["aten"])
+                    print(f"  {case.op:<28}{str(dtype)[6:]:>9}{threads:>4}{ms['stable']:>11.2f}{ms['aten']:>9.2f}"
+                          f"{ratio:>7.2f}x{_mark(ratio, 0.9)}")
+        for grad in (False, True):
+            us = alternated(kind="calls", grad=grad, number=number, repeat=repeat)
+            assert isinstance(us, dict), us
+            name = f"mul_constant call, 8 elements{' (requires_grad)' if grad else ''}"
+            report.add("targets", name + ": full target's time / stable's", us["aten"] / us["stable"],
+                       stable_us=us["stable"], full_us=us["aten"])
+            print(f"  {name:<44}stable {us['stable']:.2f} us, full {us['aten']:.2f} us: {us['aten'] / us['stable']:.2f}x")
+    finally:
+        for w in workers.values():
+            w.close()
+
+    # Each op's CPU translation unit (wrapper and kernel), alone, without a compiler cache,
+    # with its own target's flags; the full target also compiles an autograd unit per op
+    # with derivatives (the stable one registers them from Python).
+    print(f"  {'CPU unit compiled alone (seconds)':<44}{'stable':>8}{'full':>8}{'ratio':>8}")
+    trees = {"aten": (ROOT / "build", ROOT / "generated" / "cpu"),
+             "stable": (ROOT / "build" / "stable", ROOT / "build" / "stable" / "generated" / "stable" / "cpu")}
+    with tempfile.TemporaryDirectory() as tmp:
+        for op in sorted({name.split(".")[0] for name in common}):  # an overload is in its op's unit
+            if not all((cpu / f"{op}.cpp").is_file() for _, cpu in trees.values()):
+                continue  # generated into a unit of several ops in the full target (row-wise programs)
+            secs = {}
+            for t, (build_dir, cpu) in trees.items():
+                v = _ninja_vars(build_dir)
+                secs[t] = compile_seconds("c++", v["cflags"] + " " + v.get("post_cflags", ""), cpu / f"{op}.cpp",
+                                          Path(tmp))
+            ratio = secs["aten"] / secs["stable"]
+            report.add("targets", f"{op} CPU unit compile seconds: full / stable", ratio, stable_s=secs["stable"],
+                       full_s=secs["aten"])
+            print(f"  {op:<44}{secs['stable']:>8.1f}{secs['aten']:>8.1f}{ratio:>7.2f}x")
+
+
 # ---------------------------------------------------------------------------- stable-target pointwise
 # The bundled library's pointwise expressions (declarations/gelu.yaml, myadd.yaml), as a
 # stable-target library builds them (their formulas call C++ ops: left out, as timing needs none).
@@ -1098,7 +1210,8 @@ def wheel_sizes(report: Report):
         print(f"  {archs:<22}{size / 2**20:>11.1f}{so / 2**20:>11.1f}{seconds:>9.1f}{size / first:>7.2f}x")
 
 
-SECTIONS = ("calls", "throughput", "blas", "ops", "build", "foreign", "stable", "library", "codegen", "wheels")
+SECTIONS = ("calls", "throughput", "blas", "ops", "build", "foreign", "stable", "targets", "library", "codegen",
+            "wheels")
 
 
 def main(argv=None) -> int:
@@ -1132,6 +1245,8 @@ def main(argv=None) -> int:
         foreign_kernels(report, *((2000, 3, 1 << 20, 3) if args.quick else (50000, 7, 16 << 20, 15)))
     if "stable" in only:
         stable_pointwise(report, (1 << 20,) if args.quick else (1 << 20, 16 << 20), 3 if args.quick else 15)
+    if "targets" in only:
+        two_targets(report, *((3, 16, 2000, 3) if args.quick else (15, 1, 100000, 7)))
     if "library" in only and not args.quick:
         library_build(report, 50, 10)
     if "codegen" in only:
