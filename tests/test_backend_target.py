@@ -29,6 +29,15 @@ DECLARATION = """\
   like: self
   derivatives:
     self: grad
+
+- func: times(Tensor output, Tensor inputs) -> Tensor
+  doc: output * inputs, in C; its arguments take the names of torch.library's setup_context parameters.
+  dtypes: [float32, float64]
+  kernels: {CPU: {abi: c, symbol: twotargets_times}}
+  like: output
+  derivatives:
+    output: grad * inputs
+    inputs: grad * output
 """
 
 C_SOURCE = """\
@@ -44,6 +53,20 @@ C_SOURCE = """\
   }
 SHIFT(twotargets_shift_float32, float)
 SHIFT(twotargets_shift_float64, double)
+
+#include "abi/times.h"
+
+#define TIMES(NAME, T)                                                                                \
+  int32_t NAME(opwrap_context* ctx, const opwrap_tensor* a, const opwrap_tensor* b, opwrap_tensor* result) { \
+    (void)ctx;                                                                                        \
+    const T* x = (const T*)a->data;                                                                   \
+    const T* y = (const T*)b->data;                                                                   \
+    T* out = (T*)result->data;                                                                        \
+    for (int64_t i = 0, n = opwrap_numel(a); i < n; ++i) out[i] = x[i] * y[i];                        \
+    return OPWRAP_OK;                                                                                 \
+  }
+TIMES(twotargets_times_float32, float)
+TIMES(twotargets_times_float64, double)
 """
 
 PROBE = """\
@@ -53,6 +76,9 @@ x = torch.randn(5, dtype=torch.float64, requires_grad=True)
 torch.testing.assert_close(twotargets.ops.shift(x, 2.5), x + 2.5)
 torch.autograd.gradcheck(lambda t: twotargets.ops.shift(t, 1.0), (x,))
 torch.library.opcheck(torch.ops.twotargets.shift.default, (x.detach(), 0.5))
+y = torch.randn(5, dtype=torch.float64, requires_grad=True)
+torch.testing.assert_close(twotargets.ops.times(x, y), x * y)
+torch.autograd.gradcheck(twotargets.ops.times, (x, y))  # formulas over arguments named output and inputs
 print(json.dumps({"ok": True}))
 """
 
@@ -100,6 +126,7 @@ def test_a_full_target_library_ships_the_stable_targets_abi3_wheel(tmp_path):
     assert manifest["target"] == "stable", manifest
     # the stable tree's Python: its derivatives are registered from Python (the full target's are C++)
     assert "torch.library.register_autograd('twotargets::shift'" in autograd, autograd
+    assert "    inputs_, output_ = inputs, output\n    output, inputs, = inputs_\n" in autograd, autograd
     assert not any(n.endswith("_fast.so") or "_fast." in n for n in names), names
     assert _tree_digest(lib / "generated") == before, "the project's own generated/ tree was rewritten"
 

@@ -125,8 +125,9 @@ class StableRegistration(Plugin):
                          tuple(sorted({d.path for d in tagged})) + (ctx.template_source(template),))
 
 
-# Names a formula may not shadow: the generated functions' own.
-_RESERVED = ("ctx", "grad", "grads", "torch", "inputs", "output")
+# Names an argument may not take: the generated functions' own that formulas see (setup_context's
+# `inputs` and `output` are moved to fresh names where an argument takes theirs).
+_RESERVED = ("ctx", "grad", "grads", "torch")
 
 
 def _formula_names(decl) -> set[str]:
@@ -237,6 +238,14 @@ def _grad_names(decl) -> dict[str, str]:
     return out
 
 
+def _fresh_py(base: str, taken: set[str]) -> str:
+    """`base`, or `base_`, `base__`...: the first not in `taken` (then taken)."""
+    while base in taken:
+        base += "_"
+    taken.add(base)
+    return base
+
+
 def _backward(decl, namespace: str) -> _Backward | None:
     """Decide setup_context and backward: save the tensor arguments and results the formulas
     use (the other arguments on ctx), mark the returns that are not differentiable, and give
@@ -254,8 +263,13 @@ def _backward(decl, namespace: str) -> _Backward | None:
     kept = sorted(set(results.values()))  # the returns backward needs
     tensors = [a.name for a in args if is_tensor(unwrap_optional(a.type)) and a.name in used]
     values = [a.name for a in args if not is_tensor(unwrap_optional(a.type)) and a.name in used]
-    output = (lambda i: "output") if single else (lambda i: f"output[{i}]")
-    setup = [f"{', '.join(a.name for a in args)}, = inputs",
+    # setup_context is called with the keywords ctx, inputs and output (torch.library): where an
+    # argument takes one of those names, its first statement moves them to fresh ones.
+    taken = {a.name for a in args} | set(_RESERVED)
+    inputs, out = (_fresh_py(base, taken) for base in ("inputs", "output"))
+    output = (lambda i: out) if single else (lambda i: f"{out}[{i}]")
+    moved = [f"{inputs}, {out} = inputs, output"] if (inputs, out) != ("inputs", "output") else []
+    setup = [*moved, f"{', '.join(a.name for a in args)}, = {inputs}",
              f"ctx.save_for_backward({', '.join([*tensors, *(output(i) for i in kept)])})",
              *(f"ctx.{name} = {name}" for name in values),
              *(f"ctx.mark_non_differentiable({output(i)})" for i, flag in enumerate(d.output_differentiability)
