@@ -38,6 +38,24 @@ DECLARATION = """\
   derivatives:
     output: grad * inputs
     inputs: grad * output
+
+- func: cube(Tensor self) -> Tensor
+  doc: self ** 3, in C; its derivative calls the library's op cube_backward.
+  dtypes: [float32, float64]
+  kernels: {CPU: {abi: c, symbol: twotargets_cube}}
+  like: self
+  derivatives:
+    self: cube_backward(grad, self)
+
+- func: cube_backward(Tensor grad_output, Tensor self) -> Tensor
+  doc: grad_output * 3 * self ** 2, in C; differentiable once (cube's second derivative), not twice.
+  dtypes: [float32, float64]
+  kernels: {CPU: {abi: c, symbol: twotargets_cube_backward}}
+  like: self
+  derivatives:
+    grad_output: cube_backward(grad, self)
+    self: 6 * grad * grad_output * self
+    once_differentiable: true
 """
 
 C_SOURCE = """\
@@ -67,6 +85,32 @@ SHIFT(twotargets_shift_float64, double)
   }
 TIMES(twotargets_times_float32, float)
 TIMES(twotargets_times_float64, double)
+
+#include "abi/cube.h"
+#include "abi/cube_backward.h"
+
+#define CUBE(NAME, T)                                                                                 \
+  int32_t NAME(opwrap_context* ctx, const opwrap_tensor* self, opwrap_tensor* result) {               \
+    (void)ctx;                                                                                        \
+    const T* x = (const T*)self->data;                                                                \
+    T* out = (T*)result->data;                                                                        \
+    for (int64_t i = 0, n = opwrap_numel(self); i < n; ++i) out[i] = x[i] * x[i] * x[i];              \
+    return OPWRAP_OK;                                                                                 \
+  }
+CUBE(twotargets_cube_float32, float)
+CUBE(twotargets_cube_float64, double)
+
+#define CUBE_BACKWARD(NAME, T)                                                                        \
+  int32_t NAME(opwrap_context* ctx, const opwrap_tensor* g, const opwrap_tensor* self, opwrap_tensor* result) { \
+    (void)ctx;                                                                                        \
+    const T* gi = (const T*)g->data;                                                                  \
+    const T* x = (const T*)self->data;                                                                \
+    T* out = (T*)result->data;                                                                        \
+    for (int64_t i = 0, n = opwrap_numel(self); i < n; ++i) out[i] = gi[i] * 3 * x[i] * x[i];         \
+    return OPWRAP_OK;                                                                                 \
+  }
+CUBE_BACKWARD(twotargets_cube_backward_float32, float)
+CUBE_BACKWARD(twotargets_cube_backward_float64, double)
 """
 
 PROBE = """\
@@ -79,6 +123,19 @@ torch.library.opcheck(torch.ops.twotargets.shift.default, (x.detach(), 0.5))
 y = torch.randn(5, dtype=torch.float64, requires_grad=True)
 torch.testing.assert_close(twotargets.ops.times(x, y), x * y)
 torch.autograd.gradcheck(twotargets.ops.times, (x, y))  # formulas over arguments named output and inputs
+# A formula calling the library's op (cube_backward), differentiable once more, not twice.
+torch.testing.assert_close(twotargets.ops.cube(x), x ** 3)
+torch.autograd.gradcheck(twotargets.ops.cube, (x,))
+torch.autograd.gradgradcheck(twotargets.ops.cube, (x,))
+(g,) = torch.autograd.grad(twotargets.ops.cube(x).sum(), x, create_graph=True)
+(gg,) = torch.autograd.grad(g.sum(), x, create_graph=True)
+torch.testing.assert_close(gg, 6 * x.detach())
+try:
+    gg.sum().backward()
+    raise AssertionError("a third derivative of cube went through")
+except RuntimeError as e:
+    assert "trying to differentiate twice the backward of twotargets::cube_backward, which is declared " \
+           "once_differentiable" in str(e), e
 print(json.dumps({"ok": True}))
 """
 
@@ -203,9 +260,7 @@ def test_leave_out_unsupported_builds_what_the_other_target_expresses_and_says_w
     assert notes == [
         "leaving out lib::cast_add: declarations/ops.yaml:12:13: the stable target has no autocast kernels (the stable "
         "API registers no Autocast key kernels yet)",
-        "leaving out lib::calls_cast_add: declarations/ops.yaml:19:11: the stable target runs derivative formulas in "
-        "Python (torch.library.register_autograd): 'cast_add(grad, self)' names cast_add, which is not an argument, a "
-        "result or 'grad'",
+        "leaving out lib::calls_cast_add: its derivative calls lib::cast_add, left out",
         "leaving out lib::in_cpp: declarations/ops.yaml:21:9: its CPU kernel is C++ written against the 'aten' "
         "target's API"], notes
     assert any(p.endswith("cpu/shift.cpp") for p in result.files) and not any("cast_add" in p for p in result.files)

@@ -53,6 +53,21 @@ def parse(ops=(), dtypes=()) -> Selection:
     return Selection(_words(ops), _words(dtypes))
 
 
+def formula_callees(lib: Library, decl) -> list:
+    """The library's declarations that `decl`'s derivative formulas call, in the order the
+    formulas name them (a name with overloads: its last declaration)."""
+    if decl.derivatives is None:
+        return []
+    by_name = {d.name: d for d in lib.declarations}
+    out = []
+    for f in (*decl.derivatives.formulas, *decl.derivatives.forward):
+        for callee in _CALL.findall(f.text):
+            dep = by_name.get(callee)
+            if dep is not None and dep not in out:
+                out.append(dep)
+    return out
+
+
 def apply(lib: Library, sel: Selection, diag: Diagnostics, loc: Loc) -> tuple[Library, list[str]]:
     """The library with only the selected ops and dtypes, and one note per op it keeps or
     leaves out for a reason the user did not name (a formula's call, no dtype left)."""
@@ -97,15 +112,11 @@ def apply(lib: Library, sel: Selection, diag: Diagnostics, loc: Loc) -> tuple[Li
     todo = sorted(chosen)
     while todo:
         d = by_op[todo.pop()]
-        if d.derivatives is None:
-            continue
-        for f in (*d.derivatives.formulas, *d.derivatives.forward):
-            for callee in _CALL.findall(f.text):
-                dep = by_name.get(callee)
-                if dep is not None and dep.op_name not in chosen:
-                    chosen.add(dep.op_name)
-                    todo.append(dep.op_name)
-                    notes.append(f"keeping {ns}::{dep.op_name}: the derivative of {ns}::{d.op_name} calls it")
+        for dep in formula_callees(lib, d):
+            if dep.op_name not in chosen:
+                chosen.add(dep.op_name)
+                todo.append(dep.op_name)
+                notes.append(f"keeping {ns}::{dep.op_name}: the derivative of {ns}::{d.op_name} calls it")
 
     kept = []
     for d in decls:

@@ -41,13 +41,13 @@ def _stop_on_errors(diag: Diagnostics) -> None:
 def _leave_out_unsupported(lib: Library, plugins: list[Plugin], diag: Diagnostics,
                            own_target: str) -> tuple[Library, list[str]]:
     """Validates each declaration apart: one whose every error comes from a plugin with
-    `target_limits` is left out (a note naming the first error); any other error goes to
-    `diag`.  (An op whose derivative formulas call one left out needs no rule of its own: the
-    stable target's Python formulas call no op of the library, a target limit.)  Built for
+    `target_limits` is left out (a note naming the first error), as is, transitively, one
+    whose derivative formulas call an op left out; any other error goes to `diag`.  Built for
     another target than `own_target` (the project's), an op with a hand-written C++ kernel is
     left out too: that kernel is written against the project's target's C++ API."""
     import dataclasses
 
+    from ..front.selection import formula_callees
     ns, left = lib.namespace, {}  # op name -> why it is left out
     for d in lib.declarations:
         cpp = [k for k in d.devices if d.kernel(k) and d.foreign_kernel(k) is None]
@@ -58,11 +58,19 @@ def _leave_out_unsupported(lib: Library, plugins: list[Plugin], diag: Diagnostic
         limits, other = Diagnostics(), Diagnostics()
         for p in plugins:
             p.validate(d, lib, limits if p.target_limits else other)
-        diag.errors.extend(other.errors)
+        diag.errors.extend((limits.errors + other.errors) if other else [])  # a mistake: all of them
         diag.warnings.extend(limits.warnings + other.warnings)
         if limits and not other:
             first = limits.sorted()[0]
             left[d.op_name] = f"leaving out {ns}::{d.op_name}: {first.loc}: {first.message}"
+    changed = True
+    while changed:  # an op whose formula calls one left out would fail in its backward
+        changed = False
+        for d in lib.declarations:
+            calls = [c.op_name for c in formula_callees(lib, d) if c.op_name in left]
+            if d.op_name not in left and calls:
+                left[d.op_name] = f"leaving out {ns}::{d.op_name}: its derivative calls {ns}::{calls[0]}, left out"
+                changed = True
     kept = tuple(d for d in lib.declarations if d.op_name not in left)
     return dataclasses.replace(lib, declarations=kept), [left[d.op_name] for d in lib.declarations if d.op_name in left]
 
@@ -73,7 +81,7 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
     after the whole library has been validated; `notes` receives why it kept or left out
     ops the selection did not name.  `leave_out_unsupported` leaves out, instead of failing
     on, the ops that the target cannot express (every error of theirs from a plugin with
-    `target_limits`), each a note;
+    `target_limits`) and the ops whose formulas call those, each a note;
     `own_target`, the project's when `config` is retargeted, says whose C++ kernels are."""
     diag = Diagnostics()
     timings: list[tuple[str, float]] = []

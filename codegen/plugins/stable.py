@@ -51,7 +51,7 @@ class StableChecks(Plugin):
         for p in stable.problems(decl):
             where = decl.field_loc(p.field) if p.field and p.field in dict(decl.field_locs) else decl.func_loc
             diag.error(where, p.message, p.hint)
-        for p in autograd_problems(decl):
+        for p in autograd_problems(decl, library_ops(lib)):
             diag.error(p[0], p[1], p[2])
         for key in stable.DEVICE_KEYS:  # a hand-written C++ kernel's header: `<op>.h`, `<op>.cuh` for CUDA
             field = "header" if key == "CPU" else "cuda_header"
@@ -134,8 +134,14 @@ def _formula_names(decl) -> set[str]:
     return {a.name for a in decl.schema.arguments} | set(_result_names(decl)) | set(_grad_names(decl)) | {"torch"}
 
 
-def autograd_problems(decl) -> list[tuple]:
-    """(loc, message, hint) for each derivative the stable target's Python autograd cannot run."""
+def library_ops(lib) -> set[str]:
+    """The names a formula may call as the library's ops (torch.ops.<namespace>.<name>)."""
+    return {d.name for d in lib.declarations}
+
+
+def autograd_problems(decl, ops: set[str] = frozenset()) -> list[tuple]:
+    """(loc, message, hint) for each derivative the stable target's Python autograd cannot run;
+    `ops`: the library's op names, which formulas may call."""
     d = decl.derivatives
     if d is None or not d.differentiable:
         return []
@@ -145,9 +151,6 @@ def autograd_problems(decl) -> list[tuple]:
     if d.forward:
         out.append((d.forward[0].loc, "the stable target registers derivatives with torch.library.register_autograd, "
                     "which has no forward mode: leave the forward formula ('result:') out", ""))
-    if d.once_differentiable:  # torch's decorator, tried, left double backward silently zero under register_autograd
-        out.append((loc, "the stable target has no 'once_differentiable' yet: the backward of a formula is "
-                    "differentiable again", "leave 'once_differentiable' out"))
     if not d.materialize_grads:  # a formula would see None, which no formula the core accepts can test
         out.append((loc, "the stable target has no 'materialize_grads: false' yet: its formulas see zeros for "
                     "the returns without a gradient", "leave 'materialize_grads' out"))
@@ -155,7 +158,7 @@ def autograd_problems(decl) -> list[tuple]:
         if keyword.iskeyword(a.name) or a.name in _RESERVED:
             out.append((decl.func_loc, f"argument '{a.name}' is a Python keyword or a name the stable target's "
                         "Python autograd uses; rename it", ""))
-    allowed = _formula_names(decl)
+    allowed = _formula_names(decl) | ops
     lists = {a.name for a in decl.schema.arguments if stable.type_key(a) == "Tensor[]"}
     for f in d.formulas:
         if not f.differentiable:
@@ -188,7 +191,7 @@ def python_formula_problem(text: str, allowed: set[str]) -> str | None:
         return f"'{text}' is not a Python expression"
     unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - allowed)
     if unknown:
-        return f"'{text}' names {', '.join(unknown)}, which is not an argument, a result or 'grad'"
+        return f"'{text}' names {', '.join(unknown)}, which is not an argument, a result, 'grad' or an op of the library"
     return None
 
 
@@ -201,6 +204,7 @@ class _Backward:
     setup: tuple[str, ...]  # setup_context's body
     head: tuple[str, ...]  # backward's statements before its return
     grads: tuple[str, ...]  # per argument: its gradient expression (guarded by needs_input_grad), or "None"
+    once_differentiable: bool = False  # run without a graph; a double backward raises (_once_differentiable)
 
 class StableAutograd(Plugin):
     """`python/autograd.py`: each differentiable op's formulas, registered with
@@ -209,7 +213,7 @@ class StableAutograd(Plugin):
     name = "stable-autograd"
 
     def emit(self, lib, ctx):
-        ops = [b for d in lib.declarations if (b := _backward(d, lib.namespace)) is not None]
+        ops = [b for d in lib.declarations if (b := _backward(d, lib.namespace, library_ops(lib))) is not None]
         if not ops:
             return
         template = "stable/autograd.py.j2"
@@ -246,12 +250,12 @@ def _fresh_py(base: str, taken: set[str]) -> str:
     return base
 
 
-def _backward(decl, namespace: str) -> _Backward | None:
+def _backward(decl, namespace: str, ops: set[str] = frozenset()) -> _Backward | None:
     """Decide setup_context and backward: save the tensor arguments and results the formulas
     use (the other arguments on ctx), mark the returns that are not differentiable, and give
     each input that needs a gradient its formula's value."""
     d = decl.derivatives
-    if d is None or not d.differentiable or autograd_problems(decl):
+    if d is None or not d.differentiable or autograd_problems(decl, ops):
         return None
     args = decl.schema.arguments
     used: set[str] = set()
@@ -279,10 +283,12 @@ def _backward(decl, namespace: str) -> _Backward | None:
     head += [f"{name} = saved_result{i}" for name, i in sorted(results.items())]
     head += [f"{name} = ctx.{name}" for name in values]
     head += [f"{name} = {expr}" for name, expr in _grad_names(decl).items() if name in used and name != "grads"]
+    own = _formula_names(decl)  # a name of the op's own shadows an op of the library
+    head += [f"{name} = torch.ops.{namespace}.{name}" for name in sorted((used & ops) - own)]
     grads = []
     for k, a in enumerate(args):
         f = d.formula_for(a.name)
         differentiable = f is not None and f.differentiable and is_tensor(unwrap_optional(a.type))
         grads.append(f"({f.text}) if ctx.needs_input_grad[{k}] else None" if differentiable else "None")
     return _Backward(op=f"{namespace}::{decl.op_name}", ident=decl.ident, setup=tuple(setup), head=tuple(head),
-                     grads=tuple(grads))
+                     grads=tuple(grads), once_differentiable=d.once_differentiable)
