@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..core.dtypes import DTYPES
 from ..lang.schema import Argument, BaseType, is_tensor, unwrap_optional
 from ..lang.shapes import cpp_input_checks, cpp_output_shape, render_cpp, variables
 from . import abi
@@ -142,9 +143,8 @@ def problems(decl) -> list[Problem]:
             out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target takes "
                                f"{', '.join(TYPES)} so far"))
     if not any(is_tensor(unwrap_optional(a.type)) or type_key(a) == "Tensor[]" for a in decl.schema.arguments):
-        out.append(Problem("", "the stable target dispatches on the tensor arguments, and this op has none (a "
-                           "factory op needs a CPU kernel registered for every backend, which the stable API "
-                           "cannot do yet)"))
+        out.append(Problem("", "the stable target dispatches on the tensor arguments, and this op has none: ops "
+                           "without a tensor input (factories) are not generated for it yet"))
     foreign_only = all(decl.foreign_kernel(k) is not None for k in decl.devices)
     for o, r in zip(decl.outputs(), decl.schema.returns):
         if str(r.type) in RETURNED:
@@ -162,20 +162,16 @@ def problems(decl) -> list[Problem]:
         elif o.shape is not None and o.shape.reduce is not None:
             out.append(Problem("shape", f"return '{o.name}': the stable target has no reduction shape rule "
                                f"({o.shape.text}) so far"))
-        elif o.dtype_rule is not None and (o.dtype_rule.kind not in ("dtype", "tensor", "arg")
-                                           or o.dtype_rule.fallback):
+        elif o.dtype_rule is not None and not _renders(decl, o.dtype_rule):
             out.append(Problem("dtype", f"return '{o.name}': the stable target takes a dtype name, a Tensor "
-                               f"argument or a ScalarType argument as a dtype rule so far, not '{o.dtype_rule.text}'"))
+                               "argument, a ScalarType argument or an optional one ('dtype or x') as a dtype rule "
+                               f"so far, not '{o.dtype_rule.text}'"))
     readable = {a.name for a in decl.schema.arguments
                 if (is_tensor(a.type) and not a.is_optional) or type_key(a) == "Tensor[]"}
+    readable |= {v.owner for v in decl.variables if v.absent is not None}  # an optional tensor's, else `absent`
     if dict(decl.dtype_owners).keys() - readable - {o.name for o in decl.outputs() if o.made_by == "wrapper"}:
         out.append(Problem("dtypes", "the stable target reads every dtype variable from a required Tensor "
                            "argument or a return it allocates so far"))
-    optional_tensors = {a.name for a in decl.schema.arguments if a.is_optional and is_tensor(unwrap_optional(a.type))}
-    for s in decl.shapes:
-        if s.target in optional_tensors:
-            out.append(Problem("shape", f"the stable target does not check shape rules of optional tensors "
-                               f"('{s.target}') yet"))
     if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") is None and not out:
         out.append(Problem("kernels", "the stable target needs a CPU kernel"))
     return out
@@ -289,6 +285,21 @@ def plan(decl, namespace: str, key: str = "CPU") -> StableCall:
         epilogue=tuple(epilogue), includes=(header,))
 
 
+def _renders(decl, rule) -> bool:
+    """Whether `_output_dtype` renders dtype rule `rule`: a dtype name, a tensor, a ScalarType
+    argument, or an optional tensor or ScalarType? whose fallback is a dtype name or a required
+    tensor (not the default dtype, which the stable API cannot read)."""
+    if rule.kind in ("dtype", "tensor"):
+        return True
+    if rule.kind not in ("arg", "given") or rule.integers:
+        return False
+    fallback = rule.fallback
+    if not fallback:
+        return rule.kind == "arg"
+    required = {a.name for a in decl.schema.arguments if is_tensor(a.type) and not a.is_optional}
+    return fallback in required or (rule.kind == "given" and fallback in DTYPES)
+
+
 def _owned_dtype(decl, o, dtype: str, dtype_local: dict, scope: Scope, checks: list[str]) -> str:
     """The dtype of output `o` (`dtype`, its rule's C++ value); where `o` declares a dtype
     variable, that value in a local of its own, checked against the variable's list and
@@ -356,10 +367,21 @@ def _tensor_checks(decl, ident: dict[str, str], key: str, dtype_local: dict, sco
     for a in decl.schema.arguments:
         if a.is_optional and is_tensor(unwrap_optional(a.type)):
             name = ident[a.name]
+            var = decl.dtype_var(a.name)
+            if var.name not in dtype_local and var.owner == a.name and var.absent is not None:
+                # its own dtype variable: its dtype where given, else `absent` (the full target's)
+                local = scope.fresh(f"{a.name}_dtype")
+                dtype_local[var.name] = (local, cpp_string(a.name))
+                checks.append(f"const {SCALAR_TYPE} {local} = {name}.has_value() && {name}->defined() ? "
+                              f"{name}->scalar_type() : {SCALAR_TYPE}::{var.absent.scalar_type};")
+                dtype_checks = [f"opwrap::rt::check_dtype_in(kOp, {cpp_string(a.name)}, *{name}, {_allowed(var)}, "
+                                f"{cpp_string(', '.join(d.name for d in var.dtypes))});"]
+            else:
+                dtype_checks = _dtype_check(decl, a, f"*{name}", dtype_local, scope)
             checks.append(f"if ({name}.has_value() && {name}->defined()) {{")
             checks.append(f"  opwrap::rt::check_tensor(kOp, {cpp_string(a.name)}, *{name}, {device});")
             checks.append(f"  opwrap::rt::check_same_device(kOp, {cpp_string(a.name)}, *{name}, {first}, {first_name});")
-            checks.extend("  " + c for c in _dtype_check(decl, a, f"*{name}", dtype_local, scope))
+            checks.extend("  " + c for c in dtype_checks)
             checks.append("}")
     for a in decl.schema.arguments:
         if type_key(a) == "Tensor[]":
@@ -449,14 +471,20 @@ def _allowed(var) -> str:
 
 
 def _output_dtype(o, ident: dict[str, str], dispatched: str) -> str:
+    """The C++ dtype of return `o` by its rule (`_renders`), as lang/dtype_rules.render_cpp's."""
     rule = o.dtype_rule
     if rule is None:
         return dispatched
     if rule.kind == "dtype":
         return f"{SCALAR_TYPE}::{rule.fixed.scalar_type}"
-    if rule.kind == "arg":  # a ScalarType argument (a `ScalarType?` one has a fallback: a problem above)
-        return ident[rule.names[0]]
-    return f"{ident[rule.names[0]]}.scalar_type()"
+    value, fallback = ident[rule.names[0]], rule.fallback
+    other = "" if not fallback else f"{SCALAR_TYPE}::{DTYPES[fallback].scalar_type}" if fallback in DTYPES else \
+        f"{ident[fallback]}.scalar_type()"
+    if rule.kind == "given":  # an optional tensor: its dtype where given
+        return f"({value}.has_value() && {value}->defined() ? {value}->scalar_type() : {other})"
+    if rule.kind == "arg":  # a ScalarType argument, or a ScalarType? one with its fallback
+        return f"{value}.value_or({other})" if fallback else value
+    return f"{value}.scalar_type()"
 
 
 def _switch(decl, dtype_local: dict, call) -> list[str]:

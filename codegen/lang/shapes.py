@@ -1107,7 +1107,7 @@ def _guard_optional(arg, value: str, bound: str, body: list[str]) -> list[str]:
     """Run `body` only when the optional tensor `value` is given, with `bound` bound to it."""
     if not arg.is_optional:
         return body
-    return ([f"if ({value}.has_value() && {value}->defined()) {{", f"  const at::Tensor& {bound} = *{value};"]
+    return ([f"if ({value}.has_value() && {value}->defined()) {{", f"  const auto& {bound} = *{value};"]  # a tensor of either target
             + ["  " + b for b in body] + ["}"])
 
 

@@ -28,7 +28,7 @@ at::Tensor bincount_fixed_cuda(const at::Tensor& self, int64_t bins, const std::
   opwrap::rt::check_rank(kOp, "self", self, 1, false, "[N]");
   const int64_t N = self.size(0);
   if (weights.has_value() && weights->defined()) {
-    const at::Tensor& weights_ = *weights;
+    const auto& weights_ = *weights;
     opwrap::rt::check_rank(kOp, "weights", weights_, 1, false, "[N]");
     opwrap::rt::check_size(kOp, "weights", weights_, 0, N, "N");
   }

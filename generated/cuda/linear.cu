@@ -34,7 +34,7 @@ at::Tensor linear_cuda(const at::Tensor& input, const at::Tensor& weight, const 
   const int64_t M = weight.size(0);
   opwrap::rt::check_size(kOp, "weight", weight, 1, K, "K");
   if (bias.has_value() && bias->defined()) {
-    const at::Tensor& bias_ = *bias;
+    const auto& bias_ = *bias;
     opwrap::rt::check_rank(kOp, "bias", bias_, 1, false, "[M]");
     opwrap::rt::check_size(kOp, "bias", bias_, 0, M, "M");
   }
