@@ -120,8 +120,8 @@ DECLARATIONS = """\
   doc: sqdist into out, with sqdist's Rust kernel (out resized to [N]).
 
 - func: tile_rows(Tensor self, SymInt n) -> Tensor
-  doc: n copies of the row self, a C++ kernel; a SymInt argument in the shape rule.
-  dtypes: [float32, float64]
+  doc: n copies of the row self, a C++ kernel; a SymInt argument in the shape rule; bfloat16 and float16 elements.
+  dtypes: [float32, float64, bfloat16, float16]
   kernels: {CPU: tile_rows_cpu}
   header: scale.h
   shape: {self: [D], result: [n, D]}
@@ -875,6 +875,9 @@ def test_symint_arguments(stablelib):
     row = torch.randn(3, dtype=torch.float64, requires_grad=True)
     torch.testing.assert_close(module.ops.tile_rows(row, 4), row.expand(4, 3))
     assert module.ops.tile_rows(row, 0).shape == (0, 3)
+    for dtype in (torch.bfloat16, torch.float16):  # torch::headeronly::BFloat16 and Half in the kernel
+        half = torch.randn(5).to(dtype)
+        torch.testing.assert_close(module.ops.tile_rows(half, 2), half.expand(2, 5), rtol=0, atol=0)
     value = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
     torch.testing.assert_close(module.ops.fill_size(value, [2, 3]), torch.full((2, 3), 1.5, dtype=torch.float64))
     torch.testing.assert_close(module.ops.fill_size(value, [4], plus=2), torch.full((4,), 3.5, dtype=torch.float64))
