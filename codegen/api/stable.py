@@ -100,6 +100,17 @@ def stable_signature(decl, key: str = "CPU") -> str:
     return f"template <{tparams}> void {decl.kernel(key)}({', '.join(params)})"
 
 
+def rowwise_kernel(decl, key: str) -> str:
+    """The kernel generated from a row-wise program (api/stable_rowwise.py) that the wrapper for
+    dispatch key `key` calls: an out= overload's is its functional op's."""
+    return f"{decl.rows.owner}_rowwise_{key.lower()}"
+
+
+def rowwise_header(decl) -> str:
+    """Its header, from the wrappers' folders (`<cpp_dir>/cpu/`, `<cpp_dir>/cuda/`)."""
+    return f"../rowwise/{decl.rows.owner}.h"
+
+
 @dataclass(frozen=True)
 class Problem:
     """Something a declaration asks that the stable target cannot express: where, what, a hint."""
@@ -117,10 +128,6 @@ def problems(decl) -> list[Problem]:
     out: list[Problem] = []
     if decl.expression is not None:  # generated kernels (`pointwise: true` beside a kernel only says it is elementwise)
         out.extend(pointwise_problems(decl))
-    if decl.rows is not None:
-        out.append(Problem("rowwise", "the stable target cannot generate row-wise kernels yet: they are built on "
-                           "at::vec and ATen's CPU dispatch, which torch's stable API does not have",
-                           "write the kernel behind the C ABI (`kernels: {CPU: {abi: c}}` or `abi: rust`)"))
     if out or decl.expression is not None:  # what else it lacks follows from the generated kernels it cannot have
         return out
     for field, what in (("autocast", "autocast kernels (the stable API registers no Autocast key kernels yet)"),
@@ -172,7 +179,7 @@ def problems(decl) -> list[Problem]:
     if dict(decl.dtype_owners).keys() - readable - {o.name for o in decl.outputs() if o.made_by == "wrapper"}:
         out.append(Problem("dtypes", "the stable target reads every dtype variable from a required Tensor "
                            "argument or a return it allocates so far"))
-    if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") is None and not out:
+    if decl.foreign_kernel("CPU") is None and decl.kernel("CPU") is None and decl.rows is None and not out:
         out.append(Problem("kernels", "the stable target needs a CPU kernel"))
     return out
 
@@ -427,6 +434,10 @@ def _kernel_call(decl, namespace: str, key: str, first: str, args: tuple[str, ..
     context, views and returned values' locals appended to `checks`), or the stable C++
     kernel template."""
     foreign = decl.foreign_kernel(key)
+    if decl.rows is not None:  # generated from the row-wise program (api/stable_rowwise.py)
+        kernel = f"::{namespace}::kernels::{rowwise_kernel(decl, key)}"
+        return (lambda combo: f"{kernel}<{', '.join(d.cpp for d in combo)}>({', '.join(args)});"), \
+            rowwise_header(decl), []
     if foreign is None:
         kernel = f"::{namespace}::kernels::{decl.kernel(key)}"
         return ((lambda combo: f"{kernel}<{', '.join(d.cpp for d in combo)}>({', '.join(args)});"),
@@ -509,4 +520,5 @@ def _switch(decl, dtype_local: dict, call) -> list[str]:
     return level(0, (), "")
 
 
-__all__ = ["TYPES", "Problem", "StableCall", "kernel_header", "plan", "pointwise_problems", "problems", "stable_signature"]
+__all__ = ["TYPES", "Problem", "StableCall", "kernel_header", "plan", "pointwise_problems", "problems",
+           "rowwise_header", "rowwise_kernel", "stable_signature"]

@@ -31,6 +31,7 @@ from .vmap import Vmap
 from .registration import SchemaRegistration
 from .stable import StableAutograd, StableChecks, StableKernels, StableRegistration
 from .stable_pointwise import StablePointwise
+from .stable_rowwise import StableRowwise
 
 # What a third-party plugin needs, from one module (docs/plugins.md): the base class, its
 # outputs, the typed fields, and a device row with the kernel plugin that serves it.
@@ -58,7 +59,8 @@ def stable_plugins() -> list[Plugin]:
     shared = [AbiBindings(), StableAutograd(), FakeKernels(), PythonLoader(), PythonOps(), Vmap()]
     kept = {type(p) for p in shared}
     fields = {name: f for p in builtin_plugins(ATEN) if type(p) not in kept for name, f in p.fields.items()}
-    return [*(StableKernels(STABLE, device) for device in DEVICES), StablePointwise(STABLE), StableChecks(fields), *shared]
+    return [*(StableKernels(STABLE, device) for device in DEVICES), StablePointwise(STABLE), StableRowwise(STABLE),
+            StableChecks(fields), *shared]
 
 
 def load_plugins(config: Config, diag: Diagnostics) -> list[Plugin]:

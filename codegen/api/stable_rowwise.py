@@ -1,0 +1,156 @@
+"""The stable target's row-wise kernels (docs/stable-abi.md, "Generated row-wise kernels"): the
+program of `rowwise:` (codegen/lang/rowwise.py's model, the same as the full target's) as plain
+loops over contiguous rows, against torch's stable API and <opwrap/stable/rowwise.h> only.
+
+What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
+
+- the program's struct (one row's values and its element functions, over a scalar: the
+  computation type, float for float16 and bfloat16);
+- the CPU loop: `torch::stable::parallel_for` over rows (about 32K elements a task); each pass
+  one loop over the row with four vectors' worth of independent accumulators per reduction
+  (`accumulators`), which GCC vectorizes at -O3, a row tensor's elements converted to the
+  computation type where they are read (bit operations for bfloat16, inside the vectorized
+  loop), a column tensor once a call, a cached binding (softmax's exponentials) in a row buffer;
+  the outputs one more loop, converted as they are stored.  The loop is compiled for DEFAULT,
+  AVX2 and AVX-512 (`#pragma GCC target`, in one unit) and chosen at run time;
+- the CUDA kernel: a block per row (32 to 512 threads, by the row's length), each pass a
+  strided sweep of the row reduced across the block (shuffles, then shared memory), cached
+  bindings recomputed, reduced types computed in float.
+
+The wrapper (codegen/api/stable.py) checks, allocates and dispatches as for a hand-written
+kernel, and calls `<owner>_rowwise_cpu<scalar_t>` or `<owner>_rowwise_cuda<scalar_t>` with the
+schema's arguments and the outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.names import Scope, camel_case, cpp_ident
+from .stable import TENSOR, cpp_type, rowwise_header, rowwise_kernel
+
+# What the template declares where the kernels' parameters and the locals named here are in
+# scope (loops, kernels, launches).
+TEMPLATE_LOCALS = ("opmath_t", "scalar_t", "Tv", "W", "D", "rows", "start", "grain", "begin", "end", "row", "prog",
+                   "d", "j", "e", "i", "threads", "blocks", "stream", "shared", "error", "row_loop", "rows_kernel", "generated", "kConvert", "kVectorBytes")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str  # the schema's
+    param: str  # the kernel's parameter
+    pointer: str  # its data (scalar_t)
+    row: str = ""  # the row (CPU): a row input's in scalar_t, a column's or cached binding's in opmath_t
+    buffer: str = ""  # where a reduced type's column, or a cached binding, is held (CPU)
+    member: str = ""  # a per-row input's member of the struct
+
+
+@dataclass(frozen=True)
+class StableRowPlan:
+    op: str  # namespace::name
+    space: str  # the namespace of the op's loops and struct
+    program: str  # the struct
+    params: tuple[tuple[str, str], ...]  # (C++ type, name): the kernel's parameters
+    first: str  # the first row tensor's parameter (its sizes give the rows)
+    row_dims: int
+    cpu_function: str
+    cuda_function: str
+    count: str
+    members: tuple[str, ...]
+    functions: tuple[dict, ...]  # name, params, bindings, value
+    steps: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]  # (stage function, its statements)
+    scalars: tuple[tuple[str, str], ...]  # (member, its value from the parameter)
+    row_inputs: tuple[Tensor, ...]
+    column_inputs: tuple[Tensor, ...]
+    per_row_inputs: tuple[Tensor, ...]
+    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, acc, cpu, cuda), caches (row, cpu)
+    caches: tuple[Tensor, ...]  # cached bindings: row (the buffer's pointer), buffer
+    outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu, cuda
+
+    @property
+    def param_list(self) -> str:
+        return ", ".join(f"{t} {n}" for t, n in self.params)
+
+    @property
+    def arg_list(self) -> str:
+        return ", ".join(n for _, n in self.params)
+
+    @property
+    def row_outputs(self) -> tuple[dict, ...]:
+        return tuple(o for o in self.outputs if not o["per_row"])
+
+
+def plan(decl, namespace: str) -> StableRowPlan:
+    rows = decl.rows
+    ident = decl.ident
+    members = ([rows.ident(t) for t in rows.per_row_tensors] + [rows.ident(n) for n, _ in rows.scalars]
+               + [r.member for r in rows.reductions] + list(rows.bindings))
+    program = cpp_ident(f"{camel_case(ident)}Row", members + [f.name for f in rows.functions]
+                        + list(rows.stage_functions) + [rows.count])
+    space = f"{ident}_rows"
+    scope = Scope((*TEMPLATE_LOCALS, program, space))
+    params = [(cpp_type(a), scope.name(a.name)) for a in decl.schema.arguments]
+    made = [o for o in decl.outputs() if o.made_by == "wrapper"]  # a row-wise op returns new tensors
+    outs = [(f"{TENSOR}&", scope.fresh(o.name)) for o in made]
+    param = {a.name: n for a, (_, n) in zip(decl.schema.arguments, params)}
+    param.update({o.name: n for o, (_, n) in zip(made, outs)})
+
+    def tensor(name: str, **kw) -> Tensor:
+        return Tensor(name, param[name], scope.fresh(f"opwrap_p_{name}"), **kw)
+
+    row_inputs = tuple(tensor(t, row=scope.fresh(f"opwrap_x_{t}")) for t in rows.row_tensors)
+    column_inputs = tuple(tensor(t, row=scope.fresh(f"opwrap_x_{t}"), buffer=scope.fresh(f"opwrap_b_{t}"))
+                          for t in rows.column_tensors)
+    per_row_inputs = tuple(tensor(t, member=rows.ident(t)) for t in rows.per_row_tensors)
+    caches = tuple(Tensor(b, "", "", row=scope.fresh(f"opwrap_x_{b}"), buffer=scope.fresh(f"opwrap_b_{b}"))
+                   for b, _, _ in rows.cached)
+    local = {t.name: t.row for t in row_inputs + column_inputs + caches}
+    binders = {b: fn for b, _, fn in rows.cached}
+    cuda_pointer = {t.name: t.pointer for t in row_inputs + column_inputs}
+
+    def call(fn, at: str) -> str:
+        """`fn` of the element at `at` on the CPU: a row tensor's element converted to opmath_t
+        where it is read (the loop vectorizes with the conversion); a column tensor (converted
+        once a call) and a cached binding are rows of opmath_t."""
+        return f"prog.{fn.name}(" + ", ".join(
+            f"opwrap::pw::load({local[t]}[{at}])" if t in rows.row_tensors else f"{local[t]}[{at}]"
+            for t in fn.inputs) + ")"
+
+    def call_cuda(fn) -> str:
+        """`fn` of element `d` on the GPU: a row tensor's element at the row, a column tensor's
+        at d, each converted to opmath_t; a cached binding recomputed."""
+        def arg(t):
+            if t in binders:
+                return call_cuda(binders[t])
+            offset = "row * D + d" if t in rows.row_tensors else "d"
+            return f"static_cast<opmath_t>({cuda_pointer[t]}[{offset}])"
+        return f"prog.{fn.name}(" + ", ".join(arg(t) for t in fn.inputs) + ")"
+
+    stages = []
+    for s in range(1, rows.stages + 1):
+        reds = [dict(member=r.member, combiner=r.combiner, acc=scope.fresh(f"opwrap_a{i}"),
+                     cpu=call(r.function, "e"), tail=call(r.function, "d"), cuda=call_cuda(r.function))
+                for i, r in enumerate(rows.reductions) if r.stage == s]
+        cached = [dict(row=local[b], cpu=call(fn, "e"), tail=call(fn, "d")) for b, fn in rows.cached_in(s)]
+        stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s]))
+    outputs = []
+    for o in rows.outputs:
+        fn = o.function
+        value = f"prog.template {fn.name}<opmath_t>()" if not fn.inputs else None
+        outputs.append(dict(name=o.name, per_row=o.per_row, param=param[o.name],
+                            pointer=scope.fresh(f"opwrap_p_{o.name}"), row=scope.fresh(f"opwrap_o_{o.name}"),
+                            cpu=call(fn, "d") if fn.inputs else value,
+                            cuda=call_cuda(fn) if fn.inputs else value))
+    functions = tuple(dict(name=fn.name, params=", ".join(f"Tv {rows.ident(t)}" for t in fn.inputs),
+                           bindings=fn.bindings, value=fn.value) for fn in rows.functions)
+    return StableRowPlan(
+        op=f"{namespace}::{decl.op_name}", space=space, program=program, params=tuple(params + outs),
+        first=param[rows.row_tensors[0]], row_dims=rows.row_dims, cpu_function=rowwise_kernel(decl, "CPU"),
+        cuda_function=rowwise_kernel(decl, "CUDA"), count=rows.count, members=tuple(members), functions=functions,
+        steps=tuple((rows.stage_functions[s], rows.steps_of(s)) for s in range(rows.stages + 1)),
+        scalars=tuple((rows.ident(n), conv.format(name=param[n])) for n, conv in rows.scalars),
+        row_inputs=row_inputs, column_inputs=column_inputs, per_row_inputs=per_row_inputs, stages=tuple(stages),
+        caches=caches, outputs=tuple(outputs))
+
+
+__all__ = ["StableRowPlan", "plan"]

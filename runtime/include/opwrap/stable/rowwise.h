@@ -1,0 +1,141 @@
+// Support of the stable target's generated row-wise kernels (codegen/api/stable_rowwise.py,
+// templates/stable/rowwise.h.j2): the reductions, the accumulators a pass keeps and their fold,
+// the CPU capability a loop is chosen for at run time, and (nvcc) a block's reduction.  The
+// functions of the program language, and the conversions of float16 and bfloat16, are the
+// pointwise kernels' (<opwrap/stable/math.h>), written so that the loops calling them vectorize.
+// Torch's stable API and the C++ standard library only: no at::vec.
+//
+// Internal linkage throughout (unnamed namespaces): each loop is compiled once per CPU
+// capability under `#pragma GCC target`, and must call its own copies.
+#pragma once
+
+#include <opwrap/stable/math.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <string_view>
+#include <type_traits>
+
+namespace opwrap::stable::rowwise {
+namespace {
+
+using opwrap::pw::opmath_t;  // float for float16 and bfloat16, as at::opmath_type
+
+// A reduction: its identity and how two partial results combine (max and min propagate NaN).
+struct Sum {
+  template <typename T>
+  static C10_HOST_DEVICE T identity() {
+    return T(0);
+  }
+  template <typename T>
+  static C10_HOST_DEVICE T combine(T a, T b) {
+    return a + b;
+  }
+};
+struct Max {
+  template <typename T>
+  static C10_HOST_DEVICE T identity() {
+    return -std::numeric_limits<T>::infinity();
+  }
+  template <typename T>
+  static C10_HOST_DEVICE T combine(T a, T b) {
+    return opwrap::pw::maximum(a, b);
+  }
+};
+struct Min {
+  template <typename T>
+  static C10_HOST_DEVICE T identity() {
+    return std::numeric_limits<T>::infinity();
+  }
+  template <typename T>
+  static C10_HOST_DEVICE T combine(T a, T b) {
+    return opwrap::pw::minimum(a, b);
+  }
+};
+
+#if !defined(__CUDACC__) && !defined(__HIPCC__)
+// Independent accumulators of a reduction pass, for vectors of `vector_bytes`: four vectors,
+// enough adds in flight to hide an add's latency (the full target's kChains), and few enough
+// that a pass computing exp keeps its constants in registers (eight AVX2 vectors spilled).
+template <typename T>
+constexpr int accumulators(int vector_bytes) {
+  return 4 * vector_bytes / static_cast<int>(sizeof(T));
+}
+
+// The accumulators folded to one value, pairwise: each level a loop of a constant length (a
+// loop over the levels was not unrolled, and folded 64 floats one at a time).
+template <typename R, typename T, int W>
+inline T fold(T (&acc)[W]) {
+  if constexpr (W == 1) {
+    return acc[0];
+  } else {
+    for (int j = 0; j < W / 2; ++j) acc[j] = R::combine(acc[j], acc[j + W / 2]);
+    return fold<R>(reinterpret_cast<T(&)[W / 2]>(acc));
+  }
+}
+
+// n elements at p in the computation type: p itself where scalar_t is it, else converted
+// into `buffer` (n elements).
+template <typename scalar_t>
+inline const opmath_t<scalar_t>* load_row(const scalar_t* p, int64_t n, opmath_t<scalar_t>* buffer) {
+  if constexpr (std::is_same_v<scalar_t, opmath_t<scalar_t>>) {
+    return p;
+  } else {
+    for (int64_t i = 0; i < n; ++i) buffer[i] = opwrap::pw::load(p[i]);
+    return buffer;
+  }
+}
+
+// The CPU builds of a loop: which one this CPU runs, chosen once, as torch chooses its own
+// kernels' (ATEN_CPU_CAPABILITY=default|avx2|avx512 caps it, as it caps torch's).
+enum class Capability { DEFAULT = 0, AVX2 = 1, AVX512 = 2 };
+
+inline Capability capability() {
+  static const Capability chosen = [] {
+    Capability best = Capability::DEFAULT;
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+      best = Capability::AVX2;
+      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        best = Capability::AVX512;
+    }
+#endif
+    const char* env = std::getenv("ATEN_CPU_CAPABILITY");
+    if (env != nullptr) {
+      const std::string_view cap(env);
+      const Capability asked = cap == "default" ? Capability::DEFAULT
+                               : cap == "avx2"  ? Capability::AVX2
+                                                : Capability::AVX512;
+      if (cap == "default" || cap == "avx2" || cap == "avx512")
+        best = static_cast<int>(asked) < static_cast<int>(best) ? asked : best;
+    }
+    return best;
+  }();
+  return chosen;
+}
+#endif  // !__CUDACC__
+
+#if defined(__CUDACC__)
+// The block's threads' values combined; every thread gets the result.  `shared` holds a
+// value per warp.
+template <typename R, typename T>
+__device__ inline T block_reduce(T v, T* shared) {
+  for (int o = 16; o > 0; o /= 2) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warps = (blockDim.x + 31) / 32;
+  if (warps == 1) return v;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __syncthreads();  // `shared` may still be read by the previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : R::template identity<T>();
+  for (int o = 16; o > 0; o /= 2) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+#endif
+
+}  // namespace
+}  // namespace opwrap::stable::rowwise
