@@ -197,6 +197,29 @@ DECLARATIONS = """\
   derivatives:
     weights: grad.index_select(0, self)
     self: non_differentiable
+
+- func: row_softmax(Tensor self) -> Tensor
+  doc: softmax over the last dimension, generated from a row-wise program (max, then the sum of exponentials stored once, then the map).
+  dtypes: floating
+  shape: {self: ["*B", D], result: self.shape}
+  rowwise: |
+    m = max(self)
+    e = fast_exp(self - m)
+    e / sum(e)
+  derivatives:
+    self: result * (grad - (grad * result).sum(-1).unsqueeze(-1))
+
+- func: row_rms_norm(Tensor input, Tensor weight, float eps=1e-6) -> (Tensor out, Tensor rstd)
+  doc: rms norm over the last dimension with a weight (a column), and the rstd per row, from a row-wise program.
+  dtypes: floating
+  shape: {input: ["*B", D], weight: [D], out: input.shape, rstd: ["*B"]}
+  rowwise: |
+    rstd = rsqrt(mean(input * input) + eps)
+    input * rstd * weight, rstd
+  derivatives:
+    input: weight * rstd.unsqueeze(-1) * grad - input * rstd.unsqueeze(-1).pow(3) * (grad * weight * input).mean(-1).unsqueeze(-1)
+    weight: grad * input * rstd.unsqueeze(-1)
+    output_differentiability: [true, false]
 """
 
 C_SOURCE = """\
@@ -544,8 +567,9 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
     ops = ["accumulate", "add_to_all", "axpby", "axpby_out", "axpy", "bincount", "clamp_", "clipped_add", "convert",
-           "count_above", "fill_size", "gather_rows", "gelu_fast", "hist", "scale", "scale_out", "sgd_step", "sincos",
-           "sqdist", "sqdist_out", "sumsq", "tile_rows", "weighted_any", "weighted_sum"]
+           "count_above", "fill_size", "gather_rows", "gelu_fast", "hist", "row_rms_norm", "row_softmax", "scale",
+           "scale_out", "sgd_step", "sincos", "sqdist", "sqdist_out", "sumsq", "tile_rows", "weighted_any",
+           "weighted_sum"]
     units = [p for p in cpp if p.startswith("units/")]  # as many as the unity build's sizes make
     assert cpp == [*(f"stable/cpu/{op}.cpp" for op in ops), "stable/registration.cpp", *units], cpp
     assert units == [f"units/stable.{k}.cpp" for k in range(len(units))], units
@@ -1111,6 +1135,80 @@ def test_a_dtype_rule_and_a_shape_rule_of_an_optional_tensor(stablelib):
         assert all(v == "SUCCESS" for v in result.values()), result
 
 
+def _rms_norm(x, w, eps=1e-6):
+    """torch's rms norm as the row-wise op computes it: in float for reduced types."""
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    rstd = torch.rsqrt((xf * xf).mean(-1) + eps)
+    return (xf * rstd.unsqueeze(-1) * w.to(xf.dtype)).to(x.dtype), rstd.to(x.dtype)
+
+
+@pytest.mark.slow(40)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_generated_rowwise_kernels(stablelib, dtype):
+    """row_softmax and row_rms_norm, generated from row-wise programs as plain loops (no at::vec):
+    torch's values for rows that are not a whole number of vectors or accumulators, a
+    non-contiguous input, NaN and infinities as torch.softmax gives them, the checks."""
+    module, _, _ = stablelib
+    tol = {torch.float32: 2e-6, torch.float64: 1e-12, torch.bfloat16: 1e-2, torch.float16: 2e-3}[dtype]
+    wide = torch.float64 if dtype == torch.float64 else torch.float32
+    for d in (1, 7, 1000, 4097):
+        x = torch.randn(3, 2, d, dtype=dtype) * 4
+        torch.testing.assert_close(module.ops.row_softmax(x), torch.softmax(x.to(wide), -1).to(dtype),
+                                   atol=tol, rtol=tol)
+        w = torch.randn(d, dtype=dtype)
+        out, rstd = module.ops.row_rms_norm(x, w)
+        expect = _rms_norm(x, w)
+        torch.testing.assert_close(out, expect[0], atol=tol, rtol=tol)
+        torch.testing.assert_close(rstd, expect[1], atol=tol, rtol=tol)
+    x = torch.randn(33, 5, dtype=dtype).t()  # rows of 33 a stride apart: made contiguous by the wrapper
+    torch.testing.assert_close(module.ops.row_softmax(x), torch.softmax(x.to(wide), -1).to(dtype), atol=tol, rtol=tol)
+    w = torch.randn(66, dtype=dtype)[::2]
+    torch.testing.assert_close(module.ops.row_rms_norm(x, w)[0], _rms_norm(x, w)[0], atol=tol, rtol=tol)
+    special = torch.tensor([[0.0, float("inf"), 1.0], [float("nan"), 0.0, 1.0], [-float("inf"), 0.0, 1.0],
+                            [-1e4, 0.0, 80.0]], dtype=dtype)
+    torch.testing.assert_close(module.ops.row_softmax(special), torch.softmax(special.to(wide), -1).to(dtype),
+                               atol=tol, rtol=tol, equal_nan=True)
+    with pytest.raises(RuntimeError, match=r"^stablelib::row_rms_norm: argument 'weight' has size 4 at dimension 0, "
+                                           r"but expected D = 3"):
+        module.ops.row_rms_norm(torch.randn(2, 3, dtype=dtype), torch.randn(4, dtype=dtype))
+    with pytest.raises(RuntimeError, match=r"^stablelib::row_softmax: argument 'self' has dtype Int, but expected "
+                                           r"one of: float32, float64, float16, bfloat16"):
+        module.ops.row_softmax(torch.ones(2, 3, dtype=torch.int32))
+
+
+@pytest.mark.slow(40)
+def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
+    module, _, _ = stablelib
+    x = torch.randn(4, 9, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(9, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(module.ops.row_softmax, (x,))
+    assert torch.autograd.gradgradcheck(module.ops.row_softmax, (x,))
+    assert torch.autograd.gradcheck(lambda a, b: module.ops.row_rms_norm(a, b)[0], (x, w))
+    _passes_opcheck(torch.ops.stablelib.row_softmax.default, (torch.randn(4, 9, requires_grad=True),))
+    _passes_opcheck(torch.ops.stablelib.row_rms_norm.default,
+                    (torch.randn(2, 3, 9, requires_grad=True), torch.randn(9, requires_grad=True), 1e-5))
+    torch._dynamo.reset()
+    f = lambda a, b: module.ops.row_rms_norm(module.ops.row_softmax(a), b)[0].sum()  # noqa: E731
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(x, w), f(x, w))
+    torch.testing.assert_close(torch.autograd.grad(compiled(x, w), (x, w)), torch.autograd.grad(f(x, w), (x, w)))
+    header = (ROOT / "runtime" / "include" / "opwrap" / "stable" / "rowwise.h").read_text()
+    assert "ATen" not in header and "c10/" not in header
+    _, _, lib = stablelib
+    generated = (lib / "generated" / "stable" / "rowwise" / "row_softmax.h").read_text()
+    for text in ("#pragma GCC target(\"avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt\")", "torch::stable::parallel_for",
+                 "__global__ void __launch_bounds__(512) rows_kernel("):
+        assert text in generated, text
+    assert "ATen" not in generated and "at::vec" not in generated
+    # The CUDA wrapper (compiled by nvcc where CUDA is built: linked, ABI-checked and loaded with
+    # its CUDA kernel registered by hand, docs/stable-abi.md) calls the generated CUDA kernel.
+    cuda = (lib / "generated" / "stable" / "cuda" / "row_rms_norm.cu").read_text()
+    for text in ("const torch::stable::accelerator::DeviceGuard device_guard(input.device().index());",
+                 "::stablelib::kernels::row_rms_norm_rowwise_cuda<at::BFloat16>(input_c, weight_c, eps, out, rstd);",
+                 "STABLE_TORCH_LIBRARY_IMPL(stablelib, CUDA, m) {"):
+        assert text in cuda, text
+
+
 MATRIX_PROBE = """\
 import torch, stablelib
 assert stablelib.library_path.endswith("_C.abi3.so"), stablelib.library_path  # the wheel's, not the build's
@@ -1157,6 +1255,11 @@ try:
     assert tagged, "compiled without the inplace tag"
 except Exception as e:
     assert not tagged and "alias annotations" in str(e), e
+# Generated row-wise kernels (plain loops, torch::stable::parallel_for)
+x = torch.randn(3, 1000)
+torch.testing.assert_close(stablelib.ops.row_softmax(x), torch.softmax(x, -1))
+w = torch.randn(1000)
+torch.testing.assert_close(stablelib.ops.row_rms_norm(x, w)[0], torch.rms_norm(x, (1000,), w, 1e-6))
 print("ok", torch.__version__)
 """
 
