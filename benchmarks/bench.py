@@ -22,6 +22,8 @@ Sections (each compares in the same process, on the same inputs):
 - stable: the stable target's generated pointwise kernels (a `codegen init` library with
   `target = "stable"`) against the same expressions in the full target and eager torch,
   1M and 16M elements, float32, bfloat16 and float16, 1 and 2 threads (target >= 0.9x of the full target);
+  and its generated row-wise kernels (softmax, rms_norm) against the bundled library's, 4096x1024
+  and 256x65536, float32 and bfloat16, 1 and 2 threads (the same target);
 - targets: the bundled library in both targets (`make build-stable` builds the ops the
   stable target expresses), each build in a worker process (benchmarks/target_worker.py),
   requests alternated: every OPS entry of an op in both (target >= 0.9x of the full
@@ -1080,6 +1082,74 @@ def stable_pointwise(report: Report, sizes: tuple[int, ...], runs: int):
             torch.set_num_threads(old)
 
 
+# ---------------------------------------------------------------------------- stable-target row-wise
+# The bundled library's row-wise programs (declarations/softmax.yaml, rms_norm.yaml), as a
+# stable-target library builds them (their formulas call C++ ops, and autocast: left out).
+STABLE_ROWWISE = """\
+- func: softmax(Tensor self) -> Tensor
+  dtypes: floating
+  shape: {self: ["*B", D], result: self.shape}
+  rowwise: |
+    m = max(self)
+    e = fast_exp(self - m)
+    e / sum(e)
+
+- func: rms_norm(Tensor input, Tensor weight, float eps=1e-6) -> (Tensor out, Tensor rstd)
+  dtypes: floating
+  shape: {input: ["*B", D], weight: [D], out: input.shape, rstd: ["*B"]}
+  rowwise: |
+    rstd = rsqrt(mean(input * input) + eps)
+    input * rstd * weight, rstd
+"""
+
+
+def stable_rowwise(report: Report, shapes, runs: int):
+    """Generated row-wise kernels of the stable target (plain loops GCC vectorizes) against the
+    same programs in the full target (the bundled library's, at::vec) and eager torch."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "rwstable"
+        env = _empty_library(root)
+        pyproject = root / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+        (root / "declarations" / "ops.yaml").write_text(STABLE_ROWWISE)
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-cuda"], cwd=root, env=env,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(r.stdout[-2000:] + r.stderr[-3000:])
+        print(f"\nstable row-wise: built a stable-target library of 2 row-wise ops in {time.perf_counter() - t:.0f} s")
+        torch.ops.load_library(str(root / "build" / "_C.so"))  # the ops only: timing needs no Python module
+        report.section(f"stable row-wise: median of {runs} calls; ratio = full target's time / stable target's "
+                       "(target >= 0.9x); eager = eager torch's time / stable's",
+                       f"{'op':<10}{'shape':>11}{'dtype':>10}{'thr':>4}{'stable ms':>11}{'full ms':>9}{'eager ms':>10}"
+                       f"{'ratio':>8}{'eager':>8}")
+        eager = {"softmax": lambda x, w: torch.softmax(x, -1),
+                 "rms_norm": lambda x, w: torch.rms_norm(x, (x.shape[-1],), w, 1e-6)}
+        old = torch.get_num_threads()
+        try:
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                for op in ("softmax", "rms_norm"):
+                    for rows, cols in shapes:
+                        for dtype in (torch.float32, torch.bfloat16):
+                            x, w = torch.randn(rows, cols, dtype=dtype), torch.randn(cols, dtype=dtype)
+                            args = (x,) if op == "softmax" else (x, w, 1e-6)
+                            stable_op, full_op = getattr(torch.ops.rwstable, op), getattr(torch.ops.opwrap, op)
+                            first = (lambda v: v[0] if isinstance(v, tuple) else v)  # noqa: E731
+                            torch.testing.assert_close(first(stable_op(*args)), first(full_op(*args)),
+                                                       atol=2e-2, rtol=2e-2)
+                            with torch.inference_mode():
+                                ms = median_ms([lambda: stable_op(*args), lambda: full_op(*args),
+                                                lambda: eager[op](x, w)], runs)
+                            ratio = ms[1] / ms[0]
+                            report.add("stable", f"row-wise {op} {rows}x{cols}", ratio, 0.9, dtype=str(dtype)[6:],
+                                       threads=threads, ms=ms[0], full_ms=ms[1], eager_ms=ms[2])
+                            print(f"  {op:<10}{f'{rows}x{cols}':>11}{str(dtype)[6:]:>10}{threads:>4}{ms[0]:>11.2f}"
+                                  f"{ms[1]:>9.2f}{ms[2]:>10.2f}{ratio:>7.2f}x{ms[2] / ms[0]:>7.2f}x{_mark(ratio, 0.9)}")
+        finally:
+            torch.set_num_threads(old)
+
+
 def build_support_include() -> Path:
     from opwrap_codegen.build import support_include_dir
     return support_include_dir()
@@ -1245,6 +1315,7 @@ def main(argv=None) -> int:
         foreign_kernels(report, *((2000, 3, 1 << 20, 3) if args.quick else (50000, 7, 16 << 20, 15)))
     if "stable" in only:
         stable_pointwise(report, (1 << 20,) if args.quick else (1 << 20, 16 << 20), 3 if args.quick else 15)
+        stable_rowwise(report, ((256, 1024),) if args.quick else ((4096, 1024), (256, 65536)), 3 if args.quick else 15)
     if "targets" in only:
         two_targets(report, *((3, 16, 2000, 3) if args.quick else (15, 1, 100000, 7)))
     if "library" in only and not args.quick:
