@@ -1260,6 +1260,31 @@ x = torch.randn(3, 1000)
 torch.testing.assert_close(stablelib.ops.row_softmax(x), torch.softmax(x, -1))
 w = torch.randn(1000)
 torch.testing.assert_close(stablelib.ops.row_rms_norm(x, w)[0], torch.rms_norm(x, (1000,), w, 1e-6))
+# One model of the four kinds of kernel, each with derivatives: a generated pointwise kernel
+# (gelu_fast), a generated row-wise kernel (row_rms_norm), a C++ kernel (scale) and a Rust
+# kernel (sqdist): values, gradcheck, opcheck, torch.compile(fullgraph=True), torch.export.
+class Model(torch.nn.Module):
+    def forward(self, x, w, y):
+        h = stablelib.ops.row_rms_norm(stablelib.ops.gelu_fast(x), w)[0]
+        return stablelib.ops.sqdist(stablelib.ops.scale(h, 2.0), y)
+def reference(x, w, y):
+    h = torch.rms_norm(torch.nn.functional.gelu(x, approximate="tanh"), (x.shape[-1],), w, 1e-6)
+    return ((2 * h - y) ** 2).sum(1)
+model = Model()
+x, w, y = (torch.randn(*s, dtype=torch.float64, requires_grad=True) for s in ((4, 8), (8,), (4, 8)))
+torch.testing.assert_close(model(x, w, y), reference(x, w, y))
+assert torch.autograd.gradcheck(model, (x, w, y))
+for op, args in ((torch.ops.stablelib.gelu_fast.default, (x,)), (torch.ops.stablelib.row_rms_norm.default, (x, w)),
+                 (torch.ops.stablelib.row_softmax.default, (x,))):
+    r = torch.library.opcheck(op, args)
+    assert all(v == "SUCCESS" for v in r.values()), (op, r)
+torch.testing.assert_close(torch.compile(model, fullgraph=True)(x, w, y), model(x, w, y))
+plain = (x.detach(), w.detach(), y.detach())
+exported = torch.export.export(model, plain)
+assert {str(n.target) for n in exported.graph.nodes if n.op == "call_function"} >= {
+    "stablelib.gelu_fast.default", "stablelib.row_rms_norm.default", "stablelib.scale.default",
+    "stablelib.sqdist.default"}, exported.graph
+torch.testing.assert_close(exported.module()(*plain), model(*plain))
 print("ok", torch.__version__)
 """
 
