@@ -1029,22 +1029,29 @@ STABLE_POINTWISE = """\
 """
 
 
+def _build_stable_library(root: Path, declarations: str) -> float:
+    """A `codegen init` library at `root` with `target = "stable"` and these declarations, built
+    at -O3 without CUDA; returns the build's seconds."""
+    env = _empty_library(root)
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    (root / "declarations" / "ops.yaml").write_text(declarations)
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-cuda"], cwd=root, env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stdout[-2000:] + r.stderr[-3000:])
+    return time.perf_counter() - t
+
+
 def stable_pointwise(report: Report, sizes: tuple[int, ...], runs: int):
     """Generated pointwise kernels of the stable target (docs/stable-abi.md) against the same
     expressions in the full target (the bundled library's, at::vec and TensorIterator) and
     eager torch: a `codegen init` library with `target = "stable"` built at -O3."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "pwstable"
-        env = _empty_library(root)
-        pyproject = root / "pyproject.toml"
-        pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
-        (root / "declarations" / "ops.yaml").write_text(STABLE_POINTWISE)
-        t = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-cuda"], cwd=root, env=env,
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(r.stdout[-2000:] + r.stderr[-3000:])
-        print(f"\nstable pointwise: built a stable-target library of 3 pointwise ops in {time.perf_counter() - t:.0f} s")
+        seconds = _build_stable_library(root, STABLE_POINTWISE)
+        print(f"\nstable pointwise: built a stable-target library of 3 pointwise ops in {seconds:.0f} s")
         sys.path.insert(0, str(root))
         try:
             import pwstable  # noqa: F401  (loads the library)
@@ -1109,16 +1116,8 @@ def stable_rowwise(report: Report, shapes, runs: int):
     same programs in the full target (the bundled library's, at::vec) and eager torch."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "rwstable"
-        env = _empty_library(root)
-        pyproject = root / "pyproject.toml"
-        pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
-        (root / "declarations" / "ops.yaml").write_text(STABLE_ROWWISE)
-        t = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-cuda"], cwd=root, env=env,
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(r.stdout[-2000:] + r.stderr[-3000:])
-        print(f"\nstable row-wise: built a stable-target library of 2 row-wise ops in {time.perf_counter() - t:.0f} s")
+        seconds = _build_stable_library(root, STABLE_ROWWISE)
+        print(f"\nstable row-wise: built a stable-target library of 2 row-wise ops in {seconds:.0f} s")
         torch.ops.load_library(str(root / "build" / "_C.so"))  # the ops only: timing needs no Python module
         report.section(f"stable row-wise: median of {runs} calls; ratio = full target's time / stable target's "
                        "(target >= 0.9x); eager = eager torch's time / stable's",
