@@ -32,9 +32,12 @@
 // The CPU loops are compiled once per instruction set and the best is chosen when the library
 // loads (GCC's function multiversioning: an ifunc), as aten chooses its DEFAULT, AVX2 and
 // AVX-512 kernels: x86-64-v3 (AVX2, FMA, F16C) and x86-64-v4 (AVX-512 F, BW, DQ, VL; BW
-// gives 16-bit elements 512-bit vectors).  Other compilers and architectures compile one build.
+// gives 16-bit elements 512-bit vectors).  Other compilers and architectures compile one build,
+// and so does -O0 (no __OPTIMIZE__: nothing is vectorized there, so the other builds would be
+// the same scalar loop compiled twice more, as the full target's -O0 builds skip their
+// CPU-capability units).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__) && \
-    !defined(__SANITIZE_ADDRESS__)
+    !defined(__SANITIZE_ADDRESS__) && defined(__OPTIMIZE__)
 #define OPWRAP_PW_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define OPWRAP_PW_CLONES
