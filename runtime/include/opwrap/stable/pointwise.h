@@ -420,6 +420,8 @@ inline void check_launch(const char* op) {
 constexpr int64_t kGrain = 32768;
 // The elements of a block gathered into contiguous buffers (a strided or broadcast row).
 constexpr int64_t kBlock = 256;
+// The most elements of a tile of short rows (at least two rows of at most kTile / 2).
+constexpr int64_t kTile = 1024;
 
 // Runs `contiguous(n, outs, ins)` (the generated loop over contiguous pointers) over every
 // element of `loop`, in parallel.
@@ -444,18 +446,72 @@ void for_each(const Loop<NOUT, NIN>& loop, const F& contiguous) {
       index[d] = rest % loop.sizes[d];
       rest /= loop.sizes[d];
     }
-    alignas(64) scalar_t buffers[N][kBlock];
+    alignas(64) scalar_t buffers[N][kTile];
+    // A buffer filled from a broadcast operand's row (outer stride 0) holds that row repeated
+    // `filled_rows` times from `filled`, and is reused while the next tiles read the same row.
+    const scalar_t* filled[N] = {};
+    int64_t filled_rows[N] = {};
     int64_t at = begin;
     while (at < end) {
-      const int64_t n = std::min(loop.sizes[last] - index[last], end - at);
       scalar_t* base[N];
-      bool dense = true;
       for (int k = 0; k < N; ++k) {
         int64_t offset = 0;
         for (int d = 0; d <= last; ++d) offset += index[d] * loop.strides[k][d];
         base[k] = reinterpret_cast<scalar_t*>(loop.data[k]) + offset;
-        dense = dense && loop.strides[k][last] == 1;
       }
+      const int64_t row = loop.sizes[last];
+      if (last >= 1 && index[last] == 0 && row <= kTile / 2 && end - at >= row) {
+        // Short rows (a bias over the last dimension, [N, 1] with [1, M]): a tile of whole rows
+        // along the next dimension, each operand contiguous over it as it is or in a buffer
+        // (gathered; for outputs, scattered after), in one call of the contiguous loop.
+        const int64_t rows = std::min({kTile / row, loop.sizes[last - 1] - index[last - 1], (end - at) / row});
+        const int64_t m = rows * row;
+        for (int k = 0; k < N; ++k) {
+          const int64_t inner = loop.strides[k][last], outer = loop.strides[k][last - 1];
+          const bool direct = inner == 1 && (outer == row || rows == 1);
+          scalar_t* target = direct ? base[k] : buffers[k];
+          if (k < NOUT) {
+            outs[k] = target;
+            continue;
+          }
+          ins[k - NOUT] = target;
+          if (direct || (outer == 0 && filled[k] == base[k] && filled_rows[k] >= rows)) continue;
+          const scalar_t* from = base[k];
+          for (int64_t r = 0; r < rows; ++r) {
+            scalar_t* into = buffers[k] + r * row;
+            if (outer == 0 && r > 0) {
+              std::memcpy(into, buffers[k], row * sizeof(scalar_t));
+            } else if (inner == 1) {
+              std::memcpy(into, from + r * outer, row * sizeof(scalar_t));
+            } else {
+              for (int64_t i = 0; i < row; ++i) into[i] = from[r * outer + i * inner];
+            }
+          }
+          filled[k] = outer == 0 ? base[k] : nullptr;
+          filled_rows[k] = rows;
+        }
+        contiguous(m, outs, ins);
+        for (int o = 0; o < NOUT; ++o) {
+          const int64_t inner = loop.strides[o][last], outer = loop.strides[o][last - 1];
+          if (inner == 1 && (outer == row || rows == 1)) continue;
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t i = 0; i < row; ++i) base[o][r * outer + i * inner] = buffers[o][r * row + i];
+          }
+        }
+        at += m;
+        index[last - 1] += rows;
+        for (int d = last - 1; d > 0 && index[d] == loop.sizes[d]; --d) {
+          index[d] = 0;
+          ++index[d - 1];
+        }
+        continue;
+      }
+      // A long row, or part of one: as it is where every operand is dense along it, else in
+      // blocks gathered into the buffers.
+      const int64_t n = std::min(row - index[last], end - at);
+      bool dense = true;
+      for (int k = 0; k < N; ++k) dense = dense && loop.strides[k][last] == 1;
+      for (int k = 0; k < N; ++k) filled[k] = nullptr;
       if (dense) {
         for (int o = 0; o < NOUT; ++o) outs[o] = base[o];
         for (int j = 0; j < NIN; ++j) ins[j] = base[NOUT + j];
