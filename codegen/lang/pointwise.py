@@ -314,9 +314,18 @@ class Translator:
     def power(self, node: ast.BinOp) -> str:
         base = self.value(node.left)
         exp = node.right
-        if isinstance(exp, ast.Constant) and exp.value in (2, 3) and not isinstance(exp.value, bool):
-            # Small integer powers as products: exact, and as fast as it gets in every loop.
-            return "(" + " * ".join([base] * exp.value) + ")"
+        k = _small_integer(exp)
+        if k is not None:
+            # Small integer powers as products (as aten's pow special-cases 2, 3, -1 and -2): as
+            # accurate as pow (within an ulp or two), and no call into libm, so every loop vectorizes.
+            # x ** 0 is 1, NaN included, as pow.
+            if k == 0:
+                return f"{VALUE_TYPE}(1)"
+            product = "(" + " * ".join([base] * abs(k)) + ")"
+            if k > 0:
+                return product
+            self.floating = True
+            return f"({VALUE_TYPE}(1) / {product})"
         self.floating = True
         return f"opwrap::pw::pow({base}, {self.value(exp)})"
 
@@ -349,6 +358,17 @@ class Translator:
                                          f"opwrap::pw::sincos({args[0]})"))
                 return f"{pair}.v[{_SINCOS[name]}]"
         return f"opwrap::pw::{name}(" + ", ".join(args) + ")"
+
+
+def _small_integer(node: ast.AST) -> int | None:
+    """The exponent's value where it is an integer constant from -4 to 8 (`3`, `2.0`, `-2`)."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1, node.operand
+    if not isinstance(node, ast.Constant) or isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+        return None
+    value = sign * node.value
+    return int(value) if value == int(value) and -4 <= value <= 8 else None
 
 
 def _op_text(op: ast.AST) -> str:

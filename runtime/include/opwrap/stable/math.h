@@ -153,6 +153,25 @@ inline float exp_f32(float x) {
   return float_of(select_bits(magnitude > 0x7F800000u, u | 0x00400000u, bits_of(result)));  // NaN in, NaN out
 }
 
+// tanh(x) of a float in plain arithmetic, so that a loop calling it vectorizes (the full target's
+// loops take Sleef's): Cephes' tanhf, its two branches both computed and one selected on the bits.
+// Below |x| = 0.625 an odd polynomial (x + x^3 P(x^2)); above, 1 - 2 / (e^2|x| + 1) with the sign
+// of x (exp_f32: inf from 2|x| = 89, so 1 there and for inf); NaN stays NaN.  Within 2 ulp of
+// std::tanh over float's range (measured: docs/stable-abi.md).
+inline float tanh_f32(float x) {
+  const uint32_t u = bits_of(x), magnitude = u & 0x7FFFFFFFu;
+  const float a = float_of(magnitude), z = a * a;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = p * z * a + a;
+  const float e = exp_f32(2.0f * a);
+  const float large = 1.0f - 2.0f / (e + 1.0f);
+  return float_of((u & 0x80000000u) | select_bits(magnitude < 0x3F200000u, bits_of(small), bits_of(large)));
+}
+
 // e^x of a float, cheaper than exp_f32 for fast_exp (as the full target's loops take at::vec's
 // exp_u20 for it): Cephes' expf polynomial without its last term and one power of two, about 18
 // vector instructions against 28.  Within 3 ulp for x in [ln 2^-126, ln 2^127.5], 0 below (no
@@ -183,6 +202,15 @@ C10_HOST_DEVICE inline T exp(T x) {
   if constexpr (std::is_same_v<T, float>) return exp_f32(x);
 #endif
   return std::exp(x);
+}
+
+// tanh: tanh_f32 for float on the CPU (vectorized), else the library's.
+template <typename T>
+C10_HOST_DEVICE inline T tanh(T x) {
+#if !defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return tanh_f32(x);
+#endif
+  return std::tanh(x);
 }
 
 // fast_exp: e^x within 20 ulp in the full target's vectorized loops; here fast_exp_f32 (within 3
@@ -232,7 +260,6 @@ OPWRAP_PW_UNARY(reciprocal, T(1) / x)
 OPWRAP_PW_UNARY(sin, std::sin(x))
 OPWRAP_PW_UNARY(cos, std::cos(x))
 OPWRAP_PW_UNARY(tan, std::tan(x))
-OPWRAP_PW_UNARY(tanh, std::tanh(x))
 OPWRAP_PW_UNARY(sigmoid, T(1) / (T(1) + exp(-x)))
 OPWRAP_PW_UNARY(erf, std::erf(x))
 OPWRAP_PW_UNARY(erfc, std::erfc(x))
