@@ -11,6 +11,7 @@ installed into another torch release's venv of build/torch-matrix, where there i
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -185,6 +186,11 @@ DECLARATIONS = """\
   doc: Both in one pass over memory.
   dtypes: [float32, float64]
   pointwise: sin(self), cos(self)
+
+- func: tanh_powers(Tensor self) -> (Tensor t, Tensor p4, Tensor r2, Tensor one)
+  doc: tanh (vectorized in float) and small integer powers, which are products.
+  dtypes: floating
+  pointwise: tanh(self), self ** 4, self ** -2, self ** 0
 
 - func: bincount(Tensor self, int bins, Tensor? weights=None) -> Tensor
   doc: torch.bincount(self, weights, minlength=bins), a C++ kernel; a dtype variable and the result's dtype rule from an optional tensor, and its shape rule.
@@ -1019,6 +1025,63 @@ def test_pointwise_values_against_eager(stablelib, dtype):
     lo, hi = (-3, 3)
     y = torch.randn(129, 37, dtype=dtype).t()
     torch.testing.assert_close(ops.clipped_add(x, y, lo, hi), torch.clamp(x + y, lo, hi))
+
+
+@pytest.mark.slow(5)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_pointwise_short_broadcast_rows(stablelib, dtype):
+    """Short rows (a bias over the last dimension, [N, 1] with [1, M]) go in tiles of whole rows
+    (<opwrap/stable/pointwise.h>): a broadcast row repeated in a buffer, a strided operand gathered,
+    an out= argument of another layout scattered; ranges of the thread pool that start mid-row."""
+    module, _, _ = stablelib
+    ops, out_op = module.ops, torch.ops.stablelib.axpby.out
+    tol = {"atol": 0.05, "rtol": 0.02} if dtype == torch.bfloat16 else {}
+
+    def check(x, y):
+        want = (2.0 * x.double() - 0.5 * y.double()).to(dtype)
+        torch.testing.assert_close(ops.axpby(x, y, 2.0, -0.5), want, **tol)
+        out = torch.empty(want.shape[::-1], dtype=dtype).t() if want.dim() == 2 else torch.empty_like(want)
+        out_op(x, y, 2.0, -0.5, out=out)
+        torch.testing.assert_close(out, want, **tol)
+
+    r = functools.partial(torch.randn, dtype=dtype)
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            for shape, other in (([5000, 8], [8]), ([3001, 13], [13]), ([2000, 16], [2000, 1]), ([4000, 1], [1, 16]),
+                                 ([6, 700, 8], [6, 1, 8]), ([3, 1, 5], [3, 9000, 1]), ([70, 600], [600]), ([9], [3, 1])):
+                check(r(shape), r(other))
+                check(r(other), r(shape))
+            check(r(4000, 32)[:, ::2], r(16))  # a strided input
+            check(r(4000, 16), r(32)[::2])  # a strided broadcast row
+            check(r(16, 3000).t(), r(16))  # a transposed input with a row along its memory
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.slow(3)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_pointwise_tanh_and_integer_powers(stablelib, dtype):
+    """tanh in float is math.h's tanh_f32 (vectorized, within 2 ulp of std::tanh); `x ** 4`,
+    `x ** -2` and `x ** 0` are products: torch's values over a wide range, large |x|, NaN and infinities."""
+    module, _, _ = stablelib
+    big = torch.finfo(dtype).max
+    x = torch.cat([torch.linspace(-12, 12, 200001, dtype=torch.float64), torch.logspace(-40, 38, 2001, dtype=torch.float64),
+                   -torch.logspace(-40, 38, 2001, dtype=torch.float64),
+                   torch.tensor([0.0, -0.0, 0.625, -0.625, 9.0, 44.5, float("nan"), float("inf"), float("-inf")],
+                                dtype=torch.float64)]).clamp(-big, big).to(dtype)
+    t, p4, r2, one = module.ops.tanh_powers(x)
+    if dtype == torch.float32:  # within 2 ulp of the exact value (tanh_f32's measured bound)
+        exact = torch.tanh(x.double())
+        ulp = torch.nextafter(exact.abs().float(), torch.tensor(float("inf"))).double() - exact.abs().float().double()
+        err = (t.double() - exact).abs()
+        assert bool(((err <= 2 * ulp) | exact.isnan() & t.isnan()).all()), x[err > 2 * ulp][:5]
+        assert torch.equal(torch.signbit(t), torch.signbit(x))  # -0.0 stays -0.0
+    torch.testing.assert_close(t, torch.tanh(x), equal_nan=True)
+    torch.testing.assert_close(p4, torch.pow(x, 4), equal_nan=True)
+    torch.testing.assert_close(r2, torch.pow(x, -2), equal_nan=True)
+    assert torch.equal(one, torch.ones_like(x))  # NaN ** 0 is 1, as torch.pow
 
 
 @pytest.mark.slow(10)
