@@ -187,10 +187,10 @@ DECLARATIONS = """\
   dtypes: [float32, float64]
   pointwise: sin(self), cos(self)
 
-- func: tanh_powers(Tensor self) -> (Tensor t, Tensor p4, Tensor r2, Tensor one)
-  doc: tanh (vectorized in float) and small integer powers, which are products.
+- func: tanh_log_powers(Tensor self) -> (Tensor t, Tensor l, Tensor p4, Tensor r2, Tensor one)
+  doc: tanh and log (vectorized in float) and small integer powers, which are products.
   dtypes: floating
-  pointwise: tanh(self), self ** 4, self ** -2, self ** 0
+  pointwise: tanh(self), log(self), self ** 4, self ** -2, self ** 0
 
 - func: bincount(Tensor self, int bins, Tensor? weights=None) -> Tensor
   doc: torch.bincount(self, weights, minlength=bins), a C++ kernel; a dtype variable and the result's dtype rule from an optional tensor, and its shape rule.
@@ -1062,23 +1062,27 @@ def test_pointwise_short_broadcast_rows(stablelib, dtype):
 
 @pytest.mark.slow(3)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
-def test_pointwise_tanh_and_integer_powers(stablelib, dtype):
-    """tanh in float is math.h's tanh_f32 (vectorized, within 2 ulp of std::tanh); `x ** 4`,
-    `x ** -2` and `x ** 0` are products: torch's values over a wide range, large |x|, NaN and infinities."""
+def test_pointwise_tanh_log_and_integer_powers(stablelib, dtype):
+    """tanh and log in float are math.h's tanh_f32 and log_f32 (vectorized; within 2 and 1 ulp of
+    libm's); `x ** 4`, `x ** -2` and `x ** 0` are products: torch's values over a wide range
+    (subnormals, large |x|, negative, zero), NaN and infinities."""
     module, _, _ = stablelib
     big = torch.finfo(dtype).max
     x = torch.cat([torch.linspace(-12, 12, 200001, dtype=torch.float64), torch.logspace(-40, 38, 2001, dtype=torch.float64),
                    -torch.logspace(-40, 38, 2001, dtype=torch.float64),
                    torch.tensor([0.0, -0.0, 0.625, -0.625, 9.0, 44.5, float("nan"), float("inf"), float("-inf")],
                                 dtype=torch.float64)]).clamp(-big, big).to(dtype)
-    t, p4, r2, one = module.ops.tanh_powers(x)
-    if dtype == torch.float32:  # within 2 ulp of the exact value (tanh_f32's measured bound)
-        exact = torch.tanh(x.double())
-        ulp = torch.nextafter(exact.abs().float(), torch.tensor(float("inf"))).double() - exact.abs().float().double()
-        err = (t.double() - exact).abs()
-        assert bool(((err <= 2 * ulp) | exact.isnan() & t.isnan()).all()), x[err > 2 * ulp][:5]
+    t, lg, p4, r2, one = module.ops.tanh_log_powers(x)
+    if dtype == torch.float32:  # within 2 ulp of the exact value (tanh_f32's measured bound; log_f32's is 1)
+        for got, exact in ((t, torch.tanh(x.double())), (lg, torch.log(x.double()))):
+            finite = exact.isfinite()
+            e, g = exact[finite], got[finite]
+            ulp = torch.nextafter(e.abs().float(), torch.tensor(float("inf"))).double() - e.abs().float().double()
+            err = (g.double() - e).abs()
+            assert bool((err <= 2 * ulp).all()), x[finite][err > 2 * ulp][:5]
         assert torch.equal(torch.signbit(t), torch.signbit(x))  # -0.0 stays -0.0
     torch.testing.assert_close(t, torch.tanh(x), equal_nan=True)
+    torch.testing.assert_close(lg, torch.log(x), equal_nan=True)
     torch.testing.assert_close(p4, torch.pow(x, 4), equal_nan=True)
     torch.testing.assert_close(r2, torch.pow(x, -2), equal_nan=True)
     assert torch.equal(one, torch.ones_like(x))  # NaN ** 0 is 1, as torch.pow

@@ -6,9 +6,10 @@
 // The stable target has no at::vec: its CPU loops are plain loops that GCC vectorizes.  GCC
 // vectorizes arithmetic, comparisons and selects, but not a call into libm (std::exp, std::tanh:
 // glibc's vector variants are declared only under -ffast-math).  So e^x of a float, and what is
-// built on it here (sigmoid), is a branch-free polynomial the compiler vectorizes (exp_f32,
+// built on it here (sigmoid, tanh), is a branch-free polynomial the compiler vectorizes (exp_f32,
 // within 1 ulp of std::exp over float's range; Cody-Waite reduction and Sleef's degree-6
-// polynomial); the other transcendental functions call libm and keep their loop scalar.  On a
+// polynomial), and so is float's log (log_f32); the other transcendental functions call libm and
+// keep their loop scalar.  On a
 // CUDA device every function is CUDA's own.
 //
 // Internal linkage (an unnamed namespace), as <opwrap/runtime/pointwise.h>: the loops are
@@ -172,6 +173,39 @@ inline float tanh_f32(float x) {
   return float_of((u & 0x80000000u) | select_bits(magnitude < 0x3F200000u, bits_of(small), bits_of(large)));
 }
 
+// log(x) of a float in plain arithmetic, so that a loop calling it vectorizes: Cephes' logf.  x =
+// 2^e m with m in [sqrt(1/2), sqrt(2)) from the bits (a subnormal x scaled by 2^25 first), log(m)
+// = f - f^2/2 + f^3 P(f) with f = m - 1, then e ln 2 in two parts.  -inf for +-0, NaN below 0
+// and for NaN, inf for inf, all selected on the bits.  Within 1 ulp of std::log (measured:
+// docs/stable-abi.md).
+inline float log_f32(float x) {
+  const uint32_t u0 = bits_of(x);
+  const bool subnormal = u0 < 0x00800000u;  // (and +0: its result is replaced below)
+  const uint32_t u = bits_of(float_of(u0) * float_of(select_bits(subnormal, 0x4C000000u, 0x3F800000u)));  // * 2^25
+  const bool below = (u & 0x007FFFFFu) < 0x003504F3u;  // m = 2^-1 * 1.mantissa below sqrt(1/2)? then 2m
+  const float m = float_of((u & 0x007FFFFFu) | select_bits(below, 0x3F800000u, 0x3F000000u));  // in [0.707, 1.414)
+  const int32_t e = static_cast<int32_t>(u >> 23) - select_bits(below, 127u, 126u) - select_bits(subnormal, 25u, 0u);
+  const float f = m - 1.0f, z = f * f, ef = static_cast<float>(e);
+  float p = 7.0376836292e-2f;
+  p = p * f - 1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f - 1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f - 1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f - 2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  float y = p * f * z;
+  y = y + ef * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  const float result = (f + y) + ef * 0.693359375f;
+  const uint32_t magnitude = u0 & 0x7FFFFFFFu;
+  return float_of(select_bits(magnitude == 0u, 0xFF800000u,                   // log(+-0) = -inf
+                              select_bits(u0 > 0x7F800000u, 0x7FC00000u,      // NaN, x < 0: NaN
+                                          select_bits(u0 == 0x7F800000u, u0,  // inf
+                                                      bits_of(result)))));
+}
+
 // e^x of a float, cheaper than exp_f32 for fast_exp (as the full target's loops take at::vec's
 // exp_u20 for it): Cephes' expf polynomial without its last term and one power of two, about 18
 // vector instructions against 28.  Within 3 ulp for x in [ln 2^-126, ln 2^127.5], 0 below (no
@@ -213,6 +247,15 @@ C10_HOST_DEVICE inline T tanh(T x) {
   return std::tanh(x);
 }
 
+// log: log_f32 for float on the CPU (vectorized), else the library's.
+template <typename T>
+C10_HOST_DEVICE inline T log(T x) {
+#if !defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return log_f32(x);
+#endif
+  return std::log(x);
+}
+
 // fast_exp: e^x within 20 ulp in the full target's vectorized loops; here fast_exp_f32 (within 3
 // ulp) for float32 on the CPU, and on a CUDA device the special function unit's __expf, as there.
 template <typename T>
@@ -250,7 +293,6 @@ C10_HOST_DEVICE inline T select_value(bool condition, T a, T b) {
 
 OPWRAP_PW_UNARY(neg, -x)
 OPWRAP_PW_UNARY(expm1, std::expm1(x))
-OPWRAP_PW_UNARY(log, std::log(x))
 OPWRAP_PW_UNARY(log1p, std::log1p(x))
 OPWRAP_PW_UNARY(log2, std::log2(x))
 OPWRAP_PW_UNARY(log10, std::log10(x))
