@@ -301,12 +301,20 @@ torch.ops.load_library(sys.argv[1])
 name = "stablelib::scale"
 assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA"), torch._C._dispatch_dump(name)
 assert "CUDA: registered at " + sys.argv[2] in torch._C._dispatch_dump(name), torch._C._dispatch_dump(name)
+for generated in ("gelu_fast", "axpby", "row_softmax", "row_rms_norm"):  # generated pointwise and row-wise kernels
+    assert torch._C._dispatch_has_kernel_for_dispatch_key(f"stablelib::{generated}", "CUDA"), generated
 if torch.cuda.is_available():  # where a GPU is: values against torch, on a side stream too
     for dtype in (torch.float32, torch.float64):
         x = torch.randn(1000, 3, dtype=dtype, device="cuda")
         torch.testing.assert_close(torch.ops.stablelib.scale(x.t(), 2.5), x.t() * 2.5)
         with torch.cuda.stream(torch.cuda.Stream()):
             torch.testing.assert_close(torch.ops.stablelib.scale(x, -1.0), -x)
+        torch.testing.assert_close(torch.ops.stablelib.row_softmax(x.t()), torch.softmax(x.t(), -1))
+        w = torch.randn(1000, dtype=dtype, device="cuda")
+        torch.testing.assert_close(torch.ops.stablelib.row_rms_norm(x.t(), w, 1e-6)[0],
+                                   torch.rms_norm(x.t(), (1000,), w, 1e-6))
+        torch.testing.assert_close(torch.ops.stablelib.gelu_fast(x),
+                                   torch.nn.functional.gelu(x, approximate="tanh"))
 print("ok")
 """
 
