@@ -451,3 +451,20 @@ class _RowTranslator(Translator):
         self.stage_of[member] = r.stage
         self.stage = max(self.stage, r.stage)
         return f"{VALUE_TYPE}({member})"
+
+
+def check_declaration(decl, diag: Diagnostics, computed_in: str, odd_hint: str = "") -> None:
+    """What a row-wise declaration must be in every target (the plugins of both call it): its
+    dtypes declared, each one the program computes in (`computed_in`, the target's words for
+    them; `odd_hint` what to do instead), and one dtype for every tensor."""
+    if decl.rows is None:
+        return
+    if not decl.dtypes and not decl.failed("dtypes"):
+        diag.error(decl.loc, "missing 'dtypes': list the floating dtypes the program is computed for")
+    odd = [dt.name for dt in decl.dtypes if not dt.rowwise]
+    if odd:
+        diag.error(decl.field_loc("dtypes"), f"row-wise programs compute in {computed_in}, not {', '.join(odd)}",
+                   odd_hint)
+    if decl.dtype_vars or decl.dtype_rules:
+        diag.error(decl.field_loc("dtypes"), "every tensor of a row-wise op has the dtype it dispatches on",
+                   "a per-argument 'dtypes:' mapping or a 'dtype:' rule needs a hand-written kernel")

@@ -33,6 +33,7 @@ from ..api.types import Binding
 from ..api.kernel import kernel_function, kernel_parameters
 from ..core.names import Scope, camel_case, cpp_ident
 from ..core.targets import CPU, CPU_CAPABILITIES, CUDA
+from ..lang.rowwise import check_declaration
 from .base import Output, Plugin
 # What the templates (templates/rowwise/) declare where the kernels' parameters and the
 # locals named here are in scope: the CPU loop's and the CUDA kernel's and launch's locals.
@@ -176,20 +177,9 @@ class RowwiseKernels(Plugin):
     name = "rowwise"
 
     def validate(self, decl, lib, diag):
-        rows = decl.rows
-        if rows is None:
-            return
-        if not decl.dtypes and not decl.failed("dtypes"):
-            diag.error(decl.loc, "missing 'dtypes': list the floating dtypes the program is computed for")
-        odd = [dt.name for dt in decl.dtypes if not dt.rowwise]
-        if odd:
-            diag.error(decl.field_loc("dtypes"), f"row-wise programs compute in real floating dtypes that aten's "
-                       f"vectorized loops take, not {', '.join(odd)}",
-                       "a kernel of your own (`kernels:`) takes any dtype" if any(
-                           d.is_floating and not d.vectorized for d in decl.dtypes) else "")
-        if decl.dtype_vars or decl.dtype_rules:
-            diag.error(decl.field_loc("dtypes"), "every tensor of a row-wise op has the dtype it dispatches on",
-                       "a per-argument 'dtypes:' mapping or a 'dtype:' rule needs a hand-written kernel")
+        check_declaration(decl, diag, "real floating dtypes that aten's vectorized loops take",
+                          "a kernel of your own (`kernels:`) takes any dtype"
+                          if any(d.is_floating and not d.vectorized for d in decl.dtypes) else "")
 
     def emit(self, lib, ctx):
         ns = lib.namespace

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..api import stable_rowwise
 from ..core.targets import Target
+from ..lang.rowwise import check_declaration
 from .base import Output, Plugin
 
 
@@ -21,17 +22,7 @@ class StableRowwise(Plugin):
         self.target = target
 
     def validate(self, decl, lib, diag):
-        if decl.rows is None:
-            return
-        if not decl.dtypes and not decl.failed("dtypes"):
-            diag.error(decl.loc, "missing 'dtypes': list the floating dtypes the program is computed for")
-        odd = [dt.name for dt in decl.dtypes if not dt.rowwise]
-        if odd:
-            diag.error(decl.field_loc("dtypes"), f"row-wise programs compute in real floating dtypes, not "
-                       f"{', '.join(odd)}", "a kernel of your own (`kernels:`) takes any dtype")
-        if decl.dtype_vars or decl.dtype_rules:
-            diag.error(decl.field_loc("dtypes"), "every tensor of a row-wise op has the dtype it dispatches on",
-                       "a per-argument 'dtypes:' mapping or a 'dtype:' rule needs a hand-written kernel")
+        check_declaration(decl, diag, "real floating dtypes", "a kernel of your own (`kernels:`) takes any dtype")
 
     def emit(self, lib, ctx):
         template = "stable/rowwise.h.j2"
