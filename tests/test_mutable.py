@@ -69,6 +69,13 @@ DECLARATIONS = """\
   dtype: {indices: int64}
 
 - func: rowmax.out(Tensor self, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)
+
+# A keyword-only written tensor no return aliases is a written argument, not an out= one:
+# batch norm's running statistics, updated beside a new result.
+- func: center(Tensor x, float momentum, *, Tensor(a!) running_mean) -> Tensor
+  dtypes: [float32, float64]
+  kernels: {CPU: center_cpu}
+  shape: {x: [N, D], running_mean: [D], result: [N, D]}
 """
 
 KERNELS = {
@@ -206,6 +213,30 @@ void rowmax_cpu(const at::Tensor& self, at::Tensor& values, at::Tensor& indices)
 
 }  // namespace mutlib::kernels
 """,
+    "center.h": """\
+#pragma once
+#include <ATen/core/Tensor.h>
+
+namespace mutlib::kernels {
+
+// result = x - mean(x, 0); running_mean = (1 - momentum) * running_mean + momentum * mean(x, 0)
+template <typename scalar_t>
+void center_cpu(const at::Tensor& x, double momentum, at::Tensor& running_mean, at::Tensor& result) {
+  const int64_t n = x.size(0), d = x.size(1);
+  const scalar_t* in = x.const_data_ptr<scalar_t>();
+  scalar_t* rm = running_mean.mutable_data_ptr<scalar_t>();
+  scalar_t* out = result.mutable_data_ptr<scalar_t>();
+  for (int64_t j = 0; j < d; ++j) {
+    double mean = 0;
+    for (int64_t i = 0; i < n; ++i) mean += static_cast<double>(in[i * d + j]);
+    mean = n ? mean / static_cast<double>(n) : 0.0;
+    for (int64_t i = 0; i < n; ++i) out[i * d + j] = static_cast<scalar_t>(in[i * d + j] - mean);
+    rm[j] = static_cast<scalar_t>((1.0 - momentum) * static_cast<double>(rm[j]) + momentum * mean);
+  }
+}
+
+}  // namespace mutlib::kernels
+""",
 }
 
 
@@ -288,13 +319,15 @@ def test_library_imports_with_tags_torch_needs(mutlib, ops):
     # The generated vmap module registers a kernel for out= overloads instead of
     # register_vmap (which refuses keyword-only tensors and used to break the import).
     tags = {name: {t.name for t in overload(ops, name).tags}
-            for name in ("scale.out", "rowmax.out", "mul_into", "silu_and_mul", "add_rms_norm", "reshape_and_cache")}
+            for name in ("scale.out", "rowmax.out", "mul_into", "silu_and_mul", "add_rms_norm", "reshape_and_cache",
+                         "center")}
     if torch_compat.supports("inplace_out_tags"):
         assert "out" in tags["scale.out"] and "out" in tags["rowmax.out"]
         assert "inplace" in tags["mul_into"]
     else:  # registered without them, as torch_compat.h defines the tags away
         assert not {"out", "inplace"} & set().union(*tags.values()), tags
-    for name in ("silu_and_mul", "add_rms_norm", "reshape_and_cache"):  # return nothing: no tag needed
+    # return nothing, or (center) a new tensor beside what they write: no tag needed
+    for name in ("silu_and_mul", "add_rms_norm", "reshape_and_cache", "center"):
         assert not {"out", "inplace"} & tags[name], name
     assert all("pt2_compliant_tag" in t for t in tags.values())
     for op in ("mutlib::scale.out", "mutlib::rowmax.out", "mutlib::silu_and_mul"):
@@ -347,6 +380,10 @@ def test_results(ops, dtype):
     assert torch.equal(args[2], kc) and torch.equal(args[3], vc)
     d, s = torch.ones(5, dtype=dtype), torch.arange(5, dtype=dtype)
     assert ops.mul_into(d, s, 2.0) is d and torch.equal(d, 1 + 2 * s)
+    x, running = torch.randn(6, 3, dtype=dtype), torch.randn(3, dtype=dtype)
+    expected_running = 0.9 * running + 0.1 * x.mean(0)
+    torch.testing.assert_close(ops.center(x, 0.1, running_mean=running), x - x.mean(0))
+    torch.testing.assert_close(running, expected_running)
 
 
 def test_non_contiguous_mutated_arguments(ops):
@@ -421,6 +458,11 @@ def test_dtype_and_device_errors(ops):
     args[4] = args[4].int()
     with pytest.raises(RuntimeError, match="mutlib::reshape_and_cache: argument 'slot_mapping' has dtype"):
         ops.reshape_and_cache(*args)
+    # a written keyword-only argument no return aliases is checked as an input, not as an out=
+    with pytest.raises(RuntimeError, match="mutlib::center: argument 'running_mean' has dtype"):
+        ops.center(x, 0.1, running_mean=torch.zeros(4, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="mutlib::center: argument 'running_mean' has size 3 at dimension 0"):
+        ops.center(x, 0.1, running_mean=torch.zeros(3))
     with pytest.raises(RuntimeError, match=r"mutlib::scale\.out: .*argument 'out' .*meta"):
         ops.scale.out(x, 2.0, out=torch.empty(3, 4, device="meta"))
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -580,6 +622,7 @@ def opcheck_cases():
         ("add_rms_norm", (torch.empty(3, 8), x, None, torch.randn(8), 1e-6), {}),
         ("reshape_and_cache", cache_args(), {}),
         ("mul_into", (torch.randn(4), torch.randn(4), 0.5), {}),
+        ("center", (x, 0.1), {"running_mean": torch.randn(8)}),
     ]
 
 

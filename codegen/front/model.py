@@ -232,10 +232,15 @@ class Declaration:
 
     @property
     def out_arguments(self):
-        """torchgen's out= arguments: keyword-only tensors written in place.  The wrapper
-        resizes each to the shape rule of the return that aliases it."""
-        return tuple(a for a in self.schema.arguments
-                     if a.kwarg_only and a.is_write and is_tensor(unwrap_optional(a.type)))
+        """torchgen's out= arguments: keyword-only tensors written in place and returned
+        (`*, Tensor(a!) out) -> Tensor(a!)`).  The wrapper resizes each to the shape rule of
+        the return that aliases it.  A keyword-only written tensor no return aliases
+        (`*, Tensor(a!) acc) -> ()`) is a written argument like any other: checked as an
+        input, written in place."""
+        s = self.schema
+        returned = {id(s.aliased_argument(r)) for r in s.returns if r.is_write}
+        return tuple(a for a in s.arguments
+                     if a.kwarg_only and a.is_write and is_tensor(unwrap_optional(a.type)) and id(a) in returned)
 
     @property
     def is_out_variant(self) -> bool:

@@ -754,8 +754,8 @@ class Autograd(Plugin):
         if not tensor_arguments(s):
             diag.error(loc, f"{s.name} has no Tensor input, so nothing to differentiate")
             return
-        if out_arguments(decl):
-            diag.error(loc, f"{decl.op_name} is an out= overload ({', '.join(a.name for a in out_arguments(decl))}); as aten's, "
+        if decl.out_arguments:
+            diag.error(loc, f"{decl.op_name} is an out= overload ({', '.join(a.name for a in decl.out_arguments)}); as aten's, "
                        "it is not differentiable", "declare the derivatives on the functional op; its out= overload "
                        "refuses inputs that require grad")
             return
@@ -806,7 +806,7 @@ class Autograd(Plugin):
             if not decl.devices or not tensor_arguments(decl.schema):
                 continue
             p = None if decl.derivatives is None else plan(decl, ns, ops)
-            fallback = None if p else "out" if out_arguments(decl) else "function" if needs_function(decl) else "plain"
+            fallback = None if p else "out" if decl.out_arguments else "function" if needs_function(decl) else "plain"
             includes = sorted(p.includes, key=lambda h: (h.startswith('"'), h)) if p else []
             text = ctx.render(template, namespace=ns, decl=decl, p=p, includes=includes, fallback=fallback,
                               bump_versions=decl.schema.is_mutable)
@@ -829,9 +829,3 @@ def needs_function(decl) -> bool:
     that writes arguments, or takes a Tensor?[]."""
     s = decl.schema
     return s.is_mutable or any(is_tensor_list(a.type) and isinstance(a.type.elem, OptionalType) for a in s.arguments)
-
-
-def out_arguments(decl) -> tuple:
-    """torchgen's out= arguments: keyword-only Tensor(a!) arguments (as
-    `Declaration.out_arguments`)."""
-    return tuple(a for a in decl.schema.arguments if a.kwarg_only and a.is_write and is_tensor(unwrap_optional(a.type)))
