@@ -1089,6 +1089,55 @@ def test_pointwise_tanh_log_and_integer_powers(stablelib, dtype):
     assert torch.equal(one, torch.ones_like(x))  # NaN ** 0 is 1, as torch.pow
 
 
+# Every float16 value through the generated kernels, whose loops compute float16 in float over
+# buffers: converted by F16C where the CPU has it, in integer arithmetic under
+# ATEN_CPU_CAPABILITY=default (<opwrap/stable/math.h>, to_float and from_float).
+FLOAT16_PROBE = """
+import sys, torch, stablelib
+ops = stablelib.ops
+x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)  # every bit pattern
+finite = x[x.isfinite()]
+out, rstd = ops.row_rms_norm(finite.view(-1, 62), torch.ones(62, dtype=torch.float16))
+torch.save({"copy": ops.axpby(x, torch.zeros_like(x), 1.0, 0.0),  # exact in float: the conversions alone
+            "rounded": ops.axpby(x, x, 1.5, 0.25),  # 1.75 x, exact in float: rounding, subnormals, overflow
+            "gelu": ops.gelu_fast(x), "strided": ops.gelu_fast(x.view(256, 256).t()),
+            "rms_norm": out, "rstd": rstd}, sys.argv[1])
+"""
+
+
+def _same_bits(a, b):
+    """Equal bit for bit, a NaN's payload aside (F16C keeps it; the integer conversion makes it 0x7E00)."""
+    assert a.dtype == b.dtype == torch.float16 and a.shape == b.shape
+    nan = a.isnan()
+    assert torch.equal(nan, b.isnan())
+    assert torch.equal(a[~nan].view(torch.int16), b[~nan].view(torch.int16))
+
+
+@pytest.mark.slow(8)
+def test_float16_converts_every_value_as_aten_with_and_without_f16c(stablelib, tmp_path):
+    module, _, lib = stablelib
+    results = {}
+    for capability in ("avx2", "default"):  # F16C, then the integer conversions
+        path = tmp_path / f"{capability}.pt"
+        env = {**os.environ, "ATEN_CPU_CAPABILITY": capability, "PYTHONPATH": str(lib)}
+        r = subprocess.run([sys.executable, "-c", FLOAT16_PROBE, str(path)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        results[capability] = torch.load(path)
+    x = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    for got in results.values():  # aten computes float16 in float too, and rounds to nearest even
+        _same_bits(got["copy"], (x.float() + 0.0).half())
+        _same_bits(got["rounded"], (1.5 * x.float() + 0.25 * x.float()).half())
+        _same_bits(got["strided"], got["gelu"].view(256, 256).t())
+    for key in ("copy", "rounded", "gelu", "strided"):  # one loop, two conversions: the same bits
+        _same_bits(results["avx2"][key], results["default"][key])
+    finite = x[x.isfinite()].view(-1, 62)
+    expect = _rms_norm(finite, torch.ones(62, dtype=torch.float16))
+    for got in results.values():  # the row-wise loops of each capability, each its conversions
+        torch.testing.assert_close(got["rms_norm"], expect[0], atol=2e-3, rtol=2e-3)
+        torch.testing.assert_close(got["rstd"], expect[1], atol=2e-3, rtol=2e-3)
+
+
 @pytest.mark.slow(10)
 def test_pointwise_promotion_integers_and_errors(stablelib):
     module, _, _ = stablelib

@@ -44,7 +44,7 @@ class StablePointwise(Plugin):
                                    f"[off[{p.outputs + j}]])" for j in range(len(ins))))
                 text = ctx.render(
                     template, namespace=lib.namespace, decl=d, expr=e, plan=p, target=self.target, outs=outs, ins=ins,
-                    loads=loads, value_types="opmath_t, a scalar (float for half and bfloat16)",
+                    loads=loads, float_loads=", ".join(f"{t}_f[i]" for t in ins), value_types="opmath_t, a scalar (float for half and bfloat16)",
                     chunk_args=", ".join([f"outs[{i}]" for i in range(p.outputs)] + [f"ins[{j}]" for j in range(len(ins))]),
                     tensor_params=", ".join(f"Tv {e.ident(n)}" for n in e.tensors),
                     result_type="Tv" if p.outputs == 1 else f"opwrap::pw::Values<Tv, {p.outputs}>")

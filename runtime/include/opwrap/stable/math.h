@@ -22,8 +22,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
+
+#if !defined(__CUDACC__) && !defined(__HIPCC__) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#include <immintrin.h>  // F16C's conversions, in functions built for it (target attributes)
+#endif
 
 namespace opwrap::pw {
 namespace {
@@ -113,6 +119,74 @@ C10_HOST_DEVICE inline c10::Half store<c10::Half>(float x) {
   return c10::Half(static_cast<uint16_t>((sign >> 16) | select_bits(shl1_w > 0xFF000000u, 0x7E00u, nonsign)),
                    c10::Half::from_bits());
 }
+
+#if !defined(__CUDACC__) && !defined(__HIPCC__)
+// The CPU builds of a loop: which one this CPU runs, chosen once, as torch chooses its own
+// kernels' (ATEN_CPU_CAPABILITY=default|avx2|avx512 caps it, as it caps torch's).
+enum class Capability { DEFAULT = 0, AVX2 = 1, AVX512 = 2 };
+
+inline Capability capability() {
+  static const Capability chosen = [] {
+    Capability best = Capability::DEFAULT;
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+      best = Capability::AVX2;
+      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        best = Capability::AVX512;
+    }
+#endif
+    const char* env = std::getenv("ATEN_CPU_CAPABILITY");
+    if (env != nullptr) {
+      const std::string_view cap(env);
+      const Capability asked = cap == "default" ? Capability::DEFAULT
+                               : cap == "avx2"  ? Capability::AVX2
+                                                : Capability::AVX512;
+      if (cap == "default" || cap == "avx2" || cap == "avx512")
+        best = static_cast<int>(asked) < static_cast<int>(best) ? asked : best;
+    }
+    return best;
+  }();
+  return chosen;
+}
+
+// float16 to float and back over a run of elements, for loops that compute float16 in float
+// over buffers.  Where the CPU runs the AVX2 build (which has F16C), F16C's vcvtph2ps and
+// vcvtps2ph convert 8 elements an instruction, as aten's Vectorized<Half> does (rounding to
+// nearest even, as c10's; a NaN's payload kept, as there); else `load` and `store`, about 15
+// integer and float instructions an element (GCC 12 converts a `_Float16` with F16C one element
+// at a time, and not at all in a vectorized loop: a loop converting with `load` and `store` ran
+// float16 `myadd` at 0.18x of the full target).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+__attribute__((target("avx,f16c"))) inline void to_float_f16c(const c10::Half* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  for (; i < n; ++i) out[i] = _cvtsh_ss(in[i].x);
+}
+__attribute__((target("avx,f16c"))) inline void from_float_f16c(const float* in, c10::Half* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) out[i] = c10::Half(_cvtss_sh(in[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), c10::Half::from_bits());
+}
+#endif
+
+inline void to_float(const c10::Half* in, float* out, int64_t n) {
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+  if (capability() != Capability::DEFAULT) return to_float_f16c(in, out, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = load(in[i]);
+}
+inline void from_float(const float* in, c10::Half* out, int64_t n) {
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+  if (capability() != Capability::DEFAULT) return from_float_f16c(in, out, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = store<c10::Half>(in[i]);
+}
+#endif  // !__CUDACC__
 
 // The results of an expression with several (`sin(self), cos(self)`), in the order of the op's returns.
 template <typename T, int N>

@@ -82,41 +82,18 @@ template <typename scalar_t>
 inline const opmath_t<scalar_t>* load_row(const scalar_t* p, int64_t n, opmath_t<scalar_t>* buffer) {
   if constexpr (std::is_same_v<scalar_t, opmath_t<scalar_t>>) {
     return p;
+  } else if constexpr (std::is_same_v<scalar_t, c10::Half>) {
+    opwrap::pw::to_float(p, buffer, n);  // F16C where the CPU has it
+    return buffer;
   } else {
     for (int64_t i = 0; i < n; ++i) buffer[i] = opwrap::pw::load(p[i]);
     return buffer;
   }
 }
 
-// The CPU builds of a loop: which one this CPU runs, chosen once, as torch chooses its own
-// kernels' (ATEN_CPU_CAPABILITY=default|avx2|avx512 caps it, as it caps torch's).
-enum class Capability { DEFAULT = 0, AVX2 = 1, AVX512 = 2 };
-
-inline Capability capability() {
-  static const Capability chosen = [] {
-    Capability best = Capability::DEFAULT;
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-      best = Capability::AVX2;
-      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        best = Capability::AVX512;
-    }
-#endif
-    const char* env = std::getenv("ATEN_CPU_CAPABILITY");
-    if (env != nullptr) {
-      const std::string_view cap(env);
-      const Capability asked = cap == "default" ? Capability::DEFAULT
-                               : cap == "avx2"  ? Capability::AVX2
-                                                : Capability::AVX512;
-      if (cap == "default" || cap == "avx2" || cap == "avx512")
-        best = static_cast<int>(asked) < static_cast<int>(best) ? asked : best;
-    }
-    return best;
-  }();
-  return chosen;
-}
+// The CPU builds of a loop: which one this CPU runs (<opwrap/stable/math.h>).
+using opwrap::pw::Capability;
+using opwrap::pw::capability;
 #endif  // !__CUDACC__
 
 #if defined(__CUDACC__)
