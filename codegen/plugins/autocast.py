@@ -9,16 +9,17 @@ tensors of the autocast device are cast; float64 and integers pass unchanged):
 - fp32: to float32 (reductions and other precision-sensitive ops);
 - promote: to the widest floating type among the inputs (ops that need one common dtype).
 
-All autocast ops share one source, compiled in one of the CPU wrappers' units."""
+All autocast ops share one source, compiled in one of the CPU wrappers' units.  The field, its
+validation and the arguments cast are codegen/api/autocast.py's, shared with the stable
+target's Python kernels (plugins/stable_autocast.py)."""
 
 from __future__ import annotations
 
-from ..api import cpp
+from ..api import autocast, cpp
 from ..core.names import Scope
-from ..lang.schema import ListType, is_tensor, unwrap_optional
-from ..front.fields import Enum, Field
 from .base import Output, Plugin
 
+# The dtype each policy casts to, in C++ (the keys are api/autocast.POLICIES).
 POLICIES = {
     "lower_precision": "at::autocast::get_lower_precision_fp_from_device_type(device)",
     "fp32": "at::kFloat",
@@ -28,22 +29,10 @@ POLICIES = {
 
 class Autocast(Plugin):
     name = "autocast"
-    fields = {"autocast": Field(Enum(*POLICIES, what="autocast policy"),
-                                "`lower_precision` (float inputs to the autocast dtype), `fp32` (to float32) or `promote` "
-                                "(to the widest input type): `AutocastCPU`/`AutocastCUDA` kernels that exclude the "
-                                "autocast key, cast with `at::autocast::cached_cast` (torch's eligibility rules) and "
-                                "redispatch.")}
+    fields = {"autocast": autocast.FIELD}
 
     def validate(self, decl, lib, diag):
-        policy = decl.extra_field("autocast")
-        if policy is None:
-            return
-        loc = decl.field_loc("autocast")
-        if decl.schema.is_mutable:
-            diag.error(loc, f"{decl.name} writes its arguments in place; casting them under autocast would "
-                       "write to a copy")
-        elif not decl.tensor_inputs:
-            diag.error(loc, f"{decl.name} has no Tensor input to cast")
+        autocast.validate(decl, diag)
 
     def emit(self, lib, ctx):
         ns = lib.namespace
@@ -55,9 +44,8 @@ class Autocast(Plugin):
             s = d.schema
             scope = Scope(("op", "no_autocast", "to", "device"))
             ident = {a.name: scope.name(a.name) for a in s.arguments}
-            tensors = [a.name for a in s.arguments if is_tensor(unwrap_optional(a.type))
-                       or (isinstance(a.type, ListType) and is_tensor(a.type.elem))]
-            required = [ident[a.name] for a in s.arguments if is_tensor(a.type)]
+            tensors = [a.name for a in autocast.cast_arguments(s)]
+            required = [ident[a.name] for a in autocast.promote_arguments(s)]
             to = POLICIES[policy].format(args=", ".join(required))
             call = ", ".join(f"at::autocast::cached_cast(to, {ident[a.name]}, device)" if a.name in tensors
                              else ident[a.name] for a in s.arguments)
