@@ -59,6 +59,11 @@ def test_promote_takes_the_widest_input_type():
     _, seen = run(lambda: ops.myadd(b, b))
     assert seen["myadd"] == [torch.bfloat16, torch.bfloat16]
     assert ops.myadd(a, b).dtype == torch.float32  # outside autocast, the kernel promotes as torch.add
+    # A third floating dtype is refused by at::autocast::prioritize (and by the stable target's
+    # Python kernels: tests/test_stable_target.py, test_autocast_policies).
+    with torch.autocast("cpu", dtype=torch.bfloat16), \
+            pytest.raises(RuntimeError, match="Unexpected floating ScalarType in at::autocast::prioritize"):
+        ops.myadd(b, b.half())
 
 
 def test_autocast_composes_with_autograd():

@@ -216,18 +216,18 @@ LEAVE_OUT = """\
   derivatives:
     self: grad
 
-- func: cast_add(Tensor self, Tensor other) -> Tensor
+- func: tangent_add(Tensor self, Tensor other) -> Tensor
   dtypes: [float32]
-  kernels: {CPU: {abi: c, symbol: lib_cast_add}}
+  kernels: {CPU: {abi: c, symbol: lib_tangent_add}}
   like: self
-  autocast: promote
+  derivatives: {self: grad, other: grad, result: self_t + other_t}
 
-- func: calls_cast_add(Tensor self) -> Tensor
+- func: calls_tangent_add(Tensor self) -> Tensor
   dtypes: [float32]
   kernels: {CPU: {abi: c, symbol: lib_calls}}
   like: self
   derivatives:
-    self: cast_add(grad, self)
+    self: tangent_add(grad, self)
 
 - func: in_cpp(Tensor self) -> Tensor
   dtypes: [float32]
@@ -252,18 +252,18 @@ def test_leave_out_unsupported_builds_what_the_other_target_expresses_and_says_w
     from opwrap_codegen.pipeline.passes import generate
     config = load_config(_leave_out_project(tmp_path / "lib", LEAVE_OUT))
     stable = retargeted(config, "stable")
-    with pytest.raises(CodegenError, match="the stable target has no autocast kernels"):
+    with pytest.raises(CodegenError, match="which has no forward mode"):
         generate(stable)  # without the option, what the target lacks is an error
     notes: list[str] = []
     result = generate(stable, None, notes, leave_out_unsupported=True, own_target="aten")
     assert [d.op_name for d in result.library.declarations] == ["shift"]
     assert notes == [
-        "leaving out lib::cast_add: declarations/ops.yaml:12:13: the stable target has no autocast kernels (the stable "
-        "API registers no Autocast key kernels yet)",
-        "leaving out lib::calls_cast_add: its derivative calls lib::cast_add, left out",
+        "leaving out lib::tangent_add: declarations/ops.yaml:12:50: the stable target registers derivatives with "
+        "torch.library.register_autograd, which has no forward mode: leave the forward formula ('result:') out",
+        "leaving out lib::calls_tangent_add: its derivative calls lib::tangent_add, left out",
         "leaving out lib::in_cpp: declarations/ops.yaml:21:9: its CPU kernel is C++ written against the 'aten' "
         "target's API"], notes
-    assert any(p.endswith("cpu/shift.cpp") for p in result.files) and not any("cast_add" in p for p in result.files)
+    assert any(p.endswith("cpu/shift.cpp") for p in result.files) and not any("tangent_add" in p for p in result.files)
     # In its own target nothing is left out; and a mistake in a declaration is an error either way.
     assert len(generate(config, None, [], leave_out_unsupported=True).library.declarations) == 4
     (tmp_path / "lib" / "declarations" / "ops.yaml").write_text(LEAVE_OUT.replace("[float32]\n  kernels: {CPU: in",

@@ -123,6 +123,7 @@ DECLARATIONS = """\
 - func: tile_rows(Tensor self, SymInt n) -> Tensor
   doc: n copies of the row self, a C++ kernel; a SymInt argument in the shape rule; bfloat16 and float16 elements.
   dtypes: [float32, float64, bfloat16, float16]
+  autocast: lower_precision
   kernels: {CPU: tile_rows_cpu}
   header: scale.h
   shape: {self: [D], result: [n, D]}
@@ -157,6 +158,7 @@ DECLARATIONS = """\
 - func: gelu_fast(Tensor self) -> Tensor
   doc: GELU's tanh approximation as x * sigmoid(2u), a generated pointwise kernel (one exp, vectorized).
   dtypes: floating
+  autocast: lower_precision
   pointwise: |
     s = sigmoid(1.5957691216057308 * self * (1 + 0.044715 * self * self))
     self * s
@@ -168,6 +170,7 @@ DECLARATIONS = """\
 - func: axpby(Tensor x, Tensor y, float alpha, float beta) -> Tensor
   doc: alpha * x + beta * y, x and y broadcast and promoted as torch.add's.
   dtypes: floating
+  autocast: promote
   pointwise: alpha * x + beta * y
   derivatives:
     x: grad * alpha
@@ -176,6 +179,12 @@ DECLARATIONS = """\
 - func: axpby.out(Tensor x, Tensor y, float alpha, float beta, *, Tensor(a!) out) -> Tensor(a!)
   doc: axpby into out, running axpby's expression (tagged out; beta has no default, as Inductor, lowering
     axpby to it, passes a defaulted argument twice, by position and by name, in torch 2.14).
+
+- func: blend(Tensor x, *, Tensor end, float weight=0.5) -> Tensor
+  doc: x + weight * (end - x), a keyword-only tensor (cast under autocast; torch.library.register_autograd takes none).
+  dtypes: floating
+  pointwise: x + weight * (end - x)
+  autocast: promote
 
 - func: clipped_add(Tensor self, Tensor other, int lo, int hi) -> Tensor
   doc: clamp(self + other, lo, hi) over integer and floating dtypes.
@@ -219,6 +228,7 @@ DECLARATIONS = """\
   doc: rms norm over the last dimension with a weight (a column), and the rstd per row, from a row-wise program.
   dtypes: floating
   shape: {input: ["*B", D], weight: [D], out: input.shape, rstd: ["*B"]}
+  autocast: fp32
   rowwise: |
     rstd = rsqrt(mean(input * input) + eps)
     input * rstd * weight, rstd
@@ -572,7 +582,7 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     _, made, lib = stablelib
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
-    ops = ["accumulate", "add_to_all", "axpby", "axpby_out", "axpy", "bincount", "clamp_", "clipped_add", "convert",
+    ops = ["accumulate", "add_to_all", "axpby", "axpby_out", "axpy", "bincount", "blend", "clamp_", "clipped_add", "convert",
            "count_above", "fill_size", "gather_rows", "gelu_fast", "hist", "row_rms_norm", "row_softmax", "scale",
            "scale_out", "sgd_step", "sincos", "sqdist", "sqdist_out", "sumsq", "tanh_log_powers", "tile_rows",
            "weighted_any", "weighted_sum"]
@@ -592,6 +602,9 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
         assert text in cuda, (text, cuda)
     assert not (gen / "python" / "_fast.cpp").exists()  # the fast bindings need torch's Python C++ API
     assert "torch.library.register_autograd('stablelib::sqdist'" in (gen / "python" / "autograd.py").read_text()
+    autocast = (gen / "python" / "autocast.py").read_text()  # the Autocast kernels, from Python
+    assert "_runtime.register_autocast('stablelib::blend', 'promote', cast=((0, 'x'), (1, 'end')), " \
+        "promote=((0, 'x'), (1, 'end')))" in autocast and autocast.count("register_autocast(") == 5
     # Built for the oldest claimed release, without OpenMP or the precompiled header.
     ninja = (lib / "build" / "build.ninja").read_text()
     assert "-DTORCH_TARGET_VERSION=0x020b000000000000" in ninja and "-fopenmp" not in ninja
@@ -894,6 +907,120 @@ def test_gradients_opcheck_and_compile(stablelib):
     torch._dynamo.reset()
     compiled = torch.compile(f, fullgraph=True)
     torch.testing.assert_close(compiled(a, b), f(a, b))
+
+
+class _KernelDtypes(torch.utils._python_dispatch.TorchDispatchMode):
+    """The dtypes of the tensor arguments (a list's elements too) of each stablelib op as it
+    reaches its kernel, below the autocast key."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "stablelib":
+            given = [*args, *(kwargs or {}).values()]
+            self.seen[func.__name__.split(".")[0]] = [a.dtype for a in given if isinstance(a, torch.Tensor)]
+        return func(*args, **(kwargs or {}))
+
+
+def _gelu(t):  # gelu_fast's expression in eager torch, in float
+    t = t.float()
+    return t * torch.sigmoid(1.5957691216057308 * t * (1 + 0.044715 * t * t))
+
+
+def _rms_norm(x, w, eps=1e-6):
+    rstd = torch.rsqrt((x * x).mean(-1) + eps)
+    return x * rstd.unsqueeze(-1) * w, rstd
+
+
+@pytest.mark.parametrize("low", [torch.bfloat16, torch.float16])
+def test_autocast_policies(stablelib, low):
+    """`autocast:` in the stable target: Python kernels at AutocastCPU and AutocastCUDA
+    (python/autocast.py) with the full target's C++ kernels' semantics (at::autocast, the
+    same rules as tests/test_autocast.py checks there): the dtypes that reach each kernel,
+    the results against eager torch on the cast inputs, float64 and integer tensors passed
+    as they are, a keyword-only tensor cast, promote's refusal of a third floating dtype."""
+    ops = torch.ops.stablelib
+    x, y, i = torch.randn(4, 8), torch.randn(8).to(low), torch.arange(8)
+    other = torch.float16 if low == torch.bfloat16 else torch.bfloat16
+    cases = [  # (call, the dtypes reaching the kernel, the result's dtype)
+        (lambda: ops.gelu_fast(x), [low], low),  # lower_precision: to the autocast dtype
+        (lambda: ops.gelu_fast(x.double()), [torch.float64], torch.float64),  # float64 is never cast
+        (lambda: ops.tile_rows(x[0], 3), [low], low),  # a C++ kernel
+        (lambda: ops.row_rms_norm(y.view(1, 8), y), [torch.float32] * 2, torch.float32),  # fp32
+        (lambda: ops.row_rms_norm(x.double(), y.double()), [torch.float64] * 2, torch.float64),
+        (lambda: ops.axpby(x, y, 1.0, 2.0), [torch.float32] * 2, torch.float32),  # promote: float32 wins
+        (lambda: ops.axpby(y, y, 1.0, 2.0), [low] * 2, low),
+        (lambda: ops.axpby(x.double(), y, 1.0, 2.0), [torch.float64, low], torch.float64),  # float64 ignored
+        (lambda: ops.axpby(i, y, 1.0, 2.0), [torch.int64, low], low),  # integers pass unchanged
+        (lambda: ops.axpby(i, x, 1.0, 2.0), [torch.int64, torch.float32], torch.float32),
+        (lambda: ops.blend(y, end=x, weight=0.25), [torch.float32] * 2, torch.float32),  # a keyword-only tensor
+        (lambda: ops.blend(x.to(low), end=y), [low] * 2, low),
+    ]
+    for call, seen, dtype in cases:
+        with torch.autocast("cpu", dtype=low), _KernelDtypes() as mode:
+            out = call()
+        out = out[0] if isinstance(out, tuple) else out
+        assert list(mode.seen.values()) == [seen] and out.dtype == dtype, (mode.seen, out.dtype, seen, dtype)
+    with torch.autocast("cpu", dtype=low):
+        torch.testing.assert_close(ops.gelu_fast(x), _gelu(x.to(low)).to(low))
+        torch.testing.assert_close(ops.tile_rows(x[0], 3), x[0].to(low).expand(3, 8))
+        out, rstd = ops.row_rms_norm(x.to(low), y)
+        torch.testing.assert_close((out, rstd), _rms_norm(x.to(low).float(), y.float()))
+        torch.testing.assert_close(ops.axpby(x, y, 1.0, 2.0), x + 2 * y.float())
+        a = x.to(low).float()  # computed in float, rounded once, as eager torch's kernels
+        torch.testing.assert_close(ops.blend(x.to(low), end=y), (a + 0.5 * (y.float() - a)).to(low))
+        with pytest.raises(RuntimeError, match=rf"^stablelib::axpby: argument 'y' has dtype {other}, but under "
+                           rf"autocast \(promote\) the op takes float32 or the autocast dtype {low}"):
+            ops.axpby(y, y.to(other), 1.0, 1.0)  # as the full target's at::autocast::prioritize refuses it
+    with _KernelDtypes() as mode:  # outside autocast nothing is cast
+        assert ops.gelu_fast(x).dtype == torch.float32 and ops.axpby(y, y, 1.0, 1.0).dtype == low
+    assert mode.seen == {"gelu_fast": [torch.float32], "axpby": [low, low]}
+    for op in ("gelu_fast", "tile_rows", "row_rms_norm", "axpby", "blend"):  # CUDA's too (no GPU runs it here)
+        assert all(torch._C._dispatch_has_kernel_for_dispatch_key(f"stablelib::{op}", k) for k in
+                   ("AutocastCPU", "AutocastCUDA")), op
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("stablelib::scale", "AutocastCPU")
+
+
+@pytest.mark.slow(30)
+def test_autocast_with_autograd_opcheck_and_compile(stablelib):
+    """Under autocast the casts are recorded by autograd (their gradients come back in the
+    inputs' dtypes), the Python autograd of the stable target runs below them, opcheck passes
+    with the autocast kernels in the way, and torch.compile(fullgraph=True) traces through
+    them (the Python dispatcher's `py_impl` kernels) with no graph break."""
+    ops = torch.ops.stablelib
+    x = torch.randn(4, 8, requires_grad=True)
+    w = torch.randn(8, dtype=torch.bfloat16, requires_grad=True)
+
+    def f(a, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = ops.axpby(ops.gelu_fast(a), b, 1.0, 2.0)  # bfloat16 + bfloat16: bfloat16
+            return ops.row_rms_norm(h, b)[0]  # fp32
+
+    def reference(a, b):
+        h = _gelu(a.bfloat16()).bfloat16() + 2 * b
+        return _rms_norm(h.float(), b.float())[0]
+
+    out = f(x, w)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, reference(x, w), atol=2e-2, rtol=2e-2)
+    grads = torch.autograd.grad(out.sum(), (x, w))
+    expected = torch.autograd.grad(reference(x, w).sum(), (x, w))
+    assert [g.dtype for g in grads] == [torch.float32, torch.bfloat16]
+    torch.testing.assert_close(grads, expected, atol=5e-2, rtol=5e-2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for op, args, kwargs in ((ops.gelu_fast.default, (x,), {}), (ops.axpby.default, (x, w, 1.0, 2.0), {}),
+                                 (ops.blend.default, (w.detach(),), {"end": x.detach()}),
+                                 (ops.row_rms_norm.default, (x, w), {})):
+            result = torch.library.opcheck(op, args, kwargs)
+            assert all(v == "SUCCESS" for v in result.values()), (op, result)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True)
+    out = compiled(x, w)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, f(x, w), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(torch.autograd.grad(out.sum(), (x, w)), grads, atol=5e-2, rtol=5e-2)
 
 
 @pytest.mark.slow(40)
@@ -1402,6 +1529,17 @@ assert {str(n.target) for n in exported.graph.nodes if n.op == "call_function"} 
     "stablelib.gelu_fast.default", "stablelib.row_rms_norm.default", "stablelib.scale.default",
     "stablelib.sqdist.default"}, exported.graph
 torch.testing.assert_close(exported.module()(*plain), model(*plain))
+# Autocast kernels registered from Python (python/autocast.py): each policy, a keyword-only
+# tensor, gradients through the casts, torch.compile.
+x, yb = torch.randn(4, 8, requires_grad=True), torch.randn(8, dtype=torch.bfloat16)
+def amp(a, b):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        h = stablelib.ops.gelu_fast(a)
+        return (h, stablelib.ops.axpby(a, b, 1.0, 1.0), stablelib.ops.blend(b, end=b), stablelib.ops.row_rms_norm(h, b)[0])
+assert [t.dtype for t in amp(x, yb)] == [torch.bfloat16, torch.float32, torch.bfloat16, torch.float32]
+torch.autograd.grad(amp(x, yb)[3].sum(), x)
+assert [t.dtype for t in torch.compile(amp, fullgraph=True)(x, yb)] == [t.dtype for t in amp(x, yb)]
+assert all(torch._C._dispatch_has_kernel_for_dispatch_key("stablelib::axpby", k) for k in ("AutocastCPU", "AutocastCUDA"))
 print("ok", torch.__version__)
 """
 
@@ -1485,9 +1623,9 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
         - func: e(Tensor x, Tensor(a!)[] self) -> ()
           dtypes: [float32]
           kernels: {CPU: e_cpu}
-        - func: f(Tensor self) -> Tensor
+        - func: f_(Tensor(a!) self) -> Tensor(a!)
           dtypes: [float32]
-          like: self
+          doc: autocast has kernels in the stable target, and the full target's checks
           kernels: {CPU: {abi: c}}
           autocast: lower_precision
         - func: g(Tensor self, float f) -> Tensor
@@ -1515,7 +1653,7 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
                            "'at::mul(grad, f)' is C++"),
         ("scale.yaml:21:", "register_autograd, which has no forward mode"),
         ("scale.yaml:24:", "kernel header 'kernels/e.h' not found"),  # a written tensor list is taken
-        ("scale.yaml:29:", "the stable target has no autocast kernels"),
+        ("scale.yaml:29:", "f_ writes its arguments in place; casting them under autocast would write to a copy"),
         ("scale.yaml:33:", "kernel header 'kernels/g.h' not found"),
         ("scale.yaml:40:", "does not differentiate through or save a Tensor[] argument ('xs') yet"),
         ("scale.yaml:41:", "argument 's' of type Scalar: torch's stable ABI cannot pass a Scalar: in every "

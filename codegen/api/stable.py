@@ -130,10 +130,9 @@ def problems(decl) -> list[Problem]:
         out.extend(pointwise_problems(decl))
     if out or decl.expression is not None:  # what else it lacks follows from the generated kernels it cannot have
         return out
-    for field, what in (("autocast", "autocast kernels (the stable API registers no Autocast key kernels yet)"),
-                        ("method", "custom classes (the stable API has no torch::CustomClassHolder)")):
-        if decl.extra_field(field):
-            out.append(Problem(field, f"the stable target has no {what}"))
+    if decl.extra_field("method"):
+        out.append(Problem("method", "the stable target has no custom classes (the stable API has no "
+                           "torch::CustomClassHolder)"))
     if decl.split_types:
         out.append(Problem("split_types", "the stable target compiles each op in one unit; 'split_types' is for "
                            "the full target's C++ kernel templates", "leave 'split_types' out"))
@@ -188,9 +187,6 @@ def pointwise_problems(decl) -> list[Problem]:
     """What of a pointwise declaration the stable target cannot generate yet (its kernels:
     codegen/api/stable_pointwise.py)."""
     out = []
-    if decl.extra_field("autocast"):
-        out.append(Problem("autocast", "the stable target has no autocast kernels (the stable API registers "
-                           "no Autocast key kernels yet)"))
     for a in decl.schema.arguments:
         if a.name in dict(decl.expression.scalars) and type_key(a) not in TYPES:
             out.append(Problem("", f"argument '{a.name}' of type {a.type}: the stable target's pointwise "

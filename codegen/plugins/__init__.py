@@ -30,6 +30,7 @@ from .python_ops import PythonOps
 from .vmap import Vmap
 from .registration import SchemaRegistration
 from .stable import StableAutograd, StableChecks, StableKernels, StableRegistration
+from .stable_autocast import StableAutocast
 from .stable_pointwise import StablePointwise
 from .stable_rowwise import StableRowwise
 
@@ -56,9 +57,11 @@ def stable_plugins() -> list[Plugin]:
     C ABI plugins, which serve both.  The fields of the full target's other plugins stay
     declared (by StableChecks), so that a declaration using one gets the error naming what the
     stable target lacks."""
-    shared = [AbiBindings(), StableAutograd(), FakeKernels(), PythonLoader(), PythonOps(), Vmap()]
+    shared = [AbiBindings(), StableAutograd(), StableAutocast(), FakeKernels(), PythonLoader(), PythonOps(), Vmap()]
     kept = {type(p) for p in shared}
-    fields = {name: f for p in builtin_plugins(ATEN) if type(p) not in kept for name, f in p.fields.items()}
+    own = {name for p in shared for name in p.fields}  # `autocast`: the stable target's own plugin declares it
+    fields = {name: f for p in builtin_plugins(ATEN) if type(p) not in kept for name, f in p.fields.items()
+              if name not in own}
     return [*(StableKernels(STABLE, device) for device in DEVICES), StablePointwise(STABLE), StableRowwise(STABLE),
             StableChecks(fields), *shared]
 

@@ -32,10 +32,12 @@ class PythonLoader(Plugin):
 
 def companions(target: str) -> tuple[str, ...]:
     """The generated modules the loader imports once the library is loaded: the stable target's
-    autograd is Python (plugins/stable.py), the full target's is in the library; the stable
-    target's `schemas` (its in-place and out= ops, plugins/stable.py) come first."""
+    autograd and autocast are Python (plugins/stable.py, plugins/stable_autocast.py), the full
+    target's are in the library; the stable target's `schemas` (its in-place and out= ops,
+    plugins/stable.py) come first."""
     stable = target == "stable"  # `schemas` first: it defines the ops tagged `inplace` or `out` (plugins/stable.py)
-    return (("schemas",) if stable else ()) + ("classes", "fake", "ops", "vmap") + (("autograd",) if stable else ())
+    return (("schemas",) if stable else ()) + ("classes", "fake", "ops", "vmap") + \
+        (("autograd", "autocast") if stable else ())
 
 
 def _tuple(names: tuple[str, ...]) -> str:

@@ -3,7 +3,7 @@ target's C++ emitters when `[tool.codegen] target = "stable"` (codegen/core/targ
 
 - ``stable-checks``: every declaration feature the target cannot express yet is a positioned
   error naming what torch's stable API lacks (codegen/api/stable.py, `problems`); the fields
-  of the full target's plugins that it has no emitter for (`autocast`, `method`) are declared
+  of the full target's plugins that it has no emitter for (`method`) are declared
   here so that using one is that error, not "unknown field";
 - ``stable-cpu``: per op, `<cpp_dir>/cpu/<op>.cpp`, the wrapper (checks, allocation from the
   shape rule, dtype dispatch) registered with `STABLE_TORCH_LIBRARY_IMPL` and `TORCH_BOX`;
@@ -16,7 +16,7 @@ target's C++ emitters when `[tool.codegen] target = "stable"` (codegen/core/targ
   a Python expression over the op's arguments, results and `grad`.
 
 The Python surface (fake kernels, typed wrappers and .pyi, vmap) and the C ABI bindings are
-the full target's plugins, unchanged."""
+the full target's plugins, unchanged; autocast is plugins/stable_autocast.py's Python kernels."""
 
 from __future__ import annotations
 

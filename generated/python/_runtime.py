@@ -745,3 +745,96 @@ def no_rule(op: str) -> BatchingRule:
                            "elementwise, or 'vmap: module:function' naming a rule")
 
     return rule
+
+
+# ----------------------------------------------------------------------------- autocast
+
+# Whether a tensor is on the device of an autocast device type (at::autocast::is_autocast_eligible):
+# Tensor.is_cpu and .is_cuda, which cost a fifth of Tensor.device.type.
+_AUTOCAST_ON_DEVICE: dict[str, Callable[[torch.Tensor], bool]] = {
+    "cpu": lambda t: t.is_cpu, "cuda": lambda t: t.is_cuda or t.device.type == "xla"}
+_AUTOCAST_LIBRARIES: dict[str, Any] = {}  # namespace -> the torch.library.Library holding the kernels below
+
+
+def register_autocast(op: str, policy: str, cast: Sequence[tuple[int, str]],
+                      promote: Sequence[tuple[int, str]]) -> None:
+    """Python kernels at the AutocastCPU and AutocastCUDA keys of `op` ("ns::name" or
+    "ns::name.overload"), the stable target's autocast (its C++ API registers no kernel at an
+    autocast key), with the full target's C++ kernels' semantics (codegen/api/autocast.py):
+    exclude the device's autocast key, cast the arguments `cast` names ((position, name) each:
+    the dispatcher passes keyword-only arguments by name) to `policy`'s dtype, call the op.
+    Registered as torch.library.register_autocast registers one (a Library kernel, and
+    `py_impl` for the Python dispatcher of torch.compile's tracing), which takes only a fixed
+    dtype.  Casts are not cached as at::autocast::cached_cast caches a leaf weight's."""
+    if not registered(op):
+        return
+    namespace, _, name = op.partition("::")
+    base, _, overload_name = name.partition(".")
+    overload = getattr(getattr(getattr(torch.ops, namespace), base), overload_name or "default")
+    if namespace not in _AUTOCAST_LIBRARIES:
+        _AUTOCAST_LIBRARIES[namespace] = torch.library.Library(namespace, "IMPL")  # type: ignore[no-untyped-call]
+    for device_type in ("cpu", "cuda"):
+        key = "Autocast" + torch._C._dispatch_key_for_device(device_type)
+        dispatch_key = getattr(torch._C.DispatchKey, key)
+        kernel = _autocast_kernel(op, overload, device_type, dispatch_key, policy, cast, promote)
+        overload.py_kernels.pop(dispatch_key, None)
+        overload.py_impl(dispatch_key)(kernel)
+        _AUTOCAST_LIBRARIES[namespace].impl(name, kernel, key)
+
+
+def _autocast_kernel(op: str, overload: Any, device_type: str, dispatch_key: Any, policy: str,
+                     cast: Sequence[tuple[int, str]], promote: Sequence[tuple[int, str]]) -> Callable[..., Any]:
+    on_device = _AUTOCAST_ON_DEVICE[device_type]
+    excluded = torch._C.DispatchKeySet(dispatch_key)
+
+    def dtype(args: Sequence[Any], kwargs: dict[str, Any]) -> torch.dtype:
+        if policy == "fp32":
+            return torch.float32
+        lower = torch.get_autocast_dtype(device_type)
+        if policy == "lower_precision":
+            return lower
+        given = [(n, args[i] if i < len(args) else kwargs.get(n)) for i, n in promote]
+        return _autocast_promote(op, lower, on_device, given)
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        with torch._C._ExcludeDispatchKeyGuard(excluded):
+            to = dtype(args, kwargs)
+            given = list(args)
+            for i, n in cast:
+                if i < len(given):
+                    given[i] = _autocast_cast(given[i], to, on_device)
+                elif n in kwargs:
+                    kwargs[n] = _autocast_cast(kwargs[n], to, on_device)
+            return overload(*given, **kwargs)
+
+    return kernel
+
+
+def _autocast_eligible(t: Any, on_device: Callable[[torch.Tensor], bool]) -> bool:
+    """at::autocast::is_eligible: a tensor on the autocast device, floating point, not float64."""
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64 and on_device(t)
+
+
+def _autocast_cast(value: Any, to: torch.dtype, on_device: Callable[[torch.Tensor], bool]) -> Any:
+    """at::autocast::cached_cast of a Tensor, a Tensor? (None passes) or a Tensor[] (each element)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_autocast_cast(v, to, on_device) for v in value)
+    return value.to(to) if _autocast_eligible(value, on_device) and value.dtype != to else value
+
+
+def _autocast_promote(op: str, lower: torch.dtype, on_device: Callable[[torch.Tensor], bool],
+                      tensors: Sequence[tuple[str, Any]]) -> torch.dtype:
+    """at::autocast::promote_type from the autocast dtype `lower`: float32 if an eligible tensor
+    is float32, else `lower`; float64 ignored; another floating dtype (float16 under a bfloat16
+    autocast) is refused, as at::autocast::prioritize refuses it."""
+    current = lower
+    for name, t in tensors:
+        if not _autocast_eligible(t, on_device):
+            continue
+        if current == torch.float32 or t.dtype == torch.float32:
+            current = torch.float32
+        elif t.dtype != lower:
+            raise RuntimeError(f"{op}: argument '{name}' has dtype {t.dtype}, but under autocast (promote) the "
+                               f"op takes float32 or the autocast dtype {lower} (Unexpected floating ScalarType "
+                               "in at::autocast::prioritize)")
+    return current
