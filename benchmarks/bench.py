@@ -930,7 +930,8 @@ def two_targets(report: Report, runs: int, scale: int, number: int, repeat: int)
     --leave-out-unsupported`, build/stable), each in a worker process of its own, requests
     alternated between them (three rounds, the median of each side's round medians):
     every OPS entry of an op in both builds, the call overhead of mul_constant with and
-    without grad, and each op's CPU translation unit compiled alone in each target."""
+    without grad and of myadd under autocast (a C++ kernel against a Python one), and each
+    op's CPU translation unit compiled alone in each target."""
     r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--target", "stable",
                         "--leave-out-unsupported", "--no-generate"], cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
@@ -981,6 +982,14 @@ def two_targets(report: Report, runs: int, scale: int, number: int, repeat: int)
             us = alternated(kind="calls", grad=grad, number=number, repeat=repeat)
             assert isinstance(us, dict), us
             name = f"mul_constant call, 8 elements{' (requires_grad)' if grad else ''}"
+            report.add("targets", name + ": full target's time / stable's", us["aten"] / us["stable"],
+                       stable_us=us["stable"], full_us=us["aten"])
+            print(f"  {name:<44}stable {us['stable']:.2f} us, full {us['aten']:.2f} us: {us['aten'] / us['stable']:.2f}x")
+        # The autocast kernels: C++ in the full target, Python in the stable one (docs/stable-abi.md).
+        for dtype in ("float32", "bfloat16"):
+            us = alternated(kind="autocast_calls", dtype=dtype, number=number, repeat=repeat)
+            assert isinstance(us, dict), us
+            name = f"myadd under autocast, 16 elements{', one cast' if dtype == 'bfloat16' else ''}"
             report.add("targets", name + ": full target's time / stable's", us["aten"] / us["stable"],
                        stable_us=us["stable"], full_us=us["aten"])
             print(f"  {name:<44}stable {us['stable']:.2f} us, full {us['aten']:.2f} us: {us['aten'] / us['stable']:.2f}x")

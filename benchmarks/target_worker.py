@@ -52,6 +52,10 @@ def serve(target: str) -> None:
             else:
                 (ms,) = bench.median_ms((lambda: bench._call(case, op, args),), req["runs"])
                 reply = {"ms": ms, "sums": [t.double().sum().item() for t in out]}
+        elif req["kind"] == "autocast_calls":  # myadd (autocast: promote) under a bfloat16 autocast
+            a, b = torch.randn(16), torch.randn(16).to(getattr(torch, req["dtype"]))  # bfloat16: one input cast
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+                reply = {"us": bench.per_call_us(lambda: torch.ops.opwrap.myadd(a, b), req["number"], req["repeat"])}
         else:  # call overhead of mul_constant on 8 elements
             x = torch.randn(8, requires_grad=req["grad"])
             reply = {"us": bench.per_call_us(lambda: opwrap.ops.mul_constant(x, 0.5), req["number"], req["repeat"])}
