@@ -181,9 +181,10 @@ DECLARATIONS = """\
     axpby to it, passes a defaulted argument twice, by position and by name, in torch 2.14).
 
 - func: blend(Tensor x, *, Tensor end, float weight=0.5) -> Tensor
-  doc: x + weight * (end - x), a keyword-only tensor (cast under autocast; torch.library.register_autograd takes none).
-  dtypes: floating
-  pointwise: x + weight * (end - x)
+  doc: x + weight * (end - x), in C; a keyword-only tensor (cast under autocast; torch.library.register_autograd takes none).
+  dtypes: [float32]
+  kernels: {CPU: {abi: c, symbol: stablelib_blend}}
+  shape: {x: ["*S"], end: ["*S"], result: ["*S"]}
   autocast: promote
 
 - func: clipped_add(Tensor self, Tensor other, int lo, int hi) -> Tensor
@@ -279,6 +280,18 @@ int32_t stablelib_axpy_float32(opwrap_context* ctx, const opwrap_tensor* x, cons
   const float* ys = y ? (const float*)y->data : 0;
   float* out = (float*)result->data;
   for (int64_t i = 0, n = opwrap_numel(x); i < n; ++i) out[i] = (float)(alpha * xs[i] + (ys ? ys[i] : 0.0f));
+  return OPWRAP_OK;
+}
+
+#include "abi/blend.h"
+
+int32_t stablelib_blend_float32(opwrap_context* ctx, const opwrap_tensor* x, const opwrap_tensor* end, double weight,
+                                opwrap_tensor* result) {
+  (void)ctx;
+  const float* xs = (const float*)x->data;
+  const float* es = (const float*)end->data;
+  float* out = (float*)result->data;
+  for (int64_t i = 0, n = opwrap_numel(x); i < n; ++i) out[i] = (float)(xs[i] + weight * (es[i] - xs[i]));
   return OPWRAP_OK;
 }
 
@@ -955,8 +968,8 @@ def test_autocast_policies(stablelib, low):
         (lambda: ops.axpby(x.double(), y, 1.0, 2.0), [torch.float64, low], torch.float64),  # float64 ignored
         (lambda: ops.axpby(i, y, 1.0, 2.0), [torch.int64, low], low),  # integers pass unchanged
         (lambda: ops.axpby(i, x, 1.0, 2.0), [torch.int64, torch.float32], torch.float32),
-        (lambda: ops.blend(y, end=x, weight=0.25), [torch.float32] * 2, torch.float32),  # a keyword-only tensor
-        (lambda: ops.blend(x.to(low), end=y), [low] * 2, low),
+        (lambda: ops.blend(y, end=x[0], weight=0.25), [torch.float32] * 2, torch.float32),  # a keyword-only tensor
+        (lambda: ops.blend(x[0], end=y), [torch.float32] * 2, torch.float32),
     ]
     for call, seen, dtype in cases:
         with torch.autocast("cpu", dtype=low), _KernelDtypes() as mode:
@@ -969,8 +982,7 @@ def test_autocast_policies(stablelib, low):
         out, rstd = ops.row_rms_norm(x.to(low), y)
         torch.testing.assert_close((out, rstd), _rms_norm(x.to(low).float(), y.float()))
         torch.testing.assert_close(ops.axpby(x, y, 1.0, 2.0), x + 2 * y.float())
-        a = x.to(low).float()  # computed in float, rounded once, as eager torch's kernels
-        torch.testing.assert_close(ops.blend(x.to(low), end=y), (a + 0.5 * (y.float() - a)).to(low))
+        torch.testing.assert_close(ops.blend(x[0], end=y), x[0] + 0.5 * (y.float() - x[0]))
         with pytest.raises(RuntimeError, match=rf"^stablelib::axpby: argument 'y' has dtype {other}, but under "
                            rf"autocast \(promote\) the op takes float32 or the autocast dtype {low}"):
             ops.axpby(y, y.to(other), 1.0, 1.0)  # as the full target's at::autocast::prioritize refuses it
@@ -1011,7 +1023,7 @@ def test_autocast_with_autograd_opcheck_and_compile(stablelib):
     torch.testing.assert_close(grads, expected, atol=5e-2, rtol=5e-2)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         for op, args, kwargs in ((ops.gelu_fast.default, (x,), {}), (ops.axpby.default, (x, w, 1.0, 2.0), {}),
-                                 (ops.blend.default, (w.detach(),), {"end": x.detach()}),
+                                 (ops.blend.default, (w.detach(),), {"end": x[0].detach()}),
                                  (ops.row_rms_norm.default, (x, w), {})):
             result = torch.library.opcheck(op, args, kwargs)
             assert all(v == "SUCCESS" for v in result.values()), (op, result)
@@ -1535,8 +1547,8 @@ x, yb = torch.randn(4, 8, requires_grad=True), torch.randn(8, dtype=torch.bfloat
 def amp(a, b):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         h = stablelib.ops.gelu_fast(a)
-        return (h, stablelib.ops.axpby(a, b, 1.0, 1.0), stablelib.ops.blend(b, end=b), stablelib.ops.row_rms_norm(h, b)[0])
-assert [t.dtype for t in amp(x, yb)] == [torch.bfloat16, torch.float32, torch.bfloat16, torch.float32]
+        return (h, stablelib.ops.axpby(a, b, 1.0, 1.0), stablelib.ops.blend(b, end=a[0]), stablelib.ops.row_rms_norm(h, b)[0])
+assert [t.dtype for t in amp(x, yb)] == [torch.bfloat16, torch.float32, torch.float32, torch.float32]
 torch.autograd.grad(amp(x, yb)[3].sum(), x)
 assert [t.dtype for t in torch.compile(amp, fullgraph=True)(x, yb)] == [t.dtype for t in amp(x, yb)]
 assert all(torch._C._dispatch_has_kernel_for_dispatch_key("stablelib::axpby", k) for k in ("AutocastCPU", "AutocastCUDA"))
