@@ -1655,6 +1655,15 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
           dtypes: [float32]
           like: self
           kernels: {CPU: i_cpu}
+        - func: j_(Tensor(a!) self, float f) -> Tensor(a!)
+          dtypes: [float32]
+          kernels: {CPU: {abi: c}}
+          derivatives: {self: grad * f}
+        - func: k(Tensor x, *, Tensor? y) -> Tensor
+          dtypes: [float32]
+          like: x
+          kernels: {CPU: {abi: c}}
+          derivatives: {x: grad, y: grad}
         """))
     r = run_codegen("check", cwd=lib)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
@@ -1672,6 +1681,8 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
                            "claimed release a call fails converting it"),
         ("scale.yaml:41:", "argument 'gen' of type Generator?: torch::stable::Generator exists from torch 2.13, and "
                            "the stable target compiles for torch 2.11"),
+        ("scale.yaml:48:", "register_autograd, which takes functional ops only, and this op writes its arguments"),
+        ("scale.yaml:49:", "register_autograd, which takes no keyword-only tensor ('y')"),
     ]
     for where, message in expect:
         assert any(where in e and message in e for e in errors), (where, message, errors)

@@ -28,7 +28,7 @@ from ..api import stable
 from ..api.kernel import check_foreign
 from ..api.tags import validate_tags, with_torch_tags
 from ..core.literals import cpp_string, py_string
-from ..lang.schema import is_tensor, unwrap_optional
+from ..lang.schema import ListType, is_tensor, unwrap_optional
 from ..core.targets import CPU, Device, Target
 from ..core.torch_compat import VERSIONED_TAGS
 from .base import Output, Plugin
@@ -154,6 +154,17 @@ def autograd_problems(decl, ops: set[str] = frozenset()) -> list[tuple]:
     if not d.materialize_grads:  # a formula would see None, which no formula the core accepts can test
         out.append((loc, "the stable target has no 'materialize_grads: false' yet: its formulas see zeros for "
                     "the returns without a gradient", "leave 'materialize_grads' out"))
+    # torch.library.register_autograd refuses both when the library loads (every claimed release)
+    if decl.schema.is_mutable:
+        out.append((loc, "the stable target registers derivatives with torch.library.register_autograd, which "
+                    "takes functional ops only, and this op writes its arguments",
+                    "declare the derivatives on a functional op, or build in the full target"))
+    keyword_tensors = [a.name for a in decl.schema.arguments if a.kwarg_only and (
+        is_tensor(unwrap_optional(a.type)) or (isinstance(a.type, ListType) and is_tensor(unwrap_optional(a.type.elem))))]
+    if keyword_tensors:
+        out.append((decl.func_loc, "the stable target registers derivatives with torch.library.register_autograd, "
+                    f"which takes no keyword-only tensor ({', '.join(repr(n) for n in keyword_tensors)})",
+                    "declare it before '*'"))
     for a in decl.schema.arguments:
         if keyword.iskeyword(a.name) or a.name in _RESERVED:
             out.append((decl.func_loc, f"argument '{a.name}' is a Python keyword or a name the stable target's "
