@@ -745,6 +745,56 @@ def no_rule(op: str) -> BatchingRule:
     return rule
 
 
+# ----------------------------------------------------------------------------- autograd
+
+_AUTOGRAD_LIBRARIES: dict[str, Any] = {}  # namespace -> the torch.library.Library holding the kernels below
+
+
+def register_autograd(op: str, backward: Callable[..., Any], setup_context: Callable[..., Any]) -> None:
+    """The stable target's autograd of `op` ("ns::name"): torch.library.register_autograd's kernel
+    at the Autograd key (torch._library.autograd.make_autograd_impl, which it registers), behind a
+    check that forward-mode AD raises.  register_autograd registers no forward formula, and its
+    kernel, called with a dual tensor that does not require grad, returns results without a
+    tangent; here that is a NotImplementedError naming the op, as the full target's ops without a
+    forward formula raise.  Where torch lacks make_autograd_impl (a release after those claimed),
+    register_autograd itself."""
+    make = getattr(getattr(getattr(torch, "_library", None), "autograd", None), "make_autograd_impl", None)
+    info = getattr(getattr(getattr(torch, "_library", None), "autograd", None), "Info", None)
+    if make is None or info is None:
+        torch.library.register_autograd(op, backward, setup_context=setup_context)
+        return
+    namespace, _, name = op.partition("::")
+    base, _, overload_name = name.partition(".")
+    overload = getattr(getattr(getattr(torch.ops, namespace), base), overload_name or "default")
+    impl = make(overload, info(backward, setup_context))
+    from torch.autograd import forward_ad
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if forward_ad._current_level >= 0 and _has_tangent(args):
+            raise NotImplementedError(
+                f"{op}: forward-mode AD is not implemented in the stable-ABI target (its derivatives are "
+                "registered with torch.library.register_autograd, which has no forward mode); build the "
+                "library in the full ATen target for forward mode")
+        return impl(keyset, *args, **kwargs)
+
+    if namespace not in _AUTOGRAD_LIBRARIES:
+        _AUTOGRAD_LIBRARIES[namespace] = torch.library.Library(namespace, "IMPL")  # type: ignore[no-untyped-call]
+    _AUTOGRAD_LIBRARIES[namespace].impl(name, kernel, "Autograd", with_keyset=True)
+
+
+def _has_tangent(values: Iterable[Any]) -> bool:
+    """Whether a tensor among `values` (or in a list among them) carries a forward-mode tangent
+    at the current dual level."""
+    from torch.autograd import forward_ad
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            if forward_ad.unpack_dual(v).tangent is not None:
+                return True
+        elif isinstance(v, (list, tuple)) and _has_tangent(v):
+            return True
+    return False
+
+
 # ----------------------------------------------------------------------------- autocast
 
 # Whether a tensor is on the device of an autocast device type (at::autocast::is_autocast_eligible):

@@ -614,7 +614,7 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
                  "STABLE_TORCH_LIBRARY_IMPL(stablelib, CUDA, m) {"):
         assert text in cuda, (text, cuda)
     assert not (gen / "python" / "_fast.cpp").exists()  # the fast bindings need torch's Python C++ API
-    assert "torch.library.register_autograd('stablelib::sqdist'" in (gen / "python" / "autograd.py").read_text()
+    assert "_runtime.register_autograd('stablelib::sqdist'" in (gen / "python" / "autograd.py").read_text()
     autocast = (gen / "python" / "autocast.py").read_text()  # the Autocast kernels, from Python
     assert "_runtime.register_autocast('stablelib::blend', 'promote', cast=((0, 'x'), (1, 'end')), " \
         "promote=((0, 'x'), (1, 'end')))" in autocast and autocast.count("register_autocast(") == 5
@@ -1347,6 +1347,17 @@ def test_pointwise_gradients_opcheck_and_compile(stablelib):
     assert torch.autograd.gradcheck(ops.gelu_fast, (x,))
     assert torch.autograd.gradgradcheck(ops.gelu_fast, (x,))
     assert torch.autograd.gradcheck(lambda p, q: ops.axpby(p, q, 1.5, -2.0), (x, b))  # b's gradient summed to [3]
+    # No forward mode (register_autograd has none): a dual tensor raises naming the op, with or
+    # without requires_grad, rather than giving a result without a tangent.
+    import torch.autograd.forward_ad as fwAD
+    with fwAD.dual_level():
+        for primal in (x.detach(), x):
+            dual = fwAD.make_dual(primal, torch.ones_like(primal))
+            with pytest.raises(NotImplementedError, match=r"^stablelib::gelu_fast: forward-mode AD is not "
+                                                          r"implemented in the stable-ABI target"):
+                ops.gelu_fast(dual)
+        plain = ops.gelu_fast(x.detach())  # no tangent given: none expected
+        assert fwAD.unpack_dual(plain).tangent is None
     for op, args in ((torch.ops.stablelib.gelu_fast.default, (torch.randn(4, 6).t(),)),
                      (torch.ops.stablelib.axpby.default, (torch.randn(2, 3), torch.randn(3), 2.0, 0.5)),
                      (torch.ops.stablelib.clipped_add.default, (torch.randint(-9, 9, (4,)), torch.randint(-9, 9, (4,)), -3, 3)),
