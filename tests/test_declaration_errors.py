@@ -366,6 +366,9 @@ CLS = "- class: Q\n  header: f.h\n  init: (Tensor t)\n  flatten: {t: self->t()}\
     (CLS + "  method: {}\n", "declarations/ops.yaml:5:3: error: unknown field 'method' of a class"),
     (CLS + "  methods: {}\n- func: g(__torch__.torch.classes.testlib.Q q, Tensor x) -> ()\n  method: q.pop\n",
      "declarations/ops.yaml:7:11: error: class Q has no method 'pop'"),
+    # a lower-case unknown name is a type variable to the schema parser (torch's `t[] self`)
+    (CLS.replace("(Tensor t)", "(ensor t)"),
+     "declarations/ops.yaml:3:9: error: class Q: constructor argument 't' of type ensor is not supported"),
 ])
 def test_bad_classes(project, yaml_text, expected):
     check_error(project, yaml_text, expected)

@@ -46,6 +46,7 @@ class ClassDecl:
     doc: str
     header: str
     init: FunctionSchema  # `__init__(<args>) -> ()`
+    init_loc: Loc  # where `init:` is written
     methods: tuple[Method, ...]
     flatten: tuple[tuple[str, str], ...]  # (state name, C++ expression)
     pickle: str  # the method whose result is the pickled state, or ""
@@ -108,7 +109,8 @@ def load_class(node: yaml.MappingNode, path: str, diag: Diagnostics) -> ClassDec
     pickle = _scalar(fields.get("pickle")) or ""
     if init is None or not header:
         return None
-    return ClassDecl(name, path, loc, (_scalar(fields.get("doc")) or "").strip(), header, init, tuple(methods),
+    return ClassDecl(name, path, loc, (_scalar(fields.get("doc")) or "").strip(), header, init,
+                     loc_of(fields["init"], path), tuple(methods),
                      tuple(flatten), pickle)
 
 

@@ -46,6 +46,19 @@ class Classes(Plugin):
         if decl.devices:
             diag.error(loc, "an op that calls a class method has no 'kernels'")
 
+    def transform(self, lib, diag):
+        """Checks the classes (the library's, not a declaration's: `validate` sees ops): each
+        constructor argument is a type the registration's `torch::init<...>` takes.  Returns
+        the library as it is."""
+        for c in lib.classes:
+            for a in c.init.arguments:
+                try:
+                    cpp.value_type(unwrap_optional(a.type))
+                except cpp.UnsupportedType as e:
+                    diag.error(c.init_loc, f"class {c.name}: constructor argument '{a.name}' of type {a.type} is not "
+                               f"supported" + (f": {e.reason}" if e.reason else ""))
+        return lib
+
     def library_includes(self, lib):
         if lib.classes:
             yield "<torch/custom_class.h>"
