@@ -978,21 +978,19 @@ def two_targets(report: Report, runs: int, scale: int, number: int, repeat: int)
                                threads=threads, stable_ms=ms["stable"], full_ms=ms["aten"])
                     print(f"  {case.op:<28}{str(dtype)[6:]:>9}{threads:>4}{ms['stable']:>11.2f}{ms['aten']:>9.2f}"
                           f"{ratio:>7.2f}x{_mark(ratio, 0.9)}")
-        for grad in (False, True):
-            us = alternated(kind="calls", grad=grad, number=number, repeat=repeat)
+        def calls(name: str, **request) -> None:  # one call's microseconds in each build, as a ratio
+            us = alternated(number=number, repeat=repeat, **request)
             assert isinstance(us, dict), us
-            name = f"mul_constant call, 8 elements{' (requires_grad)' if grad else ''}"
             report.add("targets", name + ": full target's time / stable's", us["aten"] / us["stable"],
                        stable_us=us["stable"], full_us=us["aten"])
             print(f"  {name:<44}stable {us['stable']:.2f} us, full {us['aten']:.2f} us: {us['aten'] / us['stable']:.2f}x")
+
+        for grad in (False, True):
+            calls(f"mul_constant call, 8 elements{' (requires_grad)' if grad else ''}", kind="calls", grad=grad)
         # The autocast kernels: C++ in the full target, Python in the stable one (docs/stable-abi.md).
         for dtype in ("float32", "bfloat16"):
-            us = alternated(kind="autocast_calls", dtype=dtype, number=number, repeat=repeat)
-            assert isinstance(us, dict), us
-            name = f"myadd under autocast, 16 elements{', one cast' if dtype == 'bfloat16' else ''}"
-            report.add("targets", name + ": full target's time / stable's", us["aten"] / us["stable"],
-                       stable_us=us["stable"], full_us=us["aten"])
-            print(f"  {name:<44}stable {us['stable']:.2f} us, full {us['aten']:.2f} us: {us['aten'] / us['stable']:.2f}x")
+            calls(f"myadd under autocast, 16 elements{', one cast' if dtype == 'bfloat16' else ''}",
+                  kind="autocast_calls", dtype=dtype)
     finally:
         for w in workers.values():
             w.close()
