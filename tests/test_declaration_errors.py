@@ -735,6 +735,10 @@ KH = "  kernels: {CPU: k}\n  header: f.h\n"
      + KH + "  like: data\n",
      "declarations/ops.yaml:2:31: error: 'w' is not an optional Tensor argument: it has dtypes, not {dtypes: ..., "
      "absent: ...}"),
+    # a return's dtypes written as an optional tensor's, in an op without tensor arguments (found by test_fuzz)
+    ("- func: f() -> Tensor\n  dtypes: {result: {}}\n",
+     "declarations/ops.yaml:2:20: error: 'result' is not an optional Tensor argument: it has dtypes, not {dtypes: ..., "
+     "absent: ...}"),
     ("- func: f(Tensor data, Tensor? w, Tensor v) -> Tensor\n  dtypes: {data: floating, w: {dtypes: [float32], "
      "absent: float32}, v: w}\n" + KH + "  like: data\n",
      "declarations/ops.yaml:2:72: error: 'w' is optional: a tensor shares the dtypes of a required one"),

@@ -421,7 +421,7 @@ class DeclarationLoader:
                 refs[name] = (v.value, v)
                 continue
             if isinstance(v, yaml.MappingNode) or (arg is not None and arg.is_optional):
-                parsed = self.parse_optional_dtypes(schema, arg, k, v, path, first=not required and name == tensor_names[0])
+                parsed = self.parse_optional_dtypes(schema, arg, k, v, path, first=not required and name == next(iter(tensor_names), None))
                 if parsed is None:
                     failed.add(name)
                     continue
