@@ -790,7 +790,7 @@ def _has_tangent(values: Iterable[Any]) -> bool:
     from torch.autograd import forward_ad
     for v in values:
         if isinstance(v, torch.Tensor):
-            if forward_ad.unpack_dual(v).tangent is not None:
+            if forward_ad.unpack_dual(v).tangent is not None:  # type: ignore[no-untyped-call]
                 return True
         elif isinstance(v, (list, tuple)) and _has_tangent(v):
             return True
