@@ -58,6 +58,25 @@ def registered(op: str) -> bool:
     return True
 
 
+_IMPL_LIBRARIES: dict[str, Any] = {}  # namespace -> the torch.library.Library holding the Python kernels below
+
+
+def impl(op: str, kernel: Callable[..., Any], key: str, with_keyset: bool = False) -> None:
+    """Registers the Python `kernel` of `op` ("ns::name" or "ns::name.overload") at dispatch
+    `key`, in one torch.library.Library per namespace, kept as long as the process."""
+    namespace, _, name = op.partition("::")
+    if namespace not in _IMPL_LIBRARIES:
+        _IMPL_LIBRARIES[namespace] = torch.library.Library(namespace, "IMPL")  # type: ignore[no-untyped-call]
+    _IMPL_LIBRARIES[namespace].impl(name, kernel, key, with_keyset=with_keyset)
+
+
+def overload(op: str) -> Any:
+    """The OpOverload of `op` ("ns::name" or "ns::name.overload")."""
+    namespace, _, name = op.partition("::")
+    base, _, overload_name = name.partition(".")
+    return getattr(getattr(getattr(torch.ops, namespace), base), overload_name or "default")
+
+
 def torch_release(version: str) -> str:
     """'2.14.1+cu130' -> '2.14': torch's C++ ABI holds within a release.  (The build backend
     pins a wheel's torch with the same rule.)"""
@@ -578,9 +597,6 @@ def register_vmap(op: str, rule: BatchingRule) -> None:
         torch.library.register_vmap(op, rule)
 
 
-_BATCHED_LIBRARIES: dict[str, Any] = {}  # namespace -> the torch.library.Library holding the kernels below
-
-
 def register_batched(op: str, kernel: Callable[..., Any]) -> None:
     """A Python kernel at the FuncTorchBatched key of `op` ("ns::name.overload"), for an op
     with keyword-only tensors (out= overloads), which `torch.library.register_vmap` refuses.
@@ -588,10 +604,7 @@ def register_batched(op: str, kernel: Callable[..., Any]) -> None:
     vmap batches with their own rules."""
     if not registered(op):
         return
-    namespace, _, name = op.partition("::")
-    if namespace not in _BATCHED_LIBRARIES:
-        _BATCHED_LIBRARIES[namespace] = torch.library.Library(namespace, "IMPL")  # type: ignore[no-untyped-call]
-    _BATCHED_LIBRARIES[namespace].impl(name, kernel, "FuncTorchBatched")
+    impl(op, kernel, "FuncTorchBatched")
 
 
 def out_rule(op: str, functional: Callable[..., Any], outs: Sequence[str]) -> Callable[..., Any]:
@@ -749,9 +762,6 @@ def no_rule(op: str) -> BatchingRule:
 
 # ----------------------------------------------------------------------------- autograd
 
-_AUTOGRAD_LIBRARIES: dict[str, Any] = {}  # namespace -> the torch.library.Library holding the kernels below
-
-
 def register_autograd(op: str, backward: Callable[..., Any], setup_context: Callable[..., Any]) -> None:
     """The stable target's autograd of `op` ("ns::name"): torch.library.register_autograd's kernel
     at the Autograd key (torch._library.autograd.make_autograd_impl, which it registers), behind a
@@ -760,15 +770,12 @@ def register_autograd(op: str, backward: Callable[..., Any], setup_context: Call
     tangent; here that is a NotImplementedError naming the op, as the full target's ops without a
     forward formula raise.  Where torch lacks make_autograd_impl (a release after those claimed),
     register_autograd itself."""
-    make = getattr(getattr(getattr(torch, "_library", None), "autograd", None), "make_autograd_impl", None)
-    info = getattr(getattr(getattr(torch, "_library", None), "autograd", None), "Info", None)
+    autograd = getattr(getattr(torch, "_library", None), "autograd", None)
+    make, info = getattr(autograd, "make_autograd_impl", None), getattr(autograd, "Info", None)
     if make is None or info is None:
         torch.library.register_autograd(op, backward, setup_context=setup_context)
         return
-    namespace, _, name = op.partition("::")
-    base, _, overload_name = name.partition(".")
-    overload = getattr(getattr(getattr(torch.ops, namespace), base), overload_name or "default")
-    impl = make(overload, info(backward, setup_context))
+    torch_kernel = make(overload(op), info(backward, setup_context))
     from torch.autograd import forward_ad
 
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
@@ -777,11 +784,9 @@ def register_autograd(op: str, backward: Callable[..., Any], setup_context: Call
                 f"{op}: forward-mode AD is not implemented in the stable-ABI target (its derivatives are "
                 "registered with torch.library.register_autograd, which has no forward mode); build the "
                 "library in the full ATen target for forward mode")
-        return impl(keyset, *args, **kwargs)
+        return torch_kernel(keyset, *args, **kwargs)
 
-    if namespace not in _AUTOGRAD_LIBRARIES:
-        _AUTOGRAD_LIBRARIES[namespace] = torch.library.Library(namespace, "IMPL")  # type: ignore[no-untyped-call]
-    _AUTOGRAD_LIBRARIES[namespace].impl(name, kernel, "Autograd", with_keyset=True)
+    impl(op, kernel, "Autograd", with_keyset=True)
 
 
 def _has_tangent(values: Iterable[Any]) -> bool:
@@ -803,7 +808,6 @@ def _has_tangent(values: Iterable[Any]) -> bool:
 # Tensor.is_cpu and .is_cuda, which cost a fifth of Tensor.device.type.
 _AUTOCAST_ON_DEVICE: dict[str, Callable[[torch.Tensor], bool]] = {
     "cpu": lambda t: t.is_cpu, "cuda": lambda t: t.is_cuda or t.device.type == "xla"}
-_AUTOCAST_LIBRARIES: dict[str, Any] = {}  # namespace -> the torch.library.Library holding the kernels below
 
 
 def register_autocast(op: str, policy: str, cast: Sequence[tuple[int, str]],
@@ -818,21 +822,17 @@ def register_autocast(op: str, policy: str, cast: Sequence[tuple[int, str]],
     dtype.  Casts are not cached as at::autocast::cached_cast caches a leaf weight's."""
     if not registered(op):
         return
-    namespace, _, name = op.partition("::")
-    base, _, overload_name = name.partition(".")
-    overload = getattr(getattr(getattr(torch.ops, namespace), base), overload_name or "default")
-    if namespace not in _AUTOCAST_LIBRARIES:
-        _AUTOCAST_LIBRARIES[namespace] = torch.library.Library(namespace, "IMPL")  # type: ignore[no-untyped-call]
+    op_overload = overload(op)
     for device_type in ("cpu", "cuda"):
         key = "Autocast" + torch._C._dispatch_key_for_device(device_type)
         dispatch_key = getattr(torch._C.DispatchKey, key)
-        kernel = _autocast_kernel(op, overload, device_type, dispatch_key, policy, cast, promote)
-        overload.py_kernels.pop(dispatch_key, None)
-        overload.py_impl(dispatch_key)(kernel)
-        _AUTOCAST_LIBRARIES[namespace].impl(name, kernel, key)
+        kernel = _autocast_kernel(op, op_overload, device_type, dispatch_key, policy, cast, promote)
+        op_overload.py_kernels.pop(dispatch_key, None)
+        op_overload.py_impl(dispatch_key)(kernel)
+        impl(op, kernel, key)
 
 
-def _autocast_kernel(op: str, overload: Any, device_type: str, dispatch_key: Any, policy: str,
+def _autocast_kernel(op: str, op_overload: Any, device_type: str, dispatch_key: Any, policy: str,
                      cast: Sequence[tuple[int, str]], promote: Sequence[tuple[int, str]]) -> Callable[..., Any]:
     on_device = _AUTOCAST_ON_DEVICE[device_type]
     excluded = torch._C.DispatchKeySet(dispatch_key)
@@ -855,7 +855,7 @@ def _autocast_kernel(op: str, overload: Any, device_type: str, dispatch_key: Any
                     given[i] = _autocast_cast(given[i], to, on_device)
                 elif n in kwargs:
                     kwargs[n] = _autocast_cast(kwargs[n], to, on_device)
-            return overload(*given, **kwargs)
+            return op_overload(*given, **kwargs)
 
     return kernel
 
