@@ -760,14 +760,19 @@ def no_rule(op: str) -> BatchingRule:
 
 # ----------------------------------------------------------------------------- autograd
 
-def register_autograd(op: str, backward: Callable[..., Any], setup_context: Callable[..., Any]) -> None:
-    """The stable target's autograd of `op` ("ns::name"): torch.library.register_autograd's kernel
-    at the Autograd key (torch._library.autograd.make_autograd_impl, which it registers), behind a
-    check that forward-mode AD raises.  register_autograd registers no forward formula, and its
-    kernel, called with a dual tensor that does not require grad, returns results without a
-    tangent; here that is a NotImplementedError naming the op, as the full target's ops without a
-    forward formula raise.  Where torch lacks make_autograd_impl (a release after those claimed),
-    register_autograd itself."""
+def register_autograd(op: str, backward: Callable[..., Any], setup_context: Callable[..., Any],
+                      jvp: Callable[..., Any] | None = None) -> None:
+    """The stable target's autograd of `op` ("ns::name").  With forward formulas (`jvp`): an
+    autograd.Function of the op at the Autograd key (_function_kernel).  Without: torch.library.
+    register_autograd's kernel (torch._library.autograd.make_autograd_impl, which it registers),
+    behind a check that forward-mode AD raises.  register_autograd registers no forward formula,
+    and its kernel, called with a dual tensor that does not require grad, returns results
+    without a tangent; here that is a NotImplementedError naming the op, as the full target's
+    ops without a forward formula raise.  Where torch lacks make_autograd_impl (a release after
+    those claimed), register_autograd itself."""
+    if jvp is not None:
+        impl(op, _function_kernel(op, backward, setup_context, jvp), "Autograd", with_keyset=True)
+        return
     autograd = getattr(getattr(torch, "_library", None), "autograd", None)
     make, info = getattr(autograd, "make_autograd_impl", None), getattr(autograd, "Info", None)
     if make is None or info is None:
@@ -779,12 +784,94 @@ def register_autograd(op: str, backward: Callable[..., Any], setup_context: Call
     def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         if forward_ad._current_level >= 0 and _has_tangent(args):
             raise NotImplementedError(
-                f"{op}: forward-mode AD is not implemented in the stable-ABI target (its derivatives are "
-                "registered with torch.library.register_autograd, which has no forward mode); build the "
-                "library in the full ATen target for forward mode")
+                f"{op}: forward-mode AD is not implemented in the stable-ABI target for an op without "
+                "forward formulas: declare one for each differentiable return ('result:' in its derivatives, "
+                "or derived from a pointwise op's), or build the library in the full ATen target")
         return torch_kernel(keyset, *args, **kwargs)
 
     impl(op, kernel, "Autograd", with_keyset=True)
+
+
+class _CallInfo:
+    """What the Autograd kernel passes its Function beside the op's arguments: the dispatch keys
+    to redispatch with, and the keyword-only arguments (the dispatcher passes them by name)."""
+
+    __slots__ = ("keyset", "kwargs")
+
+    def __init__(self, keyset: Any, kwargs: dict[str, Any]) -> None:
+        self.keyset, self.kwargs = keyset, kwargs
+
+
+def _function_kernel(op: str, backward: Callable[..., Any], setup_context: Callable[..., Any],
+                     jvp: Callable[..., Any]) -> Callable[..., Any]:
+    """The Autograd kernel of an op with forward formulas: a torch.autograd.Function whose
+    forward redispatches below autograd, with setup_context, backward (the formulas, as
+    register_autograd registers them) and jvp (the forward formulas).  register_autograd takes no
+    jvp, so this is its kernel (make_autograd_impl) with one: the same redispatch, defaults
+    filled in for setup_context, and needs_input_grad of the op's arguments alone.  Functional ops
+    without a Tensor[] argument only (the generator refuses the rest: codegen/plugins/stable.py)."""
+    from torch._library.utils import fill_defaults
+    from torch.autograd import forward_ad
+    op_overload = overload(op)
+    schema = op_overload._schema
+
+    def forward(*args: Any) -> Any:
+        info: _CallInfo = args[-1]
+        with torch._C._AutoDispatchBelowAutograd():
+            return op_overload.redispatch(info.keyset & torch._C._after_autograd_keyset, *args[:-1], **info.kwargs)
+
+    def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        info: _CallInfo = inputs[-1]
+        # the dispatcher drops arguments equal to their defaults (fill_defaults is untyped)
+        args, _ = fill_defaults(schema, inputs[:-1], info.kwargs)  # type: ignore[no-untyped-call]
+        setup_context(ctx, tuple(args), output)
+
+    def backward_(ctx: Any, *grads: Any) -> Any:
+        needs = ctx.needs_input_grad
+        ctx.needs_input_grad = needs[:-1]
+        try:
+            result = backward(ctx, *grads)
+        finally:
+            ctx.needs_input_grad = needs
+        return (*(result if isinstance(result, tuple) else (result,)), None)
+
+    def jvp_(ctx: Any, *tangents: Any) -> Any:
+        return jvp(ctx, *tangents[:-1])
+
+    name = f"ForwardAndBackwardOf_{op_overload._namespace}_{op_overload._opname}_{op_overload._overloadname}"
+    function: Any = type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "setup_context": staticmethod(setup),
+        "backward": staticmethod(backward_), "jvp": staticmethod(jvp_)})
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if (torch.is_grad_enabled() and torch._C._any_requires_grad(*args, **kwargs)) or (
+                forward_ad._current_level >= 0 and _has_tangent(args)):
+            return function.apply(*args, _CallInfo(keyset, kwargs))
+        with torch._C._AutoDispatchBelowAutograd():
+            return op_overload.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+
+    return kernel
+
+
+def forward_tangent(op: str, name: str, tangent: Any, result: torch.Tensor) -> torch.Tensor | None:
+    """Return `name`'s tangent from its forward formula's value, as the full target sets it: in
+    the return's dtype, expanded to its shape where it broadcasts; any other shape is an error
+    naming the op and the return."""
+    if tangent is None:
+        return None
+    if not isinstance(tangent, torch.Tensor):
+        tangent = torch.full_like(result, tangent)
+    if tangent.shape != result.shape:
+        try:
+            fits = torch.broadcast_shapes(tangent.shape, result.shape) == result.shape  # type: ignore[no-untyped-call]
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise RuntimeError(f"{op}: the forward-derivative formula of '{name}' gives a tangent of shape "
+                               f"{list(tangent.shape)}, but the return has shape {list(result.shape)}")
+        tangent = tangent.expand(result.shape)
+    converted: torch.Tensor = tangent.to(result.dtype)
+    return converted
 
 
 def _has_tangent(values: Iterable[Any]) -> bool:

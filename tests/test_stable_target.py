@@ -12,6 +12,7 @@ installed into another torch release's venv of build/torch-matrix, where there i
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import re
@@ -36,6 +37,7 @@ DECLARATIONS = """\
   like: self
   derivatives:
     self: grad * factor
+    result: self_t * factor
 
 - func: sqdist(Tensor a, Tensor b) -> Tensor
   doc: Per row, the squared distance between a and b, in Rust.
@@ -45,6 +47,7 @@ DECLARATIONS = """\
   derivatives:
     a: 2 * grad.unsqueeze(-1) * (a - b)
     b: -2 * grad.unsqueeze(-1) * (a - b)
+    result: 2 * ((a - b) * (a_t - b_t)).sum(-1)
 
 - func: count_above(Tensor self, float threshold) -> SymInt
   doc: How many elements are above threshold, in C (a value the kernel returns through a pointer).
@@ -81,6 +84,8 @@ DECLARATIONS = """\
   shape: {x: [N, D], s: [N], sq: [N]}
   derivatives:
     x: grad_s.unsqueeze(-1) + 2 * grad_sq.unsqueeze(-1) * x
+    s: x_t.sum(-1)
+    sq: 2 * (x * x_t).sum(-1)
 
 - func: weighted_sum(Tensor w, Tensor[] xs) -> Tensor
   doc: The sum of w[k] * xs[k], in C; a tensor list.
@@ -224,6 +229,7 @@ DECLARATIONS = """\
     e / sum(e)
   derivatives:
     self: result * (grad - (grad * result).sum(-1).unsqueeze(-1))
+    result: result * (self_t - (self_t * result).sum(-1).unsqueeze(-1))
 
 - func: row_rms_norm(Tensor input, Tensor weight, float eps=1e-6) -> (Tensor out, Tensor rstd)
   doc: rms norm over the last dimension with a weight (a column), and the rstd per row, from a row-wise program.
@@ -1338,6 +1344,42 @@ def test_a_pointwise_out_overload(stablelib, capfd):
     torch.testing.assert_close(f(x, y), want + 1)
 
 
+@pytest.mark.slow(20)
+def test_forward_formulas_run_as_the_ops_jvp(stablelib):
+    """Forward formulas (`result:`, or a return's name) of a C++, a Rust, a two-return C and a
+    row-wise op: forward mode (gradcheck's check_forward_ad), forward over reverse, opcheck and
+    torch.compile over the op with its jvp (the generated autograd.Function)."""
+    module, _, _ = stablelib
+    ops = module.ops
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    cases = ((lambda t: ops.scale(t, 1.5), (x,)), (ops.sqdist, (x, y)), (ops.sumsq, (x,)), (ops.row_softmax, (x,)))
+    for f, args in cases:
+        assert torch.autograd.gradcheck(f, args, check_forward_ad=True)
+        assert torch.autograd.gradgradcheck(f, args, check_fwd_over_rev=True)
+    import torch.autograd.forward_ad as fwAD
+    with fwAD.dual_level():  # a tangent on one input; the other's is zeros; the tangent keeps the dtype
+        t = torch.randn(4, 3, dtype=torch.float64)
+        out = ops.sqdist(fwAD.make_dual(x.detach(), t), y.detach())
+        torch.testing.assert_close(fwAD.unpack_dual(out).tangent, 2 * ((x - y) * t).sum(-1).detach())
+    from torch.library import opcheck
+    for op, args in ((torch.ops.stablelib.scale.default, (torch.randn(3, 2), 2.0)),
+                     (torch.ops.stablelib.sqdist.default, (torch.randn(3, 2), torch.randn(3, 2))),
+                     (torch.ops.stablelib.sumsq.default, (torch.randn(3, 2),))):
+        opcheck(op, args)
+    torch._dynamo.reset()
+    f = torch.compile(lambda a, b: ops.sqdist(ops.scale(a, 2.0), b).sum(), fullgraph=True)
+    a, b = torch.randn(5, 3, requires_grad=True), torch.randn(5, 3)
+    f(a, b).backward()
+    torch.testing.assert_close(a.grad, 2 * 2 * (2 * a.detach() - b))
+    # A formula's value that does not broadcast to its return is an error naming the op and the return.
+    runtime = importlib.import_module(f"{module.__name__}._generated._runtime")
+    with pytest.raises(RuntimeError, match=r"^stablelib::sqdist: the forward-derivative formula of 'result' gives a "
+                                           r"tangent of shape \[2\], but the return has shape \[4\]"):
+        runtime.forward_tangent("stablelib::sqdist", "result", torch.ones(2), torch.ones(4))
+    assert runtime.forward_tangent("x::y", "r", torch.ones(1), torch.ones(3, dtype=torch.float64)).dtype == torch.float64
+
+
 @pytest.mark.slow(30)
 def test_pointwise_gradients_opcheck_and_compile(stablelib):
     module, _, _ = stablelib
@@ -1347,15 +1389,22 @@ def test_pointwise_gradients_opcheck_and_compile(stablelib):
     assert torch.autograd.gradcheck(ops.gelu_fast, (x,))
     assert torch.autograd.gradgradcheck(ops.gelu_fast, (x,))
     assert torch.autograd.gradcheck(lambda p, q: ops.axpby(p, q, 1.5, -2.0), (x, b))  # b's gradient summed to [3]
-    # No forward mode (register_autograd has none): a dual tensor raises naming the op, with or
-    # without requires_grad, rather than giving a result without a tangent.
+    # Forward mode of a pointwise op, derived from its backward formulas (the sum over inputs of
+    # the formula with the input's tangent as grad), and over reverse.
+    assert torch.autograd.gradcheck(ops.gelu_fast, (x,), check_forward_ad=True)
+    assert torch.autograd.gradcheck(lambda p, q: ops.axpby(p, q, 1.5, -2.0), (x, b), check_forward_ad=True)
+    assert torch.autograd.gradgradcheck(lambda p, q: ops.axpby(p, q, 1.5, -2.0), (x, b), check_fwd_over_rev=True)
+    # An op with neither a forward formula nor a derived one (row_rms_norm: row-wise, two returns):
+    # a dual tensor raises naming the op, with or without requires_grad, rather than giving a
+    # result without a tangent.
     import torch.autograd.forward_ad as fwAD
+    w = torch.randn(3, dtype=torch.float64)
     with fwAD.dual_level():
         for primal in (x.detach(), x):
             dual = fwAD.make_dual(primal, torch.ones_like(primal))
-            with pytest.raises(NotImplementedError, match=r"^stablelib::gelu_fast: forward-mode AD is not "
+            with pytest.raises(NotImplementedError, match=r"^stablelib::row_rms_norm: forward-mode AD is not "
                                                           r"implemented in the stable-ABI target"):
-                ops.gelu_fast(dual)
+                ops.row_rms_norm(dual, w)
         plain = ops.gelu_fast(x.detach())  # no tangent given: none expected
         assert fwAD.unpack_dual(plain).tangent is None
     for op, args in ((torch.ops.stablelib.gelu_fast.default, (torch.randn(4, 6).t(),)),
@@ -1483,7 +1532,9 @@ a = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
 b = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
 f = lambda x, y: stablelib.ops.sqdist(stablelib.ops.scale(x, 3.0), y)
 torch.testing.assert_close(f(a, b), ((3 * a - b) ** 2).sum(1))
-assert torch.autograd.gradcheck(f, (a, b))
+assert torch.autograd.gradcheck(f, (a, b), check_forward_ad=True)  # forward formulas: the ops' jvp
+assert torch.autograd.gradgradcheck(f, (a, b), check_fwd_over_rev=True)
+assert torch.autograd.gradcheck(stablelib.ops.gelu_fast, (a,), check_forward_ad=True)  # derived from backward
 for op, args in ((torch.ops.stablelib.scale.default, (a, 2.0)), (torch.ops.stablelib.sqdist.default, (a, b))):
     r = torch.library.opcheck(op, args)
     assert all(v == "SUCCESS" for v in r.values()), r
@@ -1642,7 +1693,7 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
           kernels: {CPU: {abi: c}}
           derivatives:
             self: grad * f
-            result: self_t * f
+            result: at::mul(self_t, f)
         - func: e(Tensor x, Tensor(a!)[] self) -> ()
           dtypes: [float32]
           kernels: {CPU: e_cpu}
@@ -1683,7 +1734,7 @@ def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
         ("scale.yaml:8:", "CUDA kernel header 'kernels/b.cuh' not found"),
         ("scale.yaml:14:", "runs derivative formulas in Python (torch.library.register_autograd): "
                            "'at::mul(grad, f)' is C++"),
-        ("scale.yaml:21:", "register_autograd, which has no forward mode"),
+        ("scale.yaml:21:", "runs forward formulas in Python (an autograd.Function's jvp): 'at::mul(self_t, f)' is C++"),
         ("scale.yaml:24:", "kernel header 'kernels/e.h' not found"),  # a written tensor list is taken
         ("scale.yaml:29:", "f_ writes its arguments in place; casting them under autocast would write to a copy"),
         ("scale.yaml:33:", "kernel header 'kernels/g.h' not found"),

@@ -28,6 +28,7 @@ from ..api import stable
 from ..api.kernel import check_foreign
 from ..api.tags import validate_tags, with_torch_tags
 from ..core.literals import cpp_string, py_string
+from ..lang.derivatives import derived_forward, forward_names
 from ..lang.schema import ListType, is_tensor, unwrap_optional
 from ..core.targets import CPU, Device, Target
 from ..core.torch_compat import VERSIONED_TAGS
@@ -148,9 +149,16 @@ def autograd_problems(decl, ops: set[str] = frozenset()) -> list[tuple]:
     out = []
     hint = "write it as a Python expression over the op's arguments, results and `grad` (e.g. `grad * factor`)"
     loc = decl.field_loc("derivatives")
-    if d.forward:
-        out.append((d.forward[0].loc, "the stable target registers derivatives with torch.library.register_autograd, "
-                    "which has no forward mode: leave the forward formula ('result:') out", ""))
+    lists = {a.name for a in decl.schema.arguments if stable.type_key(a) == "Tensor[]"}
+    fw_allowed = _formula_names(decl) | forward_names(decl.schema) | ops
+    for ff in d.forward:
+        if lists:
+            out.append((ff.loc, "the stable target has no forward formulas for an op with a Tensor[] argument "
+                        f"('{', '.join(sorted(lists))}') yet", "leave the forward formula out"))
+        elif (problem := python_formula_problem(ff.text, fw_allowed)) is not None:
+            out.append((ff.loc, f"the stable target runs forward formulas in Python (an autograd.Function's "
+                        f"jvp): {problem}", "write it as a Python expression over the op's arguments, their "
+                        "tangents (`self_t`) and results (e.g. `self_t.mm(other) + self.mm(other_t)`)"))
     if not d.materialize_grads:  # a formula would see None, which no formula the core accepts can test
         out.append((loc, "the stable target has no 'materialize_grads: false' yet: its formulas see zeros for "
                     "the returns without a gradient", "leave 'materialize_grads' out"))
@@ -170,7 +178,6 @@ def autograd_problems(decl, ops: set[str] = frozenset()) -> list[tuple]:
             out.append((decl.func_loc, f"argument '{a.name}' is a Python keyword or a name the stable target's "
                         "Python autograd uses; rename it", ""))
     allowed = _formula_names(decl) | ops
-    lists = {a.name for a in decl.schema.arguments if stable.type_key(a) == "Tensor[]"}
     for f in d.formulas:
         if not f.differentiable:
             continue
@@ -216,6 +223,7 @@ class _Backward:
     head: tuple[str, ...]  # backward's statements before its return
     grads: tuple[str, ...]  # per argument: its gradient expression (guarded by needs_input_grad), or "None"
     once_differentiable: bool = False  # run without a graph; a double backward raises (_once_differentiable)
+    jvp: tuple[str, ...] = ()  # the jvp function's body (forward formulas), or () where there is none
 
 class StableAutograd(Plugin):
     """`python/autograd.py`: each differentiable op's formulas, registered with
@@ -301,5 +309,82 @@ def _backward(decl, namespace: str, ops: set[str] = frozenset()) -> _Backward | 
         f = d.formula_for(a.name)
         differentiable = f is not None and f.differentiable and is_tensor(unwrap_optional(a.type))
         grads.append(f"({f.text}) if ctx.needs_input_grad[{k}] else None" if differentiable else "None")
-    return _Backward(op=f"{namespace}::{decl.op_name}", ident=decl.ident, setup=tuple(setup), head=tuple(head),
-                     grads=tuple(grads), once_differentiable=d.once_differentiable)
+    op = f"{namespace}::{decl.op_name}"
+    jvp = _jvp(decl, op, namespace, ops, output)
+    if jvp:
+        setup += jvp[0]
+    return _Backward(op=op, ident=decl.ident, setup=tuple(setup), head=tuple(head), grads=tuple(grads),
+                     once_differentiable=d.once_differentiable, jvp=tuple(jvp[1]) if jvp else ())
+
+
+def _names(text: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+
+
+def _jvp(decl, op: str, namespace: str, ops: set[str], output) -> tuple[list[str], list[str]] | None:
+    """The forward mode of an op, as (the statements setup_context adds, the jvp function's
+    body), or None where it has none: every differentiable return needs a forward formula, or
+    (`pointwise:`, one differentiable return) one derived from the backward formulas, as the
+    full target derives it (lang.derivatives.derived_forward): the sum over the inputs with a
+    tangent of the input's formula with `grad` as that tangent.  Formulas see the arguments
+    (`x`, `x_p`), their tangents (`x_t`: zeros where an input has none, None for an absent
+    optional tensor), the results and the library's ops."""
+    d = decl.derivatives
+    args, returns = decl.schema.arguments, decl.schema.returns
+    if any(stable.type_key(a) == "Tensor[]" for a in args):
+        return None
+    differentiable = [i for i, flag in enumerate(d.output_differentiability) if flag and is_tensor(returns[i].type)]
+    derived = derived_forward(decl)
+    texts: dict[int, str] = {}
+    terms: dict[str, str] = {}  # derived: input -> its formula, with `grad` the input's tangent
+    for i in differentiable:
+        if (ff := d.forward_for(i)) is not None:
+            texts[i] = ff.text
+        elif i in derived and len(differentiable) == 1:
+            for f in derived[i]:
+                if not _names(f.text) & (set(_grad_names(decl)) - {"grad"}):
+                    terms[f.inputs[0]] = f.text
+                else:
+                    return None
+        else:
+            return None
+    used = set().union(*(_names(t) for t in [*texts.values(), *terms.values()]))
+    tensor_args = [a for a in args if is_tensor(unwrap_optional(a.type))]
+    saved = [a.name for a in tensor_args if {a.name, f"{a.name}_p", f"{a.name}_t"} & used or a.name in terms]
+    values = [a.name for a in args if not is_tensor(unwrap_optional(a.type)) and a.name in used]
+    # the jvp's own locals, apart from every name a formula may use
+    taken = _formula_names(decl) | forward_names(decl.schema) | ops | set(_RESERVED)
+    tangents_, tangent, term = (_fresh_py(base, taken) for base in ("tangents", "tangent", "term"))
+    fw_result = {i: _fresh_py(f"fw_result{i}", taken) for i in differentiable}
+    setup = [f"ctx.save_for_forward({', '.join([*saved, *(output(i) for i in differentiable)])})",
+             *(f"ctx.{name} = {name}" for name in values)]
+    body = [f"{tangents_} = tangents"] if tangents_ != "tangents" else []
+    body += [f"{', '.join([*saved, *fw_result.values()])}, = ctx.saved_tensors"]
+    body += [f"{name} = {fw_result[i]}" for name, i in sorted(_result_names(decl).items())
+             if name in used and i in differentiable]
+    body += [f"{name} = ctx.{name}" for name in values]
+    own = _formula_names(decl)
+    body += [f"{name} = torch.ops.{namespace}.{name}" for name in sorted((used & ops) - own)]
+    position = {a.name: k for k, a in enumerate(args)}
+    for a in tensor_args:
+        k = position[a.name]
+        if f"{a.name}_p" in used:
+            body.append(f"{a.name}_p = {a.name}")
+        if f"{a.name}_t" in used:
+            zeros = f"torch.zeros_like({a.name})"
+            if a.is_optional:
+                zeros = f"None if {a.name} is None else {zeros}"
+            body.append(f"{a.name}_t = {tangents_}[{k}] if {tangents_}[{k}] is not None else {zeros}")
+    if terms:  # derived: one differentiable return
+        (i,) = differentiable
+        body.append(f"{tangent} = None")
+        for name, text in terms.items():
+            k = position[name]
+            body += [f"if {tangents_}[{k}] is not None:", f"    grad = {tangents_}[{k}]",
+                     f"    {term} = {text}", f"    {tangent} = {term} if {tangent} is None else {tangent} + {term}"]
+        texts[i] = tangent
+    names = decl.return_names
+    body.append("return (" + "".join(
+        f"_runtime.forward_tangent({py_string(op)}, {py_string(names[i])}, {texts[i]}, {fw_result[i]}), "
+        if i in texts else "None, " for i in range(len(returns))) + ")")
+    return setup, body
