@@ -85,5 +85,5 @@ class DeviceKernels(Plugin):
                     functions = [(split_fn[combo_key(c)], ", ".join(x.name for x in c),
                                   call.forward(sym.instantiation(c))) for c in combos]
                     yield Output(f"{device.unit}/{d.ident}_{dt.name}{device.suffix}",
-                                 ctx.render(t2, **common, functions=functions),
+                                 ctx.render(t2, **common, functions=functions, precompiled=device.precompiled),
                                  (d.path, ctx.template_source(t2)))
