@@ -220,7 +220,7 @@ LEAVE_OUT = """\
   dtypes: [float32]
   kernels: {CPU: {abi: c, symbol: lib_tangent_add}}
   like: self
-  derivatives: {self: grad, other: grad, result: self_t + other_t}
+  derivatives: {self: grad, other: grad, result: self_t + at::zeros_like(other_t)}
 
 - func: calls_tangent_add(Tensor self) -> Tensor
   dtypes: [float32]
@@ -252,14 +252,15 @@ def test_leave_out_unsupported_builds_what_the_other_target_expresses_and_says_w
     from opwrap_codegen.pipeline.passes import generate
     config = load_config(_leave_out_project(tmp_path / "lib", LEAVE_OUT))
     stable = retargeted(config, "stable")
-    with pytest.raises(CodegenError, match="which has no forward mode"):
+    with pytest.raises(CodegenError, match="runs forward formulas in Python"):
         generate(stable)  # without the option, what the target lacks is an error
     notes: list[str] = []
     result = generate(stable, None, notes, leave_out_unsupported=True, own_target="aten")
     assert [d.op_name for d in result.library.declarations] == ["shift"]
     assert notes == [
-        "leaving out lib::tangent_add: declarations/ops.yaml:12:50: the stable target registers derivatives with "
-        "torch.library.register_autograd, which has no forward mode: leave the forward formula ('result:') out",
+        "leaving out lib::tangent_add: declarations/ops.yaml:12:50: the stable target runs forward formulas in "
+        "Python (an autograd.Function's jvp): 'self_t + at::zeros_like(other_t)' is C++ (it has '::' or '->'), not a "
+        "Python expression",
         "leaving out lib::calls_tangent_add: its derivative calls lib::tangent_add, left out",
         "leaving out lib::in_cpp: declarations/ops.yaml:21:9: its CPU kernel is C++ written against the 'aten' "
         "target's API"], notes
