@@ -228,8 +228,8 @@ DECLARATIONS = """\
     e = fast_exp(self - m)
     e / sum(e)
   derivatives:
-    self: result * (grad - (grad * result).sum(-1).unsqueeze(-1))
-    result: result * (self_t - (self_t * result).sum(-1).unsqueeze(-1))
+    self: result * (grad - (grad * result).sum(-1, true))
+    result: result * (self_t - (self_t * result).sum(-1, true))
 
 - func: row_rms_norm(Tensor input, Tensor weight, float eps=1e-6) -> (Tensor out, Tensor rstd)
   doc: rms norm over the last dimension with a weight (a column), and the rstd per row, from a row-wise program.
@@ -1378,6 +1378,37 @@ def test_forward_formulas_run_as_the_ops_jvp(stablelib):
                                            r"tangent of shape \[2\], but the return has shape \[4\]"):
         runtime.forward_tangent("stablelib::sqdist", "result", torch.ones(2), torch.ones(4))
     assert runtime.forward_tangent("x::y", "r", torch.ones(1), torch.ones(3, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_formulas_read_cpp_booleans_as_python_unless_the_op_names_them(tmp_path):
+    """derivatives.yaml's formulas are C++ (`x.sum(-1, true)`); the stable target runs them as
+    Python with `True` and `False`, except where an argument takes the name (`true` is then
+    that argument, as in the full target)."""
+    lib = tmp_path / "boollib"
+    assert run_codegen("init", str(lib)).returncode == 0
+    pyproject = lib / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
+        - func: scale(Tensor self, float factor) -> Tensor
+          dtypes: [float32]
+          kernels: {CPU: {abi: c}}
+          like: self
+          derivatives:
+            self: grad * factor - (grad * self).sum(-1, true) * false
+            result: self_t * factor
+        - func: pick(Tensor self, float true) -> Tensor
+          dtypes: [float32]
+          kernels: {CPU: {abi: c}}
+          like: self
+          derivatives:
+            self: grad * true
+            result: self_t * true
+        """))
+    r = run_codegen("generate", cwd=lib)
+    assert r.returncode == 0, r.stderr
+    text = (lib / "generated" / "python" / "autograd.py").read_text()
+    assert "(grad * factor - (grad * self).sum(-1, True) * False) if ctx.needs_input_grad[0]" in text, text
+    assert "(grad * true) if ctx.needs_input_grad[0]" in text and "self_t * true, " in text, text
 
 
 @pytest.mark.slow(30)

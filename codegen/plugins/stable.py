@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import keyword
+import re
 from dataclasses import dataclass
 
 from ..api import stable
@@ -155,7 +156,7 @@ def autograd_problems(decl, ops: set[str] = frozenset()) -> list[tuple]:
         if lists:
             out.append((ff.loc, "the stable target has no forward formulas for an op with a Tensor[] argument "
                         f"('{', '.join(sorted(lists))}') yet", "leave the forward formula out"))
-        elif (problem := python_formula_problem(ff.text, fw_allowed)) is not None:
+        elif (problem := python_formula_problem(_py(decl, ff.text), fw_allowed)) is not None:
             out.append((ff.loc, f"the stable target runs forward formulas in Python (an autograd.Function's "
                         f"jvp): {problem}", "write it as a Python expression over the op's arguments, their "
                         "tangents (`self_t`) and results (e.g. `self_t.mm(other) + self.mm(other_t)`)"))
@@ -181,8 +182,8 @@ def autograd_problems(decl, ops: set[str] = frozenset()) -> list[tuple]:
     for f in d.formulas:
         if not f.differentiable:
             continue
-        named = set(f.inputs) | {n.id for n in ast.walk(ast.parse(f.text, mode="eval")) if isinstance(n, ast.Name)} \
-            if python_formula_problem(f.text, allowed) is None else set(f.inputs)
+        named = set(f.inputs) | {n.id for n in ast.walk(ast.parse(_py(decl, f.text), mode="eval")) if isinstance(n, ast.Name)} \
+            if python_formula_problem(_py(decl, f.text), allowed) is None else set(f.inputs)
         if named & lists:
             out.append((f.loc, f"the stable target does not differentiate through or save a Tensor[] argument "
                         f"('{', '.join(sorted(named & lists))}') yet", ""))
@@ -191,11 +192,23 @@ def autograd_problems(decl, ops: set[str] = frozenset()) -> list[tuple]:
             out.append((f.loc, "the stable target takes one input per derivative formula so far "
                         f"('{', '.join(f.inputs)}' share one)", "give each input its own formula"))
             continue
-        problem = python_formula_problem(f.text, allowed)
+        problem = python_formula_problem(_py(decl, f.text), allowed)
         if problem:
             out.append((f.loc, f"the stable target runs derivative formulas in Python "
                         f"(torch.library.register_autograd): {problem}", hint))
     return out
+
+
+# C++'s boolean literals, which derivatives.yaml's formulas use (`x.sum(-1, true)`), as Python's.
+_CPP_BOOLEANS = re.compile(r"(?<![\w.])(true|false)(?!\w)")
+
+
+def _py(decl, text: str) -> str:
+    """Formula `text` as the Python the stable target runs: C++'s `true` and `false` are
+    Python's `True` and `False`, except where the op names an argument or a return so (a
+    formula's name is then the argument, as in the full target: lang.derivatives.scan)."""
+    own = {a.name for a in decl.schema.arguments} | set(decl.return_names)
+    return _CPP_BOOLEANS.sub(lambda m: m.group(1) if m.group(1) in own else m.group(1).capitalize(), text)
 
 
 def python_formula_problem(text: str, allowed: set[str]) -> str | None:
@@ -280,7 +293,7 @@ def _backward(decl, namespace: str, ops: set[str] = frozenset()) -> _Backward | 
     used: set[str] = set()
     for f in d.formulas:
         if f.differentiable:
-            used |= {n.id for n in ast.walk(ast.parse(f.text, mode="eval")) if isinstance(n, ast.Name)}
+            used |= {n.id for n in ast.walk(ast.parse(_py(decl, f.text), mode="eval")) if isinstance(n, ast.Name)}
     single = len(decl.schema.returns) == 1
     results = {name: i for name, i in _result_names(decl).items() if name in used}
     kept = sorted(set(results.values()))  # the returns backward needs
@@ -292,11 +305,13 @@ def _backward(decl, namespace: str, ops: set[str] = frozenset()) -> _Backward | 
     inputs, out = (_fresh_py(base, taken) for base in ("inputs", "output"))
     output = (lambda i: out) if single else (lambda i: f"{out}[{i}]")
     moved = [f"{inputs}, {out} = inputs, output"] if (inputs, out) != ("inputs", "output") else []
+    nondiff = [output(i) for i, flag in enumerate(d.output_differentiability)
+               if not flag and is_tensor(decl.schema.returns[i].type)]
     setup = [*moved, f"{', '.join(a.name for a in args)}, = {inputs}",
              f"ctx.save_for_backward({', '.join([*tensors, *(output(i) for i in kept)])})",
              *(f"ctx.{name} = {name}" for name in values),
-             *(f"ctx.mark_non_differentiable({output(i)})" for i, flag in enumerate(d.output_differentiability)
-               if not flag and is_tensor(decl.schema.returns[i].type))]
+             # one call: each call replaces what the last marked
+             *([f"ctx.mark_non_differentiable({', '.join(nondiff)})"] if nondiff else [])]
     saved = [*tensors, *(f"saved_result{i}" for i in kept)]
     head = [f"{', '.join(saved)}, = ctx.saved_tensors"] if saved else []
     head += [f"{name} = saved_result{i}" for name, i in sorted(results.items())]
@@ -308,7 +323,7 @@ def _backward(decl, namespace: str, ops: set[str] = frozenset()) -> _Backward | 
     for k, a in enumerate(args):
         f = d.formula_for(a.name)
         differentiable = f is not None and f.differentiable and is_tensor(unwrap_optional(a.type))
-        grads.append(f"({f.text}) if ctx.needs_input_grad[{k}] else None" if differentiable else "None")
+        grads.append(f"({_py(decl, f.text)}) if ctx.needs_input_grad[{k}] else None" if differentiable else "None")
     op = f"{namespace}::{decl.op_name}"
     jvp = _jvp(decl, op, namespace, ops, output)
     if jvp:
@@ -339,11 +354,11 @@ def _jvp(decl, op: str, namespace: str, ops: set[str], output) -> tuple[list[str
     terms: dict[str, str] = {}  # derived: input -> its formula, with `grad` the input's tangent
     for i in differentiable:
         if (ff := d.forward_for(i)) is not None:
-            texts[i] = ff.text
+            texts[i] = _py(decl, ff.text)
         elif i in derived and len(differentiable) == 1:
             for f in derived[i]:
-                if not _names(f.text) & (set(_grad_names(decl)) - {"grad"}):
-                    terms[f.inputs[0]] = f.text
+                if not _names(_py(decl, f.text)) & (set(_grad_names(decl)) - {"grad"}):
+                    terms[f.inputs[0]] = _py(decl, f.text)
                 else:
                     return None
         else:
@@ -355,13 +370,16 @@ def _jvp(decl, op: str, namespace: str, ops: set[str], output) -> tuple[list[str
     # the jvp's own locals, apart from every name a formula may use
     taken = _formula_names(decl) | forward_names(decl.schema) | ops | set(_RESERVED)
     tangents_, tangent, term = (_fresh_py(base, taken) for base in ("tangents", "tangent", "term"))
-    fw_result = {i: _fresh_py(f"fw_result{i}", taken) for i in differentiable}
-    setup = [f"ctx.save_for_forward({', '.join([*saved, *(output(i) for i in differentiable)])})",
+    # the returns: those with a tangent, and those the formulas read (layer_norm's mean and rstd)
+    kept = sorted(set(differentiable) | {i for name, i in _result_names(decl).items()
+                                         if name in used and is_tensor(returns[i].type)})
+    fw_result = {i: _fresh_py(f"fw_result{i}", taken) for i in kept}
+    setup = [f"ctx.save_for_forward({', '.join([*saved, *(output(i) for i in kept)])})",
              *(f"ctx.{name} = {name}" for name in values)]
     body = [f"{tangents_} = tangents"] if tangents_ != "tangents" else []
     body += [f"{', '.join([*saved, *fw_result.values()])}, = ctx.saved_tensors"]
     body += [f"{name} = {fw_result[i]}" for name, i in sorted(_result_names(decl).items())
-             if name in used and i in differentiable]
+             if name in used and i in fw_result]
     body += [f"{name} = ctx.{name}" for name in values]
     own = _formula_names(decl)
     body += [f"{name} = torch.ops.{namespace}.{name}" for name in sorted((used & ops) - own)]
