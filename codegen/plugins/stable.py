@@ -182,8 +182,8 @@ def autograd_problems(decl, ops: set[str] = frozenset()) -> list[tuple]:
     for f in d.formulas:
         if not f.differentiable:
             continue
-        named = set(f.inputs) | {n.id for n in ast.walk(ast.parse(_py(decl, f.text), mode="eval")) if isinstance(n, ast.Name)} \
-            if python_formula_problem(_py(decl, f.text), allowed) is None else set(f.inputs)
+        named = set(f.inputs) | _names(_py(decl, f.text)) if python_formula_problem(_py(decl, f.text), allowed) is None \
+            else set(f.inputs)
         if named & lists:
             out.append((f.loc, f"the stable target does not differentiate through or save a Tensor[] argument "
                         f"('{', '.join(sorted(named & lists))}') yet", ""))
@@ -293,7 +293,7 @@ def _backward(decl, namespace: str, ops: set[str] = frozenset()) -> _Backward | 
     used: set[str] = set()
     for f in d.formulas:
         if f.differentiable:
-            used |= {n.id for n in ast.walk(ast.parse(_py(decl, f.text), mode="eval")) if isinstance(n, ast.Name)}
+            used |= _names(_py(decl, f.text))
     single = len(decl.schema.returns) == 1
     results = {name: i for name, i in _result_names(decl).items() if name in used}
     kept = sorted(set(results.values()))  # the returns backward needs
@@ -333,6 +333,7 @@ def _backward(decl, namespace: str, ops: set[str] = frozenset()) -> _Backward | 
 
 
 def _names(text: str) -> set[str]:
+    """The names a Python expression reads."""
     return {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
 
 
