@@ -554,6 +554,13 @@ fn sqdist<T: Float>(_ctx: &Context, a: TensorRef<'_, T>, b: TensorRef<'_, T>,
 """
 
 
+def _stable_project(lib: Path) -> None:
+    """`codegen init` at `lib`, its library built in the stable target."""
+    assert run_codegen("init", str(lib)).returncode == 0
+    pyproject = lib / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+
+
 def _build(lib: Path) -> list:
     r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)
     return [r.returncode, r.stdout + r.stderr]
@@ -1385,9 +1392,7 @@ def test_formulas_read_cpp_booleans_as_python_unless_the_op_names_them(tmp_path)
     Python with `True` and `False`, except where an argument takes the name (`true` is then
     that argument, as in the full target)."""
     lib = tmp_path / "boollib"
-    assert run_codegen("init", str(lib)).returncode == 0
-    pyproject = lib / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    _stable_project(lib)
     (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
         - func: scale(Tensor self, float factor) -> Tensor
           dtypes: [float32]
@@ -1700,9 +1705,7 @@ def test_the_abi3_wheel_installs_and_passes_in_every_claimed_release(stable_whee
 
 def test_what_the_stable_target_lacks_is_a_positioned_error(tmp_path):
     lib = tmp_path / "badstable"
-    assert run_codegen("init", str(lib)).returncode == 0
-    pyproject = lib / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    _stable_project(lib)
     (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
         - func: a(Tensor self) -> Tensor
           dtypes: floating
@@ -1790,9 +1793,7 @@ def test_cuda_kernels_behind_the_c_abi(tmp_path):
     stable API's DeviceGuard, the current CUDA stream from the C shim.  Compiled, linked and
     loaded into torch 2.11 and 2.14 by hand (no GPU here; see docs/stable-abi.md)."""
     lib = tmp_path / "cudastable"
-    assert run_codegen("init", str(lib)).returncode == 0
-    pyproject = lib / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    _stable_project(lib)
     (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
         - func: scale(Tensor self, float factor) -> Tensor
           dtypes: [float32, float64]
@@ -1819,9 +1820,7 @@ def test_a_pointwise_expression_has_a_cuda_kernel(tmp_path):
     is built).  Compiled, linked, ABI-checked and loaded with its CUDA kernel registered into
     torch 2.14 by hand (no GPU here; see docs/stable-abi.md)."""
     lib = tmp_path / "cudapw"
-    assert run_codegen("init", str(lib)).returncode == 0
-    pyproject = lib / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    _stable_project(lib)
     (lib / "kernels" / "scale.h").unlink()
     (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
         - func: axpby(Tensor x, Tensor y, float alpha) -> Tensor
@@ -1847,9 +1846,7 @@ def test_a_pointwise_expression_has_a_cuda_kernel(tmp_path):
 
 def test_stubs_are_written_against_the_stable_api(tmp_path):
     lib = tmp_path / "stubstable"
-    assert run_codegen("init", str(lib)).returncode == 0
-    pyproject = lib / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
+    _stable_project(lib)
     (lib / "kernels" / "scale.h").unlink()
     (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
         - func: scale(Tensor self, float factor, Tensor? w=None, str mode="a") -> Tensor
