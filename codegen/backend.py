@@ -406,8 +406,8 @@ class _Backend(_BuildMetaBackend):
             from . import build
             from .pipeline.passes import generate
             from .pipeline.writer import write_tree_locked
-            config = build.retargeted(config, target)
-            write_tree_locked(config.path("generated"), generate(config).files, _log)
+            own_target, config = config.target, build.retargeted(config, target)
+            write_tree_locked(config.path("generated"), generate(config, own_target=own_target).files, _log)
         if self.mode == "wheel":
             import shutil
             shutil.rmtree(_staging(config), ignore_errors=True)

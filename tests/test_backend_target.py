@@ -2,10 +2,12 @@
 other target's wheel, one abi3 wheel for every claimed torch (docs/stable-abi.md, "Shipping
 one wheel"), without touching the project's own generated/ tree.
 
-A library of its own, the smallest one the stable target builds: one op whose kernel is C
-behind the C ABI (the same source in both targets), with a derivative formula; the stable
-build compiles its registration, one wrapper and the C file at -O0 (about 10 s).  The shared
-libraries are full-target builds of ops the stable target refuses."""
+A library of its own, the smallest one the stable target builds: ops whose kernels are C
+behind the C ABI (the same source in both targets), with derivative formulas, and `codegen
+init`'s `scale`, whose C++ kernel is written against each target's API (kernels/scale.h and
+kernels/stable/scale.h); the stable build compiles its registration, the wrappers and the C
+file at -O0 (about 10 s).  The shared libraries are full-target builds of ops the stable
+target refuses."""
 
 from __future__ import annotations
 
@@ -136,7 +138,30 @@ try:
 except RuntimeError as e:
     assert "trying to differentiate twice the backward of twotargets::cube_backward, which is declared " \
            "once_differentiable" in str(e), e
+# init's scale: its C++ kernel written against torch's stable API (kernels/stable/scale.h)
+torch.testing.assert_close(twotargets.ops.scale(x, 1.5), x * 1.5)
+torch.testing.assert_close(twotargets.ops.scale(x.float().t(), -2.0), x.float().t() * -2.0)
+torch.autograd.gradcheck(lambda t: twotargets.ops.scale(t, 0.5), (x,), check_forward_ad=True)
+torch.library.opcheck(torch.ops.twotargets.scale.default, (x.detach(), 3.0))
 print(json.dumps({"ok": True}))
+"""
+
+# init's scale against torch's stable API (docs/stable-abi.md, "Kernels for both targets").
+STABLE_SCALE = """\
+#pragma once
+
+#include <torch/csrc/stable/tensor.h>
+
+namespace twotargets::kernels {
+
+template <typename scalar_t>
+void scale_cpu(const torch::stable::Tensor& self, double factor, torch::stable::Tensor& result) {
+  const scalar_t* in = self.const_data_ptr<scalar_t>();
+  scalar_t* out = result.mutable_data_ptr<scalar_t>();
+  for (int64_t i = 0; i < result.numel(); ++i) out[i] = static_cast<scalar_t>(in[i] * factor);
+}
+
+}  // namespace twotargets::kernels
 """
 
 
@@ -153,11 +178,7 @@ def test_a_full_target_library_ships_the_stable_targets_abi3_wheel(tmp_path):
     lib = tmp_path / "twotargets"
     r = run_codegen("init", str(lib))
     assert r.returncode == 0, r.stdout + r.stderr
-    for p in (lib / "declarations").glob("*.yaml"):
-        p.unlink()
-    for p in (lib / "kernels").glob("*"):
-        p.unlink()
-    (lib / "declarations" / "shift.yaml").write_text(DECLARATION)
+    (lib / "declarations" / "shift.yaml").write_text(DECLARATION)  # beside init's scale.yaml
     (lib / "csrc").mkdir()
     (lib / "csrc" / "shift.c").write_text(C_SOURCE)
     pyproject = lib / "pyproject.toml"
@@ -167,7 +188,19 @@ def test_a_full_target_library_ships_the_stable_targets_abi3_wheel(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     before = _tree_digest(lib / "generated")
 
+    # scale's kernel is C++ against ATen's API: the stable wheel needs one against the stable
+    # API, in kernels/stable/, and says where before compiling anything.
     out = tmp_path / "wheels"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                        "-C", "target=stable", "-C", "optimize=0", "-C", "cuda=false", "-w", str(out), str(lib)],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and not list(out.glob("*.whl")), r.stdout + r.stderr
+    assert ("declarations/scale.yaml:5:12: error: its CPU kernel is C++ written against the 'aten' target's API: "
+            "write one against the 'stable' target's in kernels/stable/scale.h") in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
+    (lib / "kernels" / "stable").mkdir()
+    (lib / "kernels" / "stable" / "scale.h").write_text(STABLE_SCALE)
+
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
                         "-C", "target=stable", "-C", "optimize=0", "-C", "cuda=false", "-w", str(out), str(lib)],
                        capture_output=True, text=True)
@@ -263,8 +296,14 @@ def test_leave_out_unsupported_builds_what_the_other_target_expresses_and_says_w
         "Python expression",
         "leaving out lib::calls_tangent_add: its derivative calls lib::tangent_add, left out",
         "leaving out lib::in_cpp: declarations/ops.yaml:21:9: its CPU kernel is C++ written against the 'aten' "
-        "target's API"], notes
+        "target's API: write one against the 'stable' target's in kernels/stable/in_cpp.h"], notes
     assert any(p.endswith("cpu/shift.cpp") for p in result.files) and not any("tangent_add" in p for p in result.files)
+    # With its kernel written against the stable API too, in kernels/stable/, the op is built.
+    (tmp_path / "lib" / "kernels" / "stable").mkdir()
+    (tmp_path / "lib" / "kernels" / "stable" / "in_cpp.h").write_text("#pragma once\n")
+    result = generate(stable, None, [], leave_out_unsupported=True, own_target="aten")
+    assert [d.op_name for d in result.library.declarations] == ["shift", "in_cpp"]
+    assert any(p.endswith("cpu/in_cpp.cpp") for p in result.files)
     # In its own target nothing is left out; and a mistake in a declaration is an error either way.
     assert len(generate(config, None, [], leave_out_unsupported=True).library.declarations) == 4
     (tmp_path / "lib" / "declarations" / "ops.yaml").write_text(LEAVE_OUT.replace("[float32]\n  kernels: {CPU: in",

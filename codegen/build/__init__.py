@@ -184,11 +184,14 @@ def resolve_cuda(config: Config, cuda: bool | None, log=print, need_gpu: bool = 
 
 
 def include_dirs(config: Config, also: tuple[Path, ...] = ()) -> list[Path]:
-    """The support headers, the kernels, `[tool.codegen] include`, and the generated
-    directory, through which the unity units include their sources (units.text); then
-    `also`: a selective build's generated tree comes first, the project's after it, so that
-    a source behind the C ABI finds the prototypes of ops the selection left out."""
-    return [support_include_dir(), config.path("kernels"), *[config.root / d for d in config.include],
+    """The support headers, the kernels (those written against the target's API first,
+    `<kernels>/<target>`, where the library has that folder), `[tool.codegen] include`, and
+    the generated directory, through which the unity units include their sources
+    (units.text); then `also`: a selective build's generated tree comes first, the project's
+    after it, so that a source behind the C ABI finds the prototypes of ops the selection
+    left out."""
+    own = [config.target_kernels()] if config.target_kernels().is_dir() else []
+    return [support_include_dir(), *own, config.path("kernels"), *[config.root / d for d in config.include],
             config.path("generated"), *also]
 
 

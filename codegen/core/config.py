@@ -58,6 +58,22 @@ class Config:
     def path(self, name: str) -> Path:
         return self.root / getattr(self, name)
 
+    def target_kernels(self) -> Path:
+        """`<kernels>/<target>`: the hand-written C++ kernels written against this target's API
+        by a library that ships both targets (docs/stable-abi.md, "Kernels for both targets").
+        A header there comes before one of the same name in `<kernels>` (the include path
+        says so too: codegen/build include_dirs)."""
+        return self.path("kernels") / self.target
+
+    def kernel_header(self, header: str) -> Path | None:
+        """Where hand-written kernel header `header` (relative to the kernels directory) is for
+        this target: `<kernels>/<target>/<header>`, else `<kernels>/<header>`; None where
+        neither file is."""
+        for folder in (self.target_kernels(), self.path("kernels")):
+            if (folder / header).is_file():
+                return folder / header
+        return None
+
 
 _KEYS = {f.name for f in fields(Config)} - {"root"}
 

@@ -38,22 +38,43 @@ def _stop_on_errors(diag: Diagnostics) -> None:
         raise CodegenError(diag.sorted())
 
 
+def _other_targets_kernel(lib: Library, decl, own_target: str) -> str:
+    """Why `decl` cannot be built for `lib`'s target when that is not the project's own
+    (`own_target`): a hand-written C++ kernel of its, written against the own target's API,
+    has no counterpart in `<kernels>/<target>/` written against this target's; "" when none
+    is missing."""
+    from ..api.kernel import written_header
+    from ..core.targets import DEVICES
+    if own_target == lib.config.target:
+        return ""
+    rows = {device.key: device for device in DEVICES}
+    target = lib.config.target
+    for key in decl.devices:
+        if not decl.kernel(key) or decl.foreign_kernel(key) is not None or decl.rows is not None:
+            continue
+        header = written_header(decl, rows[key]) if key in rows else None
+        if header is None or not (lib.config.target_kernels() / header).is_file():
+            where = f": write one against the '{target}' target's in {lib.config.kernels}/{target}/{header}"
+            return f"its {key} kernel is C++ written against the '{own_target}' target's API" + (where if header else "")
+    return ""
+
+
 def _leave_out_unsupported(lib: Library, plugins: list[Plugin], diag: Diagnostics,
                            own_target: str) -> tuple[Library, list[str]]:
     """Validates each declaration apart: one whose every error comes from a plugin with
     `target_limits` is left out (a note naming the first error), as is, transitively, one
     whose derivative formulas call an op left out; any other error goes to `diag`.  Built for
     another target than `own_target` (the project's), an op with a hand-written C++ kernel is
-    left out too: that kernel is written against the project's target's C++ API."""
+    left out too: that kernel is written against the project's target's C++ API, unless the
+    library also has it written against this target's, in `<kernels>/<target>/`."""
     import dataclasses
 
     from ..front.selection import formula_callees
     ns, left = lib.namespace, {}  # op name -> why it is left out
     for d in lib.declarations:
-        cpp = [k for k in d.devices if d.kernel(k) and d.foreign_kernel(k) is None]
-        if own_target != lib.config.target and cpp:
-            left[d.op_name] = (f"leaving out {ns}::{d.op_name}: {d.func_loc}: its {cpp[0]} kernel is C++ written "
-                               f"against the '{own_target}' target's API")
+        other = _other_targets_kernel(lib, d, own_target)
+        if other:
+            left[d.op_name] = f"leaving out {ns}::{d.op_name}: {d.func_loc}: {other}"
             continue
         limits, other = Diagnostics(), Diagnostics()
         for p in plugins:
@@ -108,6 +129,10 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
             notes.extend(why)
     else:
         timed("validate", validate)
+        for d in lib.declarations:  # built for another target than the project's: its C++ kernels
+            other = _other_targets_kernel(lib, d, own_target or config.target)
+            if other:
+                diag.error(d.field_loc("kernels"), other)
     _stop_on_errors(diag)
 
     def transform():

@@ -46,7 +46,7 @@ class DeviceKernels(Plugin):
             return
         header = written_header(decl, device)
         own = device.header_field != "header" and decl.extra_field(device.header_field)
-        if (lib.config.path("kernels") / header).is_file() or decl.failed("header") or decl.failed(device.header_field):
+        if lib.config.kernel_header(header) or decl.failed("header") or decl.failed(device.header_field):
             return
         written = own or (device.header_field == "header" and "header" in dict(decl.field_locs))
         what = "kernel header" if device.header_field == "header" else f"{device.key} kernel header"

@@ -60,7 +60,7 @@ class StableChecks(Plugin):
             if decl.foreign_kernel(key) is not None or not decl.kernel(key) or decl.failed(field):
                 continue
             header = stable.kernel_header(decl, key)
-            if not (lib.config.path("kernels") / header).is_file() and not stable.problems(decl):
+            if not lib.config.kernel_header(header) and not stable.problems(decl):
                 what = "kernel header" if key == "CPU" else f"{key} kernel header"
                 where = field if field in dict(decl.field_locs) else "kernels"
                 diag.error(decl.field_loc(where), f"{what} '{lib.config.kernels}/{header}' not found",
