@@ -886,6 +886,9 @@ def test_out_overloads(stablelib, capfd):
     empty = torch.empty(0)
     scale_out(x, 3.0, out=empty)  # an empty out is resized without a word
     torch.testing.assert_close(empty, x * 3)
+    # and the tensor aten::resize_ returned is released: this Python object is its one owner
+    # (the handle it returned was once dropped, so every resized out= stayed allocated for ever)
+    assert empty._use_count() == 1, empty._use_count()
     a, b = torch.randn(4, 3, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
     d = torch.empty(0, dtype=torch.float64)
     sqdist_out(a, b, out=d)
@@ -898,6 +901,7 @@ def test_out_overloads(stablelib, capfd):
     said = capfd.readouterr().err + "".join(str(w.message) for w in caught)
     assert "An output with one or more elements was resized" in said, said
     torch.testing.assert_close(wrong, ((a - b) ** 2).sum(1))
+    assert wrong._use_count() == 1, wrong._use_count()  # so is the one aten::expand_copy.out returned
     strided = torch.zeros(3, 2).t()  # a non-contiguous out of the right shape: written back
     scale_out(x, 2.0, out=strided)
     torch.testing.assert_close(strided, x * 2)

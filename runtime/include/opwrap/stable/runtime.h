@@ -23,6 +23,7 @@
 #include <opwrap/kernel_abi.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <exception>
 #include <initializer_list>
@@ -405,6 +406,15 @@ inline void check_out_dtype(const char* op, const char* arg, const Tensor& out, 
                       out.scalar_type(), ", but the result has dtype ", expected);
 }
 
+// Calls aten op `name`.`overload` that returns one of its own (written) arguments, with `stack`
+// holding its arguments; the handle the dispatcher returns in stack[0] is released (held in a
+// Tensor that goes out of scope): a call that dropped it kept the tensor alive for ever.
+template <size_t N>
+inline void call_returning_written(const char* name, const char* overload, std::array<StableIValue, N>& stack) {
+  TORCH_ERROR_CODE_CHECK(torch_call_dispatcher(name, overload, stack.data(), TORCH_ABI_VERSION));
+  (void)torch::stable::detail::to<Tensor>(stack[0]);
+}
+
 inline void resize_output(const char* op, const char* arg, const Tensor& out, const std::vector<int64_t>& shape) {
   if (out.sizes().equals(IntArrayRef(shape))) return;
   const std::string what = std::string("resizing out= argument '") + arg + "'";
@@ -412,14 +422,14 @@ inline void resize_output(const char* op, const char* arg, const Tensor& out, co
     if (out.numel() == 0) {
       std::array<StableIValue, 3> stack{torch::stable::detail::from(out), torch::stable::detail::from(shape),
                                         torch::stable::detail::from(std::nullopt)};
-      TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::resize_", "", stack.data(), TORCH_ABI_VERSION));
+      call_returning_written("aten::resize_", "", stack);
       return;
     }
     const std::vector<int64_t> scalar;
     const Tensor one = torch::stable::empty(IntArrayRef(scalar), out.scalar_type(), std::nullopt, out.device());
     std::array<StableIValue, 4> stack{torch::stable::detail::from(one), torch::stable::detail::from(shape),
                                       torch::stable::detail::from(false), torch::stable::detail::from(out)};
-    TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::expand_copy", "out", stack.data(), TORCH_ABI_VERSION));
+    call_returning_written("aten::expand_copy", "out", stack);
   });
 }
 
@@ -616,7 +626,7 @@ inline void resize_output(Tensor& t, const int64_t* sizes, int64_t ndim) {
   const std::vector<int64_t> shape(sizes, sizes + ndim);
   std::array<StableIValue, 3> stack{torch::stable::detail::from(t), torch::stable::detail::from(shape),
                                     torch::stable::detail::from(std::nullopt)};
-  TORCH_ERROR_CODE_CHECK(torch_call_dispatcher("aten::resize_", "", stack.data(), TORCH_ABI_VERSION));
+  call_returning_written("aten::resize_", "", stack);
 }
 
 inline Tensor allocate_workspace(int32_t device_type, int32_t device_index, int64_t nbytes) {
