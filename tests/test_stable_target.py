@@ -1420,6 +1420,45 @@ def test_formulas_read_cpp_booleans_as_python_unless_the_op_names_them(tmp_path)
     assert "(grad * true) if ctx.needs_input_grad[0]" in text and "self_t * true, " in text, text
 
 
+def test_formulas_call_torch_tensor_methods_where_at_tensor_spells_them_otherwise(tmp_path):
+    """Formulas written for the full target call at::Tensor's methods: `scalar_type()`,
+    `sym_sizes()`, `expand_symint(...)` (derivatives.yaml's spelling); the stable target's
+    Python calls torch.Tensor's, `.dtype`, `.shape`, `.expand(...)`, and the rest stays as
+    written (a method of another name is not touched)."""
+    lib = tmp_path / "methodlib"
+    _stable_project(lib)
+    (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
+        - func: scale(Tensor self, float factor) -> Tensor
+          dtypes: [float32]
+          kernels: {CPU: {abi: c}}
+          like: self
+          derivatives:
+            self: grad.to(self.scalar_type()) * factor
+            result: self_t.sum().expand_symint(self.sym_sizes()) * 0 + self_t.sym_size(0) * 0 + self_t * factor
+        - func: row_sum(Tensor self) -> Tensor
+          dtypes: [float32]
+          kernels: {CPU: {abi: c}}
+          shape: {self: [N, M], result: [N]}
+          derivatives:
+            self: grad.unsqueeze(1).expand_symint(self.sym_sizes ( ))
+        """))
+    r = run_codegen("generate", cwd=lib)
+    assert r.returncode == 0, r.stderr
+    text = (lib / "generated" / "python" / "autograd.py").read_text()
+    backward = "grad.to(self.dtype) * factor"
+    jvp = "self_t.sum().expand(self.shape) * 0 + self_t.size(0) * 0 + self_t * factor"
+    rows = "grad.unsqueeze(1).expand(self.shape)"
+    for expected in (backward, jvp, rows):
+        assert expected in text, text
+    assert "scalar_type" not in text and "sym_size" not in text and "expand_symint" not in text, text
+    # the Python they became computes what the C++ did
+    x, g = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, dtype=torch.float32)
+    names = {"self": x, "self_t": torch.ones_like(x), "factor": 2.0}
+    assert eval(backward, {"grad": g.to(torch.float64).unsqueeze(1).expand(3, 4), **names}).dtype == torch.float64
+    torch.testing.assert_close(eval(jvp, names), torch.full((3, 4), 2.0 + 3 * 0, dtype=torch.float64))
+    torch.testing.assert_close(eval(rows, {"grad": g, **names}), g.unsqueeze(1).expand(3, 4))
+
+
 @pytest.mark.slow(30)
 def test_pointwise_gradients_opcheck_and_compile(stablelib):
     module, _, _ = stablelib

@@ -203,12 +203,24 @@ def autograd_problems(decl, ops: set[str] = frozenset()) -> list[tuple]:
 _CPP_BOOLEANS = re.compile(r"(?<![\w.])(true|false)(?!\w)")
 
 
+# at::Tensor's methods that torch.Tensor spells otherwise, as formulas written for the full
+# target call them (`grad.to(self.scalar_type())`, derivatives.yaml's `sym_sizes()`): the
+# Python the stable target runs calls torch.Tensor's (`.dtype`, `.shape`, `.expand(`).
+_CPP_METHODS = {"scalar_type()": ".dtype", "sizes()": ".shape", "sym_sizes()": ".shape", "sym_numel()": ".numel()",
+                "sym_size(": ".size(", "expand_symint(": ".expand(", "sym_strides()": ".stride()",
+                "strides()": ".stride()"}
+_CPP_METHOD = re.compile(r"\.(scalar_type|sizes|sym_sizes|sym_numel|sym_strides|strides)\s*\(\s*\)|"
+                         r"\.(sym_size|expand_symint)\s*\(")
+
+
 def _py(decl, text: str) -> str:
     """Formula `text` as the Python the stable target runs: C++'s `true` and `false` are
     Python's `True` and `False`, except where the op names an argument or a return so (a
-    formula's name is then the argument, as in the full target: lang.derivatives.scan)."""
+    formula's name is then the argument, as in the full target: lang.derivatives.scan); the
+    methods of _CPP_METHODS are torch.Tensor's."""
     own = {a.name for a in decl.schema.arguments} | set(decl.return_names)
-    return _CPP_BOOLEANS.sub(lambda m: m.group(1) if m.group(1) in own else m.group(1).capitalize(), text)
+    text = _CPP_BOOLEANS.sub(lambda m: m.group(1) if m.group(1) in own else m.group(1).capitalize(), text)
+    return _CPP_METHOD.sub(lambda m: _CPP_METHODS[m.group(1) + "()" if m.group(1) else m.group(2) + "("], text)
 
 
 def python_formula_problem(text: str, allowed: set[str]) -> str | None:
