@@ -1934,3 +1934,34 @@ def test_an_unknown_target_is_a_configuration_error(tmp_path):
     r = run_codegen("check", cwd=lib)
     assert r.returncode == 2 and "[tool.codegen] target must be one of 'aten', 'stable', not 'abi3'" in r.stderr, \
         r.stderr
+
+
+# ------------------------------------------------------------------ the bundled library (make build-stable)
+# Its C++ kernels written against the stable API too, in runtime/kernels/stable/ (docs/stable-abi.md,
+# "Kernels for both targets"); `make build-stable` compiles these, by hand and in `make bench`'s targets.
+STABLE_KERNELS = {"bincount_fixed", "mymatmul", "nonzero_flat", "quantize_fp8", "reshape_and_cache", "to_dtype"}
+
+
+def test_the_bundled_library_builds_in_the_stable_target_what_it_expresses():
+    """`make build-stable`'s op list, generated (no compile): the ops whose C++ kernels have a
+    stable-API copy in runtime/kernels/stable/ are built; every other op left out says why,
+    either what the target lacks or the kernel file to write."""
+    from opwrap_codegen.build import retargeted
+    from opwrap_codegen.core.config import load_config
+    from opwrap_codegen.pipeline.passes import generate
+    config = load_config(ROOT)
+    notes: list[str] = []
+    result = generate(retargeted(config, "stable"), None, notes, leave_out_unsupported=True, own_target="aten")
+    kept = {d.op_name for d in result.library.declarations}
+    assert STABLE_KERNELS <= kept, STABLE_KERNELS - kept
+    assert {p.stem for p in (ROOT / "runtime" / "kernels" / "stable").glob("*.h")} - {"common"} == STABLE_KERNELS
+    left = {re.match(r"leaving out opwrap::(\S+):", n).group(1): n for n in notes}
+    assert not kept & set(left) and len(kept) + len(left) == len(result.library.declarations) + len(left)
+    for op, note in left.items():
+        assert ("kernel is C++ written against the 'aten' target's API: write one against the 'stable' target's in "
+                "runtime/kernels/stable/") in note or "stable target" in note or "stable ABI" in note, note
+    # the kernels written for it are what its wrappers include: first on the include path
+    from opwrap_codegen.build import include_dirs
+    dirs = include_dirs(retargeted(config, "stable"))
+    assert dirs.index(ROOT / "runtime" / "kernels" / "stable") < dirs.index(ROOT / "runtime" / "kernels"), dirs
+    assert ROOT / "runtime" / "kernels" / "stable" not in include_dirs(config)  # the full target's: its own

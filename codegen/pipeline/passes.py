@@ -72,18 +72,16 @@ def _leave_out_unsupported(lib: Library, plugins: list[Plugin], diag: Diagnostic
     from ..front.selection import formula_callees
     ns, left = lib.namespace, {}  # op name -> why it is left out
     for d in lib.declarations:
-        other = _other_targets_kernel(lib, d, own_target)
-        if other:
-            left[d.op_name] = f"leaving out {ns}::{d.op_name}: {d.func_loc}: {other}"
-            continue
         limits, other = Diagnostics(), Diagnostics()
         for p in plugins:
             p.validate(d, lib, limits if p.target_limits else other)
         diag.errors.extend((limits.errors + other.errors) if other else [])  # a mistake: all of them
         diag.warnings.extend(limits.warnings + other.warnings)
-        if limits and not other:
+        if limits and not other:  # what the target lacks first: a kernel written for it would not help
             first = limits.sorted()[0]
             left[d.op_name] = f"leaving out {ns}::{d.op_name}: {first.loc}: {first.message}"
+        elif not other and _other_targets_kernel(lib, d, own_target):
+            left[d.op_name] = f"leaving out {ns}::{d.op_name}: {d.func_loc}: {_other_targets_kernel(lib, d, own_target)}"
     changed = True
     while changed:  # an op whose formula calls one left out would fail in its backward
         changed = False
