@@ -197,6 +197,8 @@ def test_a_full_target_library_ships_the_stable_targets_abi3_wheel(tmp_path):
     assert r.returncode != 0 and not list(out.glob("*.whl")), r.stdout + r.stderr
     assert ("declarations/scale.yaml:5:12: error: its CPU kernel is C++ written against the 'aten' target's API: "
             "write one against the 'stable' target's in kernels/stable/scale.h") in r.stdout + r.stderr, r.stdout + r.stderr
+    assert ("`template <typename scalar_t> void scale_cpu(const torch::stable::Tensor& self, double factor, "
+            "torch::stable::Tensor& result)`") in r.stdout + r.stderr, r.stdout + r.stderr  # what to write there
     assert "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
     (lib / "kernels" / "stable").mkdir()
     (lib / "kernels" / "stable" / "scale.h").write_text(STABLE_SCALE)

@@ -1939,7 +1939,8 @@ def test_an_unknown_target_is_a_configuration_error(tmp_path):
 # ------------------------------------------------------------------ the bundled library (make build-stable)
 # Its C++ kernels written against the stable API too, in runtime/kernels/stable/ (docs/stable-abi.md,
 # "Kernels for both targets"); `make build-stable` compiles these, by hand and in `make bench`'s targets.
-STABLE_KERNELS = {"bincount_fixed", "mymatmul", "nonzero_flat", "quantize_fp8", "reshape_and_cache", "to_dtype"}
+STABLE_KERNELS = {"adam_step", "bincount_fixed", "bucketize_count", "mymatmul", "nonzero_flat", "quantize_fp8", "reshape_and_cache",
+                  "to_dtype"}
 
 
 def test_the_bundled_library_builds_in_the_stable_target_what_it_expresses():

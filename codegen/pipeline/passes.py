@@ -38,15 +38,22 @@ def _stop_on_errors(diag: Diagnostics) -> None:
         raise CodegenError(diag.sorted())
 
 
-def _other_targets_kernel(lib: Library, decl, own_target: str) -> str:
+def _target_signature(lib: Library, decl, key: str) -> str:
+    """The declaration a hand-written C++ kernel of `decl` for `key` has in `lib`'s target."""
+    from ..api import stable
+    from ..api.kernel import kernel_signature
+    return stable.stable_signature(decl, key) if lib.config.target == "stable" else kernel_signature(decl, key)
+
+
+def _other_targets_kernel(lib: Library, decl, own_target: str) -> tuple[str, str] | None:
     """Why `decl` cannot be built for `lib`'s target when that is not the project's own
     (`own_target`): a hand-written C++ kernel of its, written against the own target's API,
-    has no counterpart in `<kernels>/<target>/` written against this target's; "" when none
-    is missing."""
+    has no counterpart in `<kernels>/<target>/` written against this target's.  Returns that
+    kernel's dispatch key and the message; None when none is missing."""
     from ..api.kernel import written_header
     from ..core.targets import DEVICES
     if own_target == lib.config.target:
-        return ""
+        return None
     rows = {device.key: device for device in DEVICES}
     target = lib.config.target
     for key in decl.devices:
@@ -55,8 +62,8 @@ def _other_targets_kernel(lib: Library, decl, own_target: str) -> str:
         header = written_header(decl, rows[key]) if key in rows else None
         if header is None or not (lib.config.target_kernels() / header).is_file():
             where = f": write one against the '{target}' target's in {lib.config.kernels}/{target}/{header}"
-            return f"its {key} kernel is C++ written against the '{own_target}' target's API" + (where if header else "")
-    return ""
+            return key, f"its {key} kernel is C++ written against the '{own_target}' target's API" + (where if header else "")
+    return None
 
 
 def _leave_out_unsupported(lib: Library, plugins: list[Plugin], diag: Diagnostics,
@@ -80,8 +87,8 @@ def _leave_out_unsupported(lib: Library, plugins: list[Plugin], diag: Diagnostic
         if limits and not other:  # what the target lacks first: a kernel written for it would not help
             first = limits.sorted()[0]
             left[d.op_name] = f"leaving out {ns}::{d.op_name}: {first.loc}: {first.message}"
-        elif not other and _other_targets_kernel(lib, d, own_target):
-            left[d.op_name] = f"leaving out {ns}::{d.op_name}: {d.func_loc}: {_other_targets_kernel(lib, d, own_target)}"
+        elif not other and (kernel := _other_targets_kernel(lib, d, own_target)):
+            left[d.op_name] = f"leaving out {ns}::{d.op_name}: {d.func_loc}: {kernel[1]}"
     changed = True
     while changed:  # an op whose formula calls one left out would fail in its backward
         changed = False
@@ -128,9 +135,9 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
     else:
         timed("validate", validate)
         for d in lib.declarations:  # built for another target than the project's: its C++ kernels
-            other = _other_targets_kernel(lib, d, own_target or config.target)
-            if other:
-                diag.error(d.field_loc("kernels"), other)
+            kernel = _other_targets_kernel(lib, d, own_target or config.target)
+            if kernel:
+                diag.error(d.field_loc("kernels"), kernel[1], f"`{_target_signature(lib, d, kernel[0])}`")
     _stop_on_errors(diag)
 
     def transform():
