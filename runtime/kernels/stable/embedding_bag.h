@@ -1,0 +1,101 @@
+// opwrap::embedding_bag_sum and its backward against torch's stable API: float data indexed
+// by int32 or int64 tensors.  The wrapper has checked that every index lies in [0, V) and
+// every offset in [0, N].  The loops are ../embedding_bag.h's without its prefetching and AVX2
+// copies: bags summed in the math type (float for float16 and bfloat16), in parallel over
+// bags; the backward's scatter-add in parallel over column blocks, each adding its columns of
+// every bag's gradient row in order (deterministic).
+#pragma once
+
+#include "common.h"
+
+#include <torch/headeronly/macros/Macros.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+namespace opwrap::kernels {
+
+template <typename scalar_t>
+using bag_acc_t = std::conditional_t<std::is_same_v<scalar_t, c10::BFloat16> || std::is_same_v<scalar_t, c10::Half>,
+                                     float, scalar_t>;
+
+// Offsets must not decrease: checked before the parallel loops (an exception thrown inside
+// torch::stable::parallel_for reaches Python wrapped in the C shim's own words).
+template <typename index_t>
+inline void check_offsets(const char* op, const index_t* offsets, int64_t B, int64_t N) {
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t start = static_cast<int64_t>(offsets[b]), stop = b + 1 < B ? static_cast<int64_t>(offsets[b + 1]) : N;
+    OPWRAP_STABLE_CHECK(start <= stop, op, ": argument 'offsets' must not decrease, but offsets[", b, "] = ", start,
+                        " > offsets[", b + 1, "] = ", stop);
+  }
+}
+
+// The range [start, stop) of indices in bag b (check_offsets has checked the offsets).
+template <typename index_t>
+C10_HOST_DEVICE inline void bag_range(const index_t* offsets, int64_t b, int64_t B, int64_t N, int64_t& start,
+                                      int64_t& stop) {
+  start = static_cast<int64_t>(offsets[b]);
+  stop = b + 1 < B ? static_cast<int64_t>(offsets[b + 1]) : N;
+}
+
+template <typename scalar_t, typename index_t>
+void embedding_bag_sum_cpu(const torch::stable::Tensor& weight, const torch::stable::Tensor& indices,
+                           const torch::stable::Tensor& offsets, torch::stable::Tensor& result) {
+  using acc_t = bag_acc_t<scalar_t>;
+  const scalar_t* w = weight.const_data_ptr<scalar_t>();
+  const index_t* idx = indices.const_data_ptr<index_t>();
+  const index_t* off = offsets.const_data_ptr<index_t>();
+  scalar_t* out = result.mutable_data_ptr<scalar_t>();
+  const int64_t B = offsets.size(0), D = weight.size(1), N = indices.size(0);
+  check_offsets("opwrap::embedding_bag_sum", off, B, N);
+  const int64_t per_bag = std::max<int64_t>(1, D * (B > 0 ? N / B : 1));
+  torch::stable::parallel_for(0, B, std::max<int64_t>(1, 32768 / per_bag), [&](int64_t begin, int64_t end) {
+    std::vector<acc_t> acc(static_cast<size_t>(D));
+    for (int64_t b = begin; b < end; ++b) {
+      int64_t start = 0, stop = 0;
+      bag_range(off, b, B, N, start, stop);
+      std::fill(acc.begin(), acc.end(), acc_t(0));
+      for (int64_t i = start; i < stop; ++i) {
+        const scalar_t* row = w + static_cast<int64_t>(idx[i]) * D;
+        for (int64_t d = 0; d < D; ++d) acc[d] += static_cast<acc_t>(row[d]);
+      }
+      for (int64_t d = 0; d < D; ++d) out[b * D + d] = static_cast<scalar_t>(acc[d]);
+    }
+  });
+}
+
+template <typename scalar_t, typename index_t>
+void embedding_bag_sum_backward_cpu(const torch::stable::Tensor& grad_output, const torch::stable::Tensor& indices,
+                                    const torch::stable::Tensor& offsets, int64_t num_weights,
+                                    torch::stable::Tensor& result) {
+  using acc_t = bag_acc_t<scalar_t>;
+  const scalar_t* g = grad_output.const_data_ptr<scalar_t>();
+  const index_t* idx = indices.const_data_ptr<index_t>();
+  const index_t* off = offsets.const_data_ptr<index_t>();
+  scalar_t* out = result.mutable_data_ptr<scalar_t>();
+  const int64_t B = offsets.size(0), D = grad_output.size(1), N = indices.size(0);
+  check_offsets("opwrap::embedding_bag_sum_backward", off, B, N);
+  const int64_t threads = std::max<int64_t>(1, opwrap::rt::abi::num_threads());
+  const int64_t cols = std::max<int64_t>(16, (D + threads - 1) / threads + 15) / 16 * 16;
+  torch::stable::parallel_for(0, (D + cols - 1) / cols, 1, [&](int64_t begin, int64_t end) {
+    const int64_t d0 = begin * cols, width = std::min(D, end * cols) - d0;
+    std::vector<acc_t> acc(static_cast<size_t>(num_weights * width), acc_t(0));
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t start = 0, stop = 0;
+      bag_range(off, b, B, N, start, stop);
+      const scalar_t* gr = g + b * D + d0;
+      for (int64_t i = start; i < stop; ++i) {
+        acc_t* row = acc.data() + static_cast<int64_t>(idx[i]) * width;
+        for (int64_t d = 0; d < width; ++d) row[d] += static_cast<acc_t>(gr[d]);
+      }
+    }
+    for (int64_t v = 0; v < num_weights; ++v) {
+      for (int64_t d = 0; d < width; ++d) out[v * D + d0 + d] = static_cast<scalar_t>(acc[v * width + d]);
+    }
+  });
+}
+
+}  // namespace opwrap::kernels
