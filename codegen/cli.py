@@ -208,16 +208,26 @@ def list_ops(project):
 
 @main.command(help="Write a kernel header skeleton for every op whose CPU kernel header is missing: "
               "the exact template and signature the generated wrapper calls, and a body that raises "
-              "'<op>: kernel not written' when called.  Existing files are never overwritten.")
+              "'<op>: kernel not written' when called.  Existing files are never overwritten.  With "
+              "--target naming another target than the project's, the skeletons are written against that "
+              "target's API into <kernels>/<target>/ (kernels for both targets: docs/stable-abi.md).")
 @project_option
-def stubs(project):
+@click.option("--target", "target_name", type=click.Choice([t.name for t in TARGETS]), default=None,
+              help="The API the skeletons are written against (default: [tool.codegen] target).")
+def stubs(project, target_name):
+    import dataclasses
+
     from .scaffold import load_declarations, write_stubs
     config = _config(project)
+    folder = None
+    if target_name is not None and target_name != config.target:
+        config = dataclasses.replace(config, target=target_name)
+        folder = config.target_kernels()
     try:
         lib = load_declarations(config)
     except CodegenError as e:
         raise _bad_declarations(e) from None
-    written, existing, failed = write_stubs(lib)
+    written, existing, failed = write_stubs(lib, folder)
     for path in written:
         click.echo(f"wrote {path.relative_to(config.root)}", err=True)
     for decl, why in failed:

@@ -300,12 +300,13 @@ def stub_header(namespace: str, stubs: list[Stub], target: str = "aten") -> str:
     return _STUB_HEADER.format(ns=namespace, includes="\n".join(includes) + "\n", kernels="".join(kernels))
 
 
-def write_stubs(lib: "Library") -> tuple[list[Path], list[str], list[tuple["Declaration", str]]]:
+def write_stubs(lib: "Library", folder: Path | None = None) -> tuple[list[Path], list[str], list[tuple["Declaration", str]]]:
     """Write a skeleton header for every kernel header that does not exist; never overwrite.
-    Returns (headers written, headers that exist and were left alone, (declaration, why)
-    for declarations whose signature could not be decided)."""
+    `folder` is where they go (default: the kernels directory; `<kernels>/<target>` for
+    another target's kernels).  Returns (headers written, headers that exist and were left
+    alone, (declaration, why) for declarations whose signature could not be decided)."""
     stubs, failed = kernel_stubs(lib)
-    kernels_dir = lib.config.path("kernels")
+    kernels_dir = folder or lib.config.path("kernels")
     by_header: dict[str, list[Stub]] = {}
     for s in stubs:
         by_header.setdefault(s.header, []).append(s)

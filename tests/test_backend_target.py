@@ -200,7 +200,15 @@ def test_a_full_target_library_ships_the_stable_targets_abi3_wheel(tmp_path):
     assert ("`template <typename scalar_t> void scale_cpu(const torch::stable::Tensor& self, double factor, "
             "torch::stable::Tensor& result)`") in r.stdout + r.stderr, r.stdout + r.stderr  # what to write there
     assert "Traceback" not in r.stdout + r.stderr, r.stderr[-3000:]
-    (lib / "kernels" / "stable").mkdir()
+    # `codegen stubs --target stable` writes its skeleton there (the signature the error gave),
+    # leaves the full target's kernels/scale.h alone; the kernel then replaces the skeleton.
+    r = run_codegen("stubs", "--target", "stable", cwd=lib)
+    assert r.returncode == 0 and "wrote kernels/stable/scale.h" in r.stderr, r.stdout + r.stderr
+    skeleton = (lib / "kernels" / "stable" / "scale.h").read_text()
+    assert ("template <typename scalar_t>\nvoid scale_cpu(const torch::stable::Tensor& self, double factor, "
+            "torch::stable::Tensor& result) {\n  STD_TORCH_CHECK(false, \"twotargets::scale: kernel not written\");") \
+        in skeleton, skeleton
+    assert "at::Tensor" in (lib / "kernels" / "scale.h").read_text()
     (lib / "kernels" / "stable" / "scale.h").write_text(STABLE_SCALE)
 
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
