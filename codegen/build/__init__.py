@@ -769,7 +769,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
                            verbose=verbose, is_python_module=True, with_cuda=False)
 
     target = target_named(config.target)  # codegen/core/targets.py: its definitions, and what it leaves out
-    unit_cflags = cflags + (openmp_flags() if target.openmp else []) + [f"-D{d}" for d in target.defines]
+    unit_cflags = cflags + (openmp_flags() if target.openmp else []) + [f"-D{d}" for d in target.defines] + \
+        list(target.cflags)
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
     # idle while it compiles after the library's last unit.  The two precompiled headers a
     # first build makes are made at once too (docs/architecture.md, "Precompiled torch headers").

@@ -79,6 +79,7 @@ class Target:
     precompiled: bool = True  # the precompiled torch header applies to its units
     cpp_autograd: bool = True  # autograd kernels in C++ (else registered from Python)
     openmp: bool = True  # compiled with torch's OpenMP flags (the stable API's parallel_for needs none)
+    cflags: tuple[str, ...] = ()  # further options of its C++ units
 
     @property
     def checks_abi(self) -> bool:
@@ -98,7 +99,11 @@ ATEN = Target("aten", "the full ATen C++ API: every feature; a build works with 
 STABLE = Target("stable", "torch's stable ABI (torch/csrc/stable, torch/headeronly): one build for every torch from "
                 "the oldest claimed release on", cpp_dir="stable", runtime_include="opwrap/stable/runtime.h",
                 oldest=OLDEST, py_limited_api=True, fast_bindings=False, precompiled=False, cpp_autograd=False,
-                openmp=False)
+                openmp=False,
+                # torch's own kernels' floating-point options (torch.__config__.show()): a sqrt
+                # that need not set errno, and float compares without traps, vectorize; its
+                # loops are plain C++ the compiler vectorizes (no at::vec)
+                cflags=("-fno-math-errno", "-fno-trapping-math"))
 
 TARGETS = (ATEN, STABLE)
 

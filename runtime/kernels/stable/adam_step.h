@@ -1,11 +1,13 @@
 // opwrap::adam_step against torch's stable API: one Adam step over written tensor lists, as
 // torch._fused_adam_ with amsgrad=False, element by element in the op's math type (float for
 // bfloat16), as ../adam_step.h computes it in the full target (whose AVX2 loop for float32 and
-// bfloat16 this one leaves to the compiler's vectorizer).
+// bfloat16 this one leaves to the compiler's vectorizer: see adam_range).
 #pragma once
 
 #include "common.h"
 
+#include <opwrap/stable/math.h>
+#include <opwrap/stable/pointwise.h>
 #include <torch/headeronly/macros/Macros.h>
 #include <torch/headeronly/util/BFloat16.h>
 
@@ -38,17 +40,21 @@ struct AdamElement {
   opmath_t beta1, beta2, weight_decay, eps;
   bool maximize;
 
+  // pw::load and pw::store: bfloat16 converted in integer arithmetic, which vectorizes (c10's
+  // conversions, with their branches, keep a loop scalar).
   C10_HOST_DEVICE void operator()(int64_t i, opmath_t step_size, opmath_t bias_correction2_sqrt) const {
-    const opmath_t p = static_cast<opmath_t>(param[i]);
-    opmath_t g = static_cast<opmath_t>(grad[i]);
+    using opwrap::pw::load;
+    using opwrap::pw::store;
+    const opmath_t p = load(param[i]);
+    opmath_t g = load(grad[i]);
     if (maximize) g = -g;
     if (weight_decay != opmath_t(0)) g += weight_decay * p;  // Adam's L2 term (not AdamW's decoupled one)
-    opmath_t m = static_cast<opmath_t>(exp_avg[i]);
+    opmath_t m = load(exp_avg[i]);
     m += (opmath_t(1) - beta1) * (g - m);
-    const opmath_t v = beta2 * static_cast<opmath_t>(exp_avg_sq[i]) + (opmath_t(1) - beta2) * g * g;
-    exp_avg[i] = static_cast<scalar_t>(m);
-    exp_avg_sq[i] = static_cast<scalar_t>(v);
-    param[i] = static_cast<scalar_t>(p - step_size * m / (::sqrt(v) / bias_correction2_sqrt + eps));
+    const opmath_t v = beta2 * load(exp_avg_sq[i]) + (opmath_t(1) - beta2) * g * g;
+    exp_avg[i] = store<scalar_t>(m);
+    exp_avg_sq[i] = store<scalar_t>(v);
+    param[i] = store<scalar_t>(p - step_size * m / (std::sqrt(v) / bias_correction2_sqrt + eps));
   }
 };
 
@@ -60,6 +66,14 @@ AdamElement<scalar_t> adam_element(const torch::stable::Tensor& param, const tor
   return {param.mutable_data_ptr<scalar_t>(), exp_avg.mutable_data_ptr<scalar_t>(),
           exp_avg_sq.mutable_data_ptr<scalar_t>(), grad.const_data_ptr<scalar_t>(), static_cast<opmath_t>(beta1),
           static_cast<opmath_t>(beta2), static_cast<opmath_t>(weight_decay), static_cast<opmath_t>(eps), maximize};
+}
+
+// Elements [begin, end), compiled once per instruction set (OPWRAP_PW_CLONES: the generated
+// pointwise loops' AVX2 and AVX-512 builds, chosen when the library loads).
+template <typename scalar_t>
+OPWRAP_PW_CLONES void adam_range(const AdamElement<scalar_t> u, adam_opmath_t<scalar_t> step_size,
+                                 adam_opmath_t<scalar_t> correction, int64_t begin, int64_t end) {
+  for (int64_t j = begin; j < end; ++j) u(j, step_size, correction);
 }
 
 template <typename scalar_t, typename step_t>
@@ -76,8 +90,7 @@ void adam_step_cpu(const std::vector<torch::stable::Tensor>& params, const std::
     const AdamElement<scalar_t> update = adam_element<scalar_t>(params[i], exp_avgs[i], exp_avg_sqs[i], grads[i],
                                                                 beta1, beta2, weight_decay, eps, maximize);
     torch::stable::parallel_for(0, params[i].numel(), 32768, [&](int64_t begin, int64_t end) {
-      const AdamElement<scalar_t> u = update;  // a local copy: its fields stay in registers
-      for (int64_t j = begin; j < end; ++j) u(j, step_size, correction);
+      adam_range(update, step_size, correction, begin, end);
     });
   }
 }

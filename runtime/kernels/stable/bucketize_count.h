@@ -31,6 +31,21 @@ C10_HOST_DEVICE inline int64_t bucket_of(const scalar_t* boundaries, int64_t K, 
   return base + past(boundaries[base], v);
 }
 
+// The buckets of kLanes values at once: the searches take the same steps, so they run in
+// lockstep and their loads overlap (one search is a chain of dependent loads), as
+// ../bucketize_count.h does.
+template <int kLanes, typename scalar_t>
+inline void buckets_of(const scalar_t* boundaries, int64_t K, const scalar_t* v, int64_t* out) {
+  int64_t base[kLanes] = {};
+  for (int64_t n = K; n > 1; n -= n / 2) {
+    const int64_t half = n / 2;
+#pragma GCC unroll 8
+    for (int j = 0; j < kLanes; ++j) base[j] = past(boundaries[base[j] + half], v[j]) ? base[j] + half : base[j];
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < kLanes; ++j) out[j] = base[j] + past(boundaries[base[j]], v[j]);
+}
+
 template <typename scalar_t>
 void bucketize_count_cpu(const torch::stable::Tensor& values, const torch::stable::Tensor& boundaries,
                          torch::stable::Tensor& indices, torch::stable::Tensor& counts) {
@@ -45,7 +60,16 @@ void bucketize_count_cpu(const torch::stable::Tensor& values, const torch::stabl
   torch::stable::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
       int64_t* mine = local.data() + c * (K + 1);
-      for (int64_t i = c * kChunk; i < std::min(N, (c + 1) * kChunk); ++i) ++mine[idx[i] = bucket_of(b, K, v[i])];
+      constexpr int kLanes = 8;
+      const int64_t stop = std::min(N, (c + 1) * kChunk);
+      int64_t i = c * kChunk;
+      if (K > 0) {
+        for (; i + kLanes <= stop; i += kLanes) {
+          buckets_of<kLanes>(b, K, v + i, idx + i);
+          for (int j = 0; j < kLanes; ++j) ++mine[idx[i + j]];
+        }
+      }
+      for (; i < stop; ++i) ++mine[idx[i] = bucket_of(b, K, v[i])];
     }
   });
   std::memset(cnt, 0, sizeof(int64_t) * static_cast<size_t>(K + 1));

@@ -8,6 +8,8 @@
 
 #include "common.h"
 
+#include <opwrap/stable/math.h>
+#include <opwrap/stable/pointwise.h>
 #include <torch/headeronly/macros/Macros.h>
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Half.h>
@@ -41,6 +43,39 @@ C10_HOST_DEVICE inline void bag_range(const index_t* offsets, int64_t b, int64_t
   stop = b + 1 < B ? static_cast<int64_t>(offsets[b + 1]) : N;
 }
 
+// Bags [begin, end) summed into their rows of `out`, compiled once per instruction set
+// (OPWRAP_PW_CLONES); `acc` holds D values of the math type.
+template <typename scalar_t, typename index_t>
+OPWRAP_PW_CLONES void sum_bags(const scalar_t* w, const index_t* idx, const index_t* off, scalar_t* out, int64_t B,
+                               int64_t D, int64_t N, int64_t begin, int64_t end, bag_acc_t<scalar_t>* acc) {
+  for (int64_t b = begin; b < end; ++b) {
+    int64_t start = 0, stop = 0;
+    bag_range(off, b, B, N, start, stop);
+    for (int64_t d = 0; d < D; ++d) acc[d] = 0;
+    for (int64_t i = start; i < stop; ++i) {
+      const scalar_t* row = w + static_cast<int64_t>(idx[i]) * D;
+      for (int64_t d = 0; d < D; ++d) acc[d] += opwrap::pw::load(row[d]);  // bfloat16, float16: vectorized
+    }
+    for (int64_t d = 0; d < D; ++d) out[b * D + d] = opwrap::pw::store<scalar_t>(acc[d]);
+  }
+}
+
+// Every bag's gradient row, columns [d0, d0 + width), added into the accumulator rows its
+// indices name (acc row v at acc + v * width), in order.
+template <typename scalar_t, typename index_t>
+OPWRAP_PW_CLONES void scatter_bags(const scalar_t* g, const index_t* idx, const index_t* off, int64_t B, int64_t D,
+                                   int64_t N, int64_t d0, int64_t width, bag_acc_t<scalar_t>* acc) {
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t start = 0, stop = 0;
+    bag_range(off, b, B, N, start, stop);
+    const scalar_t* gr = g + b * D + d0;
+    for (int64_t i = start; i < stop; ++i) {
+      bag_acc_t<scalar_t>* row = acc + static_cast<int64_t>(idx[i]) * width;
+      for (int64_t d = 0; d < width; ++d) row[d] += opwrap::pw::load(gr[d]);
+    }
+  }
+}
+
 template <typename scalar_t, typename index_t>
 void embedding_bag_sum_cpu(const torch::stable::Tensor& weight, const torch::stable::Tensor& indices,
                            const torch::stable::Tensor& offsets, torch::stable::Tensor& result) {
@@ -54,16 +89,7 @@ void embedding_bag_sum_cpu(const torch::stable::Tensor& weight, const torch::sta
   const int64_t per_bag = std::max<int64_t>(1, D * (B > 0 ? N / B : 1));
   torch::stable::parallel_for(0, B, std::max<int64_t>(1, 32768 / per_bag), [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(static_cast<size_t>(D));
-    for (int64_t b = begin; b < end; ++b) {
-      int64_t start = 0, stop = 0;
-      bag_range(off, b, B, N, start, stop);
-      std::fill(acc.begin(), acc.end(), acc_t(0));
-      for (int64_t i = start; i < stop; ++i) {
-        const scalar_t* row = w + static_cast<int64_t>(idx[i]) * D;
-        for (int64_t d = 0; d < D; ++d) acc[d] += static_cast<acc_t>(row[d]);
-      }
-      for (int64_t d = 0; d < D; ++d) out[b * D + d] = static_cast<scalar_t>(acc[d]);
-    }
+    sum_bags(w, idx, off, out, B, D, N, begin, end, acc.data());
   });
 }
 
@@ -83,17 +109,9 @@ void embedding_bag_sum_backward_cpu(const torch::stable::Tensor& grad_output, co
   torch::stable::parallel_for(0, (D + cols - 1) / cols, 1, [&](int64_t begin, int64_t end) {
     const int64_t d0 = begin * cols, width = std::min(D, end * cols) - d0;
     std::vector<acc_t> acc(static_cast<size_t>(num_weights * width), acc_t(0));
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t start = 0, stop = 0;
-      bag_range(off, b, B, N, start, stop);
-      const scalar_t* gr = g + b * D + d0;
-      for (int64_t i = start; i < stop; ++i) {
-        acc_t* row = acc.data() + static_cast<int64_t>(idx[i]) * width;
-        for (int64_t d = 0; d < width; ++d) row[d] += static_cast<acc_t>(gr[d]);
-      }
-    }
+    scatter_bags(g, idx, off, B, D, N, d0, width, acc.data());
     for (int64_t v = 0; v < num_weights; ++v) {
-      for (int64_t d = 0; d < width; ++d) out[v * D + d0 + d] = static_cast<scalar_t>(acc[v * width + d]);
+      for (int64_t d = 0; d < width; ++d) out[v * D + d0 + d] = opwrap::pw::store<scalar_t>(acc[v * width + d]);
     }
   });
 }
