@@ -263,11 +263,8 @@ def _describe(e: Exception) -> str:
 def _kernel_signature(decl: "Declaration", namespace: str, target: str = "aten") -> tuple[str, str]:
     """(the kernel template's declaration, its return type) for the CPU wrapper's call; in the
     stable-ABI target, against torch::stable::Tensor (docs/stable-abi.md)."""
-    if target == "stable":
-        from .api.stable import stable_signature
-        return stable_signature(decl), "void"
-    from .api.kernel import kernel_return_type, kernel_signature
-    return kernel_signature(decl, "CPU"), kernel_return_type(decl)
+    from .api.stable import signature_in
+    return signature_in(target, decl, "CPU")
 
 
 # What a skeleton header includes first, and the check its bodies fail with, per target:

@@ -90,6 +90,16 @@ def kernel_header(decl, key: str = "CPU") -> str:
     return written_header(decl, next(d for d in DEVICES if d.key == key))
 
 
+def signature_in(target: str, decl, key: str = "CPU") -> tuple[str, str]:
+    """(the declaration a hand-written C++ kernel of `decl` for `key` has in target `target`,
+    its return type): against torch::stable::Tensor in the stable target, at::Tensor in the
+    full one (kernel.kernel_signature)."""
+    if target == "stable":
+        return stable_signature(decl, key), "void"
+    from .kernel import kernel_return_type, kernel_signature
+    return kernel_signature(decl, key), kernel_return_type(decl)
+
+
 def stable_signature(decl, key: str = "CPU") -> str:
     """The declaration a hand-written stable C++ kernel must have: one type parameter per dtype
     variable, the schema's arguments (TYPES), then one `torch::stable::Tensor&` per output."""
@@ -516,5 +526,5 @@ def _switch(decl, dtype_local: dict, call) -> list[str]:
     return level(0, (), "")
 
 
-__all__ = ["TYPES", "Problem", "StableCall", "kernel_header", "plan", "pointwise_problems", "problems",
+__all__ = ["TYPES", "Problem", "StableCall", "kernel_header", "plan", "signature_in", "pointwise_problems", "problems",
            "rowwise_header", "rowwise_kernel", "stable_signature"]

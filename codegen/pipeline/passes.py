@@ -38,13 +38,6 @@ def _stop_on_errors(diag: Diagnostics) -> None:
         raise CodegenError(diag.sorted())
 
 
-def _target_signature(lib: Library, decl, key: str) -> str:
-    """The declaration a hand-written C++ kernel of `decl` for `key` has in `lib`'s target."""
-    from ..api import stable
-    from ..api.kernel import kernel_signature
-    return stable.stable_signature(decl, key) if lib.config.target == "stable" else kernel_signature(decl, key)
-
-
 def _other_targets_kernel(lib: Library, decl, own_target: str) -> tuple[str, str] | None:
     """Why `decl` cannot be built for `lib`'s target when that is not the project's own
     (`own_target`): a hand-written C++ kernel of its, written against the own target's API,
@@ -128,6 +121,7 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
         for d in lib.declarations:
             for p in plugins:
                 p.validate(d, lib, diag)
+    from ..api.stable import signature_in
     if leave_out_unsupported:
         lib, why = timed("validate", lambda: _leave_out_unsupported(lib, plugins, diag, own_target or config.target))
         if notes is not None:
@@ -137,7 +131,7 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
         for d in lib.declarations:  # built for another target than the project's: its C++ kernels
             kernel = _other_targets_kernel(lib, d, own_target or config.target)
             if kernel:
-                diag.error(d.field_loc("kernels"), kernel[1], f"`{_target_signature(lib, d, kernel[0])}`")
+                diag.error(d.field_loc("kernels"), kernel[1], f"`{signature_in(config.target, d, kernel[0])[0]}`")
     _stop_on_errors(diag)
 
     def transform():
