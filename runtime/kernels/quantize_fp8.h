@@ -8,17 +8,12 @@
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
 
+#include "quantize_fp8_one.h"
+
 #include <cstdint>
 #include <limits>
 
 namespace opwrap::kernels {
-
-template <typename input_t, typename result_t>
-C10_HOST_DEVICE inline result_t quantize_fp8_one(input_t x, float scale) {
-  const float hi = static_cast<float>(std::numeric_limits<result_t>::max());
-  const float v = static_cast<float>(x) / scale;
-  return result_t(v != v ? v : (v < -hi ? -hi : (v > hi ? hi : v)));  // NaN stays NaN
-}
 
 template <typename input_t, typename scale_t, typename result_t>
 void quantize_fp8_cpu(const at::Tensor& input, const at::Tensor& scale, at::ScalarType /*dtype*/, at::Tensor& result) {

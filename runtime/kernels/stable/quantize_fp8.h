@@ -11,16 +11,9 @@
 #include <torch/headeronly/util/Float8_e5m2.h>
 #include <torch/headeronly/util/Float8_e5m2fnuz.h>
 
-#include <limits>
+#include "../quantize_fp8_one.h"
 
 namespace opwrap::kernels {
-
-template <typename input_t, typename result_t>
-C10_HOST_DEVICE inline result_t quantize_fp8_one(input_t x, float scale) {
-  const float hi = static_cast<float>(std::numeric_limits<result_t>::max());
-  const float v = static_cast<float>(x) / scale;
-  return result_t(v != v ? v : (v < -hi ? -hi : (v > hi ? hi : v)));  // NaN stays NaN
-}
 
 template <typename input_t, typename scale_t, typename result_t>
 void quantize_fp8_cpu(const torch::stable::Tensor& input, const torch::stable::Tensor& scale,
