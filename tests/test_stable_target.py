@@ -1391,13 +1391,21 @@ def test_forward_formulas_run_as_the_ops_jvp(stablelib):
     assert runtime.forward_tangent("x::y", "r", torch.ones(1), torch.ones(3, dtype=torch.float64)).dtype == torch.float64
 
 
+def _generated_autograd(lib: Path, declarations: str) -> str:
+    """The stable target's generated python/autograd.py of a `codegen init` library `lib`
+    whose scale.yaml holds `declarations` (generated only: nothing compiles)."""
+    _stable_project(lib)
+    (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent(declarations))
+    r = run_codegen("generate", cwd=lib)
+    assert r.returncode == 0, r.stderr
+    return (lib / "generated" / "python" / "autograd.py").read_text()
+
+
 def test_formulas_read_cpp_booleans_as_python_unless_the_op_names_them(tmp_path):
     """derivatives.yaml's formulas are C++ (`x.sum(-1, true)`); the stable target runs them as
     Python with `True` and `False`, except where an argument takes the name (`true` is then
     that argument, as in the full target)."""
-    lib = tmp_path / "boollib"
-    _stable_project(lib)
-    (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
+    text = _generated_autograd(tmp_path / "boollib", """\
         - func: scale(Tensor self, float factor) -> Tensor
           dtypes: [float32]
           kernels: {CPU: {abi: c}}
@@ -1412,10 +1420,7 @@ def test_formulas_read_cpp_booleans_as_python_unless_the_op_names_them(tmp_path)
           derivatives:
             self: grad * true
             result: self_t * true
-        """))
-    r = run_codegen("generate", cwd=lib)
-    assert r.returncode == 0, r.stderr
-    text = (lib / "generated" / "python" / "autograd.py").read_text()
+        """)
     assert "(grad * factor - (grad * self).sum(-1, True) * False) if ctx.needs_input_grad[0]" in text, text
     assert "(grad * true) if ctx.needs_input_grad[0]" in text and "self_t * true, " in text, text
 
@@ -1425,9 +1430,7 @@ def test_formulas_call_torch_tensor_methods_where_at_tensor_spells_them_otherwis
     `sym_sizes()`, `expand_symint(...)` (derivatives.yaml's spelling); the stable target's
     Python calls torch.Tensor's, `.dtype`, `.shape`, `.expand(...)`, and the rest stays as
     written (a method of another name is not touched)."""
-    lib = tmp_path / "methodlib"
-    _stable_project(lib)
-    (lib / "declarations" / "scale.yaml").write_text(textwrap.dedent("""\
+    text = _generated_autograd(tmp_path / "methodlib", """\
         - func: scale(Tensor self, float factor) -> Tensor
           dtypes: [float32]
           kernels: {CPU: {abi: c}}
@@ -1441,10 +1444,7 @@ def test_formulas_call_torch_tensor_methods_where_at_tensor_spells_them_otherwis
           shape: {self: [N, M], result: [N]}
           derivatives:
             self: grad.unsqueeze(1).expand_symint(self.sym_sizes ( ))
-        """))
-    r = run_codegen("generate", cwd=lib)
-    assert r.returncode == 0, r.stderr
-    text = (lib / "generated" / "python" / "autograd.py").read_text()
+        """)
     backward = "grad.to(self.dtype) * factor"
     jvp = "self_t.sum().expand(self.shape) * 0 + self_t.size(0) * 0 + self_t * factor"
     rows = "grad.unsqueeze(1).expand(self.shape)"
