@@ -425,6 +425,30 @@ def _cpu_seconds() -> float:
                for field in ("ru_utime", "ru_stime"))
 
 
+def _measure_cpu(item, phase):
+    """Around one phase of an item: add its CPU seconds (this process and the children it
+    waited for: compilers under ninja, codegen subprocesses) to the item's user_properties,
+    which its reports carry to the controller of an xdist run."""
+    start = _cpu_seconds()
+    yield
+    item.user_properties.append(("cpu", phase, _cpu_seconds() - start))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _measure_cpu(item, "setup"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _measure_cpu(item, "call"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    return (yield from _measure_cpu(item, "teardown"))
+
+
 def pytest_sessionstart(session):
     import time
     _STARTED.append((time.monotonic(), _cpu_seconds()))
@@ -441,8 +465,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reports = [r for reports in terminalreporter.stats.values() for r in reports
                if hasattr(r, "duration") and hasattr(r, "nodeid")]
     per_item: dict[str, float] = {}
+    cpu_of: dict[str, dict[str, float]] = {}  # node id: {phase: CPU seconds} (_measure_cpu)
     for r in reports:
         per_item[r.nodeid] = per_item.get(r.nodeid, 0.0) + r.duration
+        for prop in r.user_properties:
+            if prop[0] == "cpu":
+                cpu_of.setdefault(r.nodeid, {})[prop[1]] = prop[2]
     slowest = sorted(per_item.items(), key=lambda kv: -kv[1])[:10]
     verdict = "within" if took <= float(budget) else "OVER"
     # CPU seconds too: wall time on a shared machine says as much about the neighbours
@@ -450,3 +478,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                     f"{float(budget):.0f}s")
     for nodeid, secs in slowest:
         terminalreporter.write_line(f"{secs:8.1f}s  {nodeid}")
+    # The same by CPU seconds: what a test costs whatever ran beside it
+    terminalreporter.write_line("the ten that took the most CPU (seconds of CPU, with the children they waited for):")
+    cpu = sorted(((sum(phases.values()), nodeid) for nodeid, phases in cpu_of.items()), reverse=True)
+    for secs, nodeid in cpu[:10]:
+        terminalreporter.write_line(f"{secs:8.1f}s  {nodeid}")
+    if os.environ.get("OPWRAP_PYTEST_CPU_REPORT"):  # every item's CPU seconds, as JSON, for measuring
+        Path(os.environ["OPWRAP_PYTEST_CPU_REPORT"]).write_text(json.dumps(cpu_of, indent=1, sort_keys=True))
