@@ -96,10 +96,10 @@ def test_init_library_passes_opcheck_and_compiles_with_no_graph_break(mylib):
 
 @pytest.mark.xdist_group("mylib")
 def test_init_library_units_use_the_shared_precompiled_header(mylib):
-    """A `codegen init` library's wrapper and autograd units, and the dtype units of its
-    split_types op, start with precompiled.h and compile against the copy precompiled in the
-    user's cache (GCC's -H marks a precompiled header it uses with '!'); CPU-capability units,
-    whose instruction set comes first, do not include it."""
+    """A `codegen init` library's wrapper and autograd units, the DEFAULT unit of its pointwise
+    loops, and the dtype units of its split_types op, start with precompiled.h and compile
+    against the copy precompiled in the user's cache (GCC's -H marks a precompiled header it
+    uses with '!'); CPU-capability units, whose instruction set comes first, do not include it."""
     from opwrap_codegen import build
     from opwrap_codegen.pipeline import units
     if sys.platform != "linux" or os.environ.get(build.PCH_ENV) == "0":
@@ -110,12 +110,13 @@ def test_init_library_units_use_the_shared_precompiled_header(mylib):
     precompiled = f"#include <{units.PRECOMPILED}>"
     for unit in gen.iterdir():
         has = precompiled in unit.read_text()
-        assert has == unit.name.startswith(("cpu.", "autograd.")), (unit.name, has)
+        assert has == unit.name.startswith(("cpu.", "autograd.", "pointwise.0")), (unit.name, has)
     # a wrapper unit, and the fast Python bindings with their own (no OpenMP, Python's headers),
     # each compiled with the options its build.ninja holds
     split = lib / "generated" / "cpu" / "scale_float32.cpp"  # a unit of its own (split_types)
     assert split.read_text().count(precompiled) == 1
     for ninja, source, header in ((lib / "build" / "build.ninja", gen / "cpu.0.cpp", units.PRECOMPILED),
+                                  (lib / "build" / "build.ninja", gen / "pointwise.0.cpp", units.PRECOMPILED),
                                   (lib / "build" / "build.ninja", split, units.PRECOMPILED),
                                   (lib / "build" / "python" / "build.ninja", lib / "generated" / "python" / "_fast.cpp",
                                    units.PRECOMPILED_PYTHON)):

@@ -186,12 +186,15 @@ class PointwiseKernels(Plugin):
                 continue
             # Unity groups: the DEFAULT wrappers and loops, each capability's loops, and the
             # CUDA kernels (with the other CUDA ops).  A capability's unit starts with its
-            # first source's prelude, which sets the instruction set for all of them.
-            for path, template, extra, unit in (
-                (f"pointwise/{d.ident}.h", "pointwise/op.h.j2", {}, None),
-                (f"cpu/{d.ident}.cpp", "pointwise/cpu.cpp.j2", {}, "pointwise"),
+            # first source's prelude, which sets the instruction set for all of them; the
+            # DEFAULT unit sets none, so it may start with the precompiled torch header (which
+            # holds neither at::vec nor TensorIterator: their CPU_CAPABILITY comes after it).
+            for path, template, extra, unit, precompiled in (
+                (f"pointwise/{d.ident}.h", "pointwise/op.h.j2", {}, None, False),
+                (f"cpu/{d.ident}.cpp", "pointwise/cpu.cpp.j2", {}, "pointwise", True),
                 *((f"cpu/{d.ident}.{cap}.cpp", "pointwise/cpu_capability.cpp.j2", {"capability": cap, "registered": dict(p.registered)[cap]},
-                   f"pointwise.{cap}") for cap in CPU_CAPABILITIES),
-                (f"cuda/{d.ident}.cu", "pointwise/cuda.cu.j2", {"arch": arch_restriction(d)}, "cuda"),
+                   f"pointwise.{cap}", False) for cap in CPU_CAPABILITIES),
+                (f"cuda/{d.ident}.cu", "pointwise/cuda.cu.j2", {"arch": arch_restriction(d)}, "cuda", False),
             ):
-                yield Output(path, ctx.render(template, **common, **extra), (d.path, ctx.template_source(template)), unit)
+                yield Output(path, ctx.render(template, **common, **extra), (d.path, ctx.template_source(template)), unit,
+                             precompiled=precompiled)

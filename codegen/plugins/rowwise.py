@@ -197,7 +197,7 @@ class RowwiseKernels(Plugin):
             yield Output(f"rowwise/{d.ident}_program.h", ctx.render("rowwise/program.h.j2", **common),
                          sources("rowwise/program.h.j2"))
             yield Output(f"cpu/{d.ident}.rowwise.cpp", ctx.render("rowwise/cpu.cpp.j2", **common),
-                         sources("rowwise/cpu.cpp.j2"), "pointwise")
+                         sources("rowwise/cpu.cpp.j2"), "pointwise", precompiled=True)  # the DEFAULT build: see pointwise.py
             for cap in CPU_CAPABILITIES:
                 t = "pointwise/cpu_capability.cpp.j2"
                 yield Output(f"cpu/{d.ident}.rowwise.{cap}.cpp",

@@ -2,6 +2,8 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 // A translation unit of group 'pointwise': 7 generated sources, compiled together so that their headers are parsed once.
 // Each is readable on its own; `[tool.codegen] unity` sets how many share a unit.
+// First: torch's headers these sources share, precompiled where the compiler can (codegen build).
+#include <opwrap/runtime/precompiled.h>
 #include "cpu/bias_gelu.cpp"
 #include "cpu/gelu_tanh.cpp"
 #include "cpu/gelu_tanh_backward.cpp"

@@ -2,6 +2,8 @@
 // Do not edit: change the declaration, template or plugin, then run `codegen generate`.
 // A translation unit of group 'pointwise': 8 generated sources, compiled together so that their headers are parsed once.
 // Each is readable on its own; `[tool.codegen] unity` sets how many share a unit.
+// First: torch's headers these sources share, precompiled where the compiler can (codegen build).
+#include <opwrap/runtime/precompiled.h>
 #include "cpu/log_softmax_backward.rowwise.cpp"
 #include "cpu/logsumexp.rowwise.cpp"
 #include "cpu/mul_constant.cpp"

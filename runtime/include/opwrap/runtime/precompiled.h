@@ -1,6 +1,8 @@
 // The torch headers that most generated units include, first in each unit that may share a
-// precompiled copy of them (autograd, wrapper and autocast units; not CPU-capability units,
-// whose instruction set must be set before any header).  Parsing these is most of such a
+// precompiled copy of them (autograd, wrapper and autocast units, and the DEFAULT units of the
+// pointwise and row-wise loops; not CPU-capability units, whose instruction set must be set
+// before any header).  So it must include neither at::vec nor TensorIterator: the DEFAULT
+// units pick their CPU_CAPABILITY namespace (cpu_capability.h) after it.  Parsing these is most of such a
 // unit's compile time (docs/architecture.md, "Precompiled torch headers"),
 // so `codegen build` precompiles this header once per compiler, torch and flags, in the
 // user's cache (opwrap_codegen.build.precompiled_header), shared by every library built
