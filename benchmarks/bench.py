@@ -924,14 +924,15 @@ class _Worker:
         self.proc.wait()
 
 
-def two_targets(report: Report, runs: int, scale: int, number: int, repeat: int):
+def two_targets(report: Report, runs: int, scale: int, number: int, repeat: int, ops: set[str] = frozenset()):
     """The bundled library in both targets (docs/stable-abi.md): `make build`'s and the stable
     target's build of the ops it can express (`codegen build --target stable
     --leave-out-unsupported`, build/stable), each in a worker process of its own, requests
     alternated between them (three rounds, the median of each side's round medians):
     every OPS entry of an op in both builds, the call overhead of mul_constant with and
     without grad and of myadd under autocast (a C++ kernel against a Python one), and each
-    op's CPU translation unit compiled alone in each target."""
+    op's CPU translation unit compiled alone in each target.  `ops` (bench --op): only those
+    OPS entries, nothing else."""
     r = subprocess.run([sys.executable, "-m", "opwrap_codegen.cli", "build", "--target", "stable",
                         "--leave-out-unsupported", "--no-generate"], cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
@@ -964,7 +965,7 @@ def two_targets(report: Report, runs: int, scale: int, number: int, repeat: int)
             return {t: statistics.median(v) for t, v in rounds.items()}
 
         for i, case in enumerate(OPS):
-            if case.op.split(".")[0] not in common:
+            if case.op.split(".")[0] not in common or (ops and case.op not in ops):
                 continue
             for dtype in case.dtypes:
                 for threads in (1, 2):
@@ -985,6 +986,8 @@ def two_targets(report: Report, runs: int, scale: int, number: int, repeat: int)
                        stable_us=us["stable"], full_us=us["aten"])
             print(f"  {name:<44}stable {us['stable']:.2f} us, full {us['aten']:.2f} us: {us['aten'] / us['stable']:.2f}x")
 
+        if ops:
+            return
         for grad in (False, True):
             calls(f"mul_constant call, 8 elements{' (requires_grad)' if grad else ''}", kind="calls", grad=grad)
         # The autocast kernels: C++ in the full target, Python in the stable one (docs/stable-abi.md).
@@ -1300,7 +1303,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", choices=SECTIONS, action="append")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--op", action="append", metavar="NAME",
-                        help="with the ops section: time only this op (as OPS names it: sincos, myadd.out); "
+                        help="with the ops and targets sections: time only this op (as OPS names it: sincos, myadd.out); "
                         "repeatable")
     args = parser.parse_args(argv)
     only = set(args.only or SECTIONS)
@@ -1325,7 +1328,7 @@ def main(argv=None) -> int:
         stable_pointwise(report, (1 << 20,) if args.quick else (1 << 20, 16 << 20), 3 if args.quick else 15)
         stable_rowwise(report, ((256, 1024),) if args.quick else ((4096, 1024), (256, 65536)), 3 if args.quick else 15)
     if "targets" in only:
-        two_targets(report, *((3, 16, 2000, 3) if args.quick else (15, 1, 100000, 7)))
+        two_targets(report, *((3, 16, 2000, 3) if args.quick else (15, 1, 100000, 7)), ops=set(args.op or ()))
     if "library" in only and not args.quick:
         library_build(report, 50, 10)
     if "codegen" in only:

@@ -11,6 +11,7 @@
 #include <torch/headeronly/macros/Macros.h>
 #include <torch/headeronly/util/BFloat16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -69,11 +70,36 @@ AdamElement<scalar_t> adam_element(const torch::stable::Tensor& param, const tor
 }
 
 // Elements [begin, end), compiled once per instruction set (OPWRAP_PW_CLONES: the generated
-// pointwise loops' AVX2 and AVX-512 builds, chosen when the library loads).
+// pointwise loops' AVX2 and AVX-512 builds, chosen when the library loads).  A reduced type
+// goes through float buffers a chunk at a time: its elements converted in loops of their own,
+// then the float update, then the results converted back.  In one loop, converting and
+// computing together, GCC (12) vectorizes none of it ("unsupported data-type float": the
+// loop's 16-bit and 32-bit vectors do not fit one vectorization factor); the results are the
+// same, each computed in float and rounded once.
 template <typename scalar_t>
 OPWRAP_PW_CLONES void adam_range(const AdamElement<scalar_t> u, adam_opmath_t<scalar_t> step_size,
                                  adam_opmath_t<scalar_t> correction, int64_t begin, int64_t end) {
-  for (int64_t j = begin; j < end; ++j) u(j, step_size, correction);
+  if constexpr (std::is_same_v<adam_opmath_t<scalar_t>, scalar_t>) {
+    for (int64_t j = begin; j < end; ++j) u(j, step_size, correction);
+  } else {
+    using opwrap::pw::load;
+    using opwrap::pw::store;
+    using opmath_t = adam_opmath_t<scalar_t>;
+    constexpr int64_t kChunk = 512;  // 4 buffers of 2 KB: in L1
+    opmath_t p[kChunk], m[kChunk], v[kChunk], g[kChunk];
+    const AdamElement<opmath_t> f{p, m, v, g, u.beta1, u.beta2, u.weight_decay, u.eps, u.maximize};
+    for (int64_t j0 = begin; j0 < end; j0 += kChunk) {
+      const int64_t n = std::min(kChunk, end - j0);
+      for (int64_t i = 0; i < n; ++i) p[i] = load(u.param[j0 + i]);
+      for (int64_t i = 0; i < n; ++i) m[i] = load(u.exp_avg[j0 + i]);
+      for (int64_t i = 0; i < n; ++i) v[i] = load(u.exp_avg_sq[j0 + i]);
+      for (int64_t i = 0; i < n; ++i) g[i] = load(u.grad[j0 + i]);
+      for (int64_t i = 0; i < n; ++i) f(i, step_size, correction);
+      for (int64_t i = 0; i < n; ++i) u.param[j0 + i] = store<scalar_t>(p[i]);
+      for (int64_t i = 0; i < n; ++i) u.exp_avg[j0 + i] = store<scalar_t>(m[i]);
+      for (int64_t i = 0; i < n; ++i) u.exp_avg_sq[j0 + i] = store<scalar_t>(v[i]);
+    }
+  }
 }
 
 template <typename scalar_t, typename step_t>
