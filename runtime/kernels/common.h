@@ -6,18 +6,13 @@
 #include <ATen/Parallel.h>
 #include <c10/macros/Macros.h>
 
+#include "bfloat16_bits.h"  // bfloat16_rounded_bits
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 namespace opwrap::kernels {
-
-// The bfloat16 nearest (ties to even) to a float's bits `u`, in the low 16 bits, as
-// c10::BFloat16 rounds a float that is not NaN: for a uint32_t or a GCC vector of them.
-template <typename U>
-inline U bfloat16_rounded_bits(U u) {
-  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-}
 
 // The library is compiled for baseline x86-64 (SSE2), as torch's own kernels are before their
 // per-CPU builds.  Where a hot loop gains from AVX2, a kernel also compiles it for AVX2 (in a

@@ -1,18 +1,19 @@
 // opwrap::embedding_bag_sum and its backward against torch's stable API: float data indexed
 // by int32 or int64 tensors.  The wrapper has checked that every index lies in [0, V) and
-// every offset in [0, N].  The loops are ../embedding_bag.h's without its prefetching and AVX2
-// copies: bags summed in the math type (float for float16 and bfloat16), in parallel over
-// bags; the backward's scatter-add in parallel over column blocks, each adding its columns of
-// every bag's gradient row in order (deterministic).
+// every offset in [0, N].  The loops are the full target's (../embedding_bag_loops.h: bags
+// summed in registers with the rows ahead prefetched, in parallel over bags; the backward's
+// scatter-add in parallel over column blocks, each adding its columns of every bag's gradient
+// row in order, deterministic), compiled once per instruction set here (OPWRAP_PW_CLONES).
 #pragma once
 
 #include "common.h"
 
-#include <opwrap/stable/math.h>
 #include <opwrap/stable/pointwise.h>
 #include <torch/headeronly/macros/Macros.h>
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Half.h>
+
+#include "../embedding_bag_loops.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -29,51 +30,24 @@ using bag_acc_t = std::conditional_t<std::is_same_v<scalar_t, c10::BFloat16> || 
 template <typename index_t>
 inline void check_offsets(const char* op, const index_t* offsets, int64_t B, int64_t N) {
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t start = static_cast<int64_t>(offsets[b]), stop = b + 1 < B ? static_cast<int64_t>(offsets[b + 1]) : N;
+    int64_t start = 0, stop = 0;
+    bag_range(offsets, b, B, N, start, stop);
     OPWRAP_STABLE_CHECK(start <= stop, op, ": argument 'offsets' must not decrease, but offsets[", b, "] = ", start,
                         " > offsets[", b + 1, "] = ", stop);
   }
 }
 
-// The range [start, stop) of indices in bag b (check_offsets has checked the offsets).
-template <typename index_t>
-C10_HOST_DEVICE inline void bag_range(const index_t* offsets, int64_t b, int64_t B, int64_t N, int64_t& start,
-                                      int64_t& stop) {
-  start = static_cast<int64_t>(offsets[b]);
-  stop = b + 1 < B ? static_cast<int64_t>(offsets[b + 1]) : N;
+// The shared loops, each compiled once per instruction set.
+template <typename scalar_t, typename index_t, typename acc_t>
+OPWRAP_PW_CLONES void sum_bags_cloned(const scalar_t* w, const index_t* idx, const index_t* off, scalar_t* out,
+                                      int64_t B, int64_t D, int64_t N, int64_t begin, int64_t end, acc_t* acc) {
+  sum_bags(w, idx, off, out, B, D, N, begin, end, acc);
 }
 
-// Bags [begin, end) summed into their rows of `out`, compiled once per instruction set
-// (OPWRAP_PW_CLONES); `acc` holds D values of the math type.
-template <typename scalar_t, typename index_t>
-OPWRAP_PW_CLONES void sum_bags(const scalar_t* w, const index_t* idx, const index_t* off, scalar_t* out, int64_t B,
-                               int64_t D, int64_t N, int64_t begin, int64_t end, bag_acc_t<scalar_t>* acc) {
-  for (int64_t b = begin; b < end; ++b) {
-    int64_t start = 0, stop = 0;
-    bag_range(off, b, B, N, start, stop);
-    for (int64_t d = 0; d < D; ++d) acc[d] = 0;
-    for (int64_t i = start; i < stop; ++i) {
-      const scalar_t* row = w + static_cast<int64_t>(idx[i]) * D;
-      for (int64_t d = 0; d < D; ++d) acc[d] += opwrap::pw::load(row[d]);  // bfloat16, float16: vectorized
-    }
-    for (int64_t d = 0; d < D; ++d) out[b * D + d] = opwrap::pw::store<scalar_t>(acc[d]);
-  }
-}
-
-// Every bag's gradient row, columns [d0, d0 + width), added into the accumulator rows its
-// indices name (acc row v at acc + v * width), in order.
-template <typename scalar_t, typename index_t>
-OPWRAP_PW_CLONES void scatter_bags(const scalar_t* g, const index_t* idx, const index_t* off, int64_t B, int64_t D,
-                                   int64_t N, int64_t d0, int64_t width, bag_acc_t<scalar_t>* acc) {
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t start = 0, stop = 0;
-    bag_range(off, b, B, N, start, stop);
-    const scalar_t* gr = g + b * D + d0;
-    for (int64_t i = start; i < stop; ++i) {
-      bag_acc_t<scalar_t>* row = acc + static_cast<int64_t>(idx[i]) * width;
-      for (int64_t d = 0; d < width; ++d) row[d] += opwrap::pw::load(gr[d]);
-    }
-  }
+template <typename acc_t, typename scalar_t, typename index_t>
+OPWRAP_PW_CLONES void scatter_bags_cloned(const scalar_t* g, const index_t* idx, const index_t* off, int64_t B,
+                                          int64_t D, int64_t N, int64_t d0, int64_t width, acc_t* acc, int64_t stride) {
+  scatter_bags(g, idx, off, B, D, N, d0, width, acc, stride);
 }
 
 template <typename scalar_t, typename index_t>
@@ -89,7 +63,7 @@ void embedding_bag_sum_cpu(const torch::stable::Tensor& weight, const torch::sta
   const int64_t per_bag = std::max<int64_t>(1, D * (B > 0 ? N / B : 1));
   torch::stable::parallel_for(0, B, std::max<int64_t>(1, 32768 / per_bag), [&](int64_t begin, int64_t end) {
     std::vector<acc_t> acc(static_cast<size_t>(D));
-    sum_bags(w, idx, off, out, B, D, N, begin, end, acc.data());
+    sum_bags_cloned(w, idx, off, out, B, D, N, begin, end, acc.data());
   });
 }
 
@@ -108,11 +82,9 @@ void embedding_bag_sum_backward_cpu(const torch::stable::Tensor& grad_output, co
   const int64_t cols = std::max<int64_t>(16, (D + threads - 1) / threads + 15) / 16 * 16;
   torch::stable::parallel_for(0, (D + cols - 1) / cols, 1, [&](int64_t begin, int64_t end) {
     const int64_t d0 = begin * cols, width = std::min(D, end * cols) - d0;
-    std::vector<acc_t> acc(static_cast<size_t>(num_weights * width), acc_t(0));
-    scatter_bags(g, idx, off, B, D, N, d0, width, acc.data());
-    for (int64_t v = 0; v < num_weights; ++v) {
-      for (int64_t d = 0; d < width; ++d) out[v * D + d0 + d] = opwrap::pw::store<scalar_t>(acc[v * width + d]);
-    }
+    scatter_columns<acc_t>(num_weights, D, d0, width, out, [&](acc_t* acc, int64_t stride) {
+      scatter_bags_cloned(g, idx, off, B, D, N, d0, width, acc, stride);
+    });
   });
 }
 
