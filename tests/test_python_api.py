@@ -17,7 +17,7 @@ from torch._dynamo.utils import counters
 from torch.overrides import TorchFunctionMode
 
 import opwrap
-from conftest import ROOT, run_codegen
+from conftest import ROOT, locked, run_codegen, shared_dir
 
 ops = opwrap.ops
 
@@ -197,10 +197,19 @@ CLEAN_ENV = {"PATH": "/usr/bin:/bin"}
 REINSTALL = "\n(is this venv's editable install in strict mode? `make venv` installs it so)"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def mypy_cache(tmp_path_factory):
-    """One mypy cache for this module's runs: torch's stubs are analysed once (about 20 s)."""
-    return tmp_path_factory.mktemp("mypy-cache")
+    """One mypy cache for the run's mypy checks (run_mypy), on every xdist worker: torch's
+    stubs are analysed once (about 11 s of CPU), by the first check, while the others wait."""
+    return shared_dir(tmp_path_factory, "mypy-cache")
+
+
+def run_mypy(args, cwd, cache, python=sys.executable):
+    """`mypy --strict --cache-dir cache *args` in `cwd`, holding the cache's lock (mypy writes
+    its cache files whole, but a check that waits finds torch's analysis there)."""
+    with locked(cache):
+        return subprocess.run([str(python), "-m", "mypy", "--strict", "--cache-dir", str(cache), *args], cwd=cwd,
+                              capture_output=True, text=True, env=CLEAN_ENV)
 
 
 @pytest.fixture(scope="module")
@@ -217,8 +226,7 @@ def installed_opwrap(tmp_path_factory):
 
 def _mypy(cwd, script, cache, python=sys.executable):
     (cwd / "user.py").write_text(script)
-    return subprocess.run([str(python), "-m", "mypy", "--strict", "--cache-dir", str(cache), "user.py"], cwd=cwd,
-                          capture_output=True, text=True, env=CLEAN_ENV)
+    return run_mypy(["user.py"], cwd, cache, python)
 
 
 @pytest.mark.slow(15)
@@ -243,8 +251,7 @@ def test_mypy_strict_accepts_the_runtime_module(tmp_path, mypy_cache):
     """codegen/pyruntime.py, which every library carries as `_generated/_runtime.py`, is
     type-checked as the library's own code would be."""
     (tmp_path / "_runtime.py").write_text((ROOT / "codegen" / "pyruntime.py").read_text())
-    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(mypy_cache), "_runtime.py"],
-                       cwd=tmp_path, capture_output=True, text=True, env=CLEAN_ENV)
+    r = run_mypy(["_runtime.py"], tmp_path, mypy_cache)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -584,8 +591,7 @@ def test_keyword_names_and_kernel_made_returns_in_python(tmp_path, mypy_cache, p
     assert "def check_finite(self: Tensor) -> None: ..." in stub
     assert "    def parts(self) -> List[Tensor]: ..." in stub
     (tmp_path / "pynames_ops.pyi").write_text(stub)  # no name in the stub hides another (`int`, `torch`...)
-    m = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(mypy_cache), "pynames_ops.pyi"],
-                       cwd=tmp_path, capture_output=True, text=True, env=CLEAN_ENV)
+    m = run_mypy(["pynames_ops.pyi"], tmp_path, mypy_cache)
     assert m.returncode == 0, m.stdout + m.stderr
     res = subprocess.run([sys.executable, "-c", NAMES_SCRIPT], cwd=lib, capture_output=True, text=True,
                          env={**CLEAN_ENV, "PYTHONPATH": str(lib)})
