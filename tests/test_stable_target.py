@@ -172,6 +172,14 @@ DECLARATIONS = """\
       * (1 - torch.sigmoid(1.5957691216057308 * self * (1 + 0.044715 * self * self))) * 1.5957691216057308
       * (1 + 0.134145 * self * self))"
 
+- func: cube(Tensor self) -> Tensor
+  doc: self ** 3, whose backward is declared once_differentiable (a second derivative raises).
+  dtypes: [float64]
+  pointwise: self * self * self
+  derivatives:
+    self: 3 * grad * self * self
+    once_differentiable: true
+
 - func: axpby(Tensor x, Tensor y, float alpha, float beta) -> Tensor
   doc: alpha * x + beta * y, x and y broadcast and promoted as torch.add's.
   dtypes: floating
@@ -609,7 +617,7 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
     ops = ["accumulate", "add_to_all", "axpby", "axpby_out", "axpy", "bincount", "blend", "clamp_", "clipped_add", "convert",
-           "count_above", "fill_size", "gather_rows", "gelu_fast", "hist", "row_rms_norm", "row_softmax", "scale",
+           "count_above", "cube", "fill_size", "gather_rows", "gelu_fast", "hist", "row_rms_norm", "row_softmax", "scale",
            "scale_out", "sgd_step", "sincos", "sqdist", "sqdist_out", "sumsq", "tanh_log_powers", "tile_rows",
            "weighted_any", "weighted_sum"]
     units = [p for p in cpp if p.startswith("units/")]  # as many as the unity build's sizes make
@@ -1389,6 +1397,43 @@ def test_forward_formulas_run_as_the_ops_jvp(stablelib):
                                            r"tangent of shape \[2\], but the return has shape \[4\]"):
         runtime.forward_tangent("stablelib::sqdist", "result", torch.ones(2), torch.ones(4))
     assert runtime.forward_tangent("x::y", "r", torch.ones(1), torch.ones(3, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_torch_func_differentiates_the_ops_through_their_typed_wrappers(stablelib):
+    """torch.func's transforms over a C++, a Rust, a two-return C, a row-wise and a pointwise
+    op, called through their typed wrappers (`<package>.ops`), which apply the formulas as an
+    autograd.Function before the op is dispatched (pyruntime.func_call: torch.func cannot
+    differentiate the one at the Autograd key, pytorch#170834): jacrev and jvp against the
+    eager Jacobian and Jacobian-vector product, jacfwd, vmap of grad, a hessian, vjp with a defaulted argument left out, and a
+    second derivative through a once_differentiable backward, which raises as under
+    torch.autograd rather than return zeros."""
+    from torch.func import grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
+    module, _, _ = stablelib
+    ops = module.ops
+    g = torch.Generator().manual_seed(0)
+    x, y, t = (torch.randn(3, 4, dtype=torch.float64, generator=g) for _ in range(3))
+    for f in (lambda u: ops.scale(u, 1.5), lambda u: ops.sqdist(u, y), lambda u: ops.sumsq(u).sq, ops.row_softmax,
+              ops.gelu_fast):
+        torch.testing.assert_close(jacrev(f)(x), torch.autograd.functional.jacobian(f, x))
+        torch.testing.assert_close(jvp(f, (x,), (t,))[1], torch.autograd.functional.jvp(f, x, t)[1])
+    # jacfwd vmaps the op itself: the ops with a batching rule (pointwise; the others raise naming the op)
+    torch.testing.assert_close(jacfwd(ops.gelu_fast)(x[0]), torch.autograd.functional.jacobian(ops.gelu_fast, x[0]))
+    per_row = vmap(grad(lambda r: (ops.gelu_fast(r) * r).sum()))(x)  # gelu_fast has a batching rule (pointwise)
+    xr = x.clone().requires_grad_()
+    torch.testing.assert_close(per_row, torch.autograd.grad((ops.gelu_fast(xr) * xr).sum(), xr)[0])
+    torch.testing.assert_close(hessian(lambda t: ops.scale(t, 2.0).pow(2).sum())(x[0]),
+                               8 * torch.eye(4, dtype=torch.float64))
+    xf = x.float()
+    out, pullback = vjp(lambda t: ops.axpy(t, alpha=3.0), xf)  # y=None left out
+    torch.testing.assert_close(out, 3 * xf)
+    torch.testing.assert_close(pullback(torch.ones_like(xf))[0], torch.full_like(xf, 3.0))
+    torch.testing.assert_close(grad(lambda t: ops.cube(t).sum())(x), 3 * x * x)
+    with pytest.raises(RuntimeError, match="the backward of stablelib::cube, which is declared once_differentiable"):
+        grad(lambda t: grad(lambda u: ops.cube(u).sum())(t).pow(2).sum())(x)
+    with pytest.raises(RuntimeError, match="the backward of stablelib::cube, which is declared once_differentiable"):
+        c = x.clone().requires_grad_()
+        (first,) = torch.autograd.grad(ops.cube(c).sum(), c, create_graph=True)
+        first.pow(2).sum().backward()
 
 
 def _generated_autograd(lib: Path, declarations: str) -> str:

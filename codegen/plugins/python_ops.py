@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ..api import python as py
 from ..core.literals import py_string
+from ..core.targets import target_named
 from .base import Output, Plugin
 
 
@@ -33,6 +34,9 @@ class PythonOps(Plugin):
         names = py.function_names(lib.declarations)
         out_overloads = py.out_overloads(lib.declarations)
         functions = []
+        # A target whose autograd is registered from Python: each wrapper calls its op through
+        # _runtime.func_call under torch.func's transforms (pyruntime.func_call says why).
+        python_autograd = not target_named(lib.config.target).cpp_autograd
         for d in lib.declarations:
             sig = py.python_signature(d, names[d.ident], out_overloads.get(d.ident))
             o = out_overloads.get(d.ident) if sig.out is not None else None
@@ -40,6 +44,7 @@ class PythonOps(Plugin):
                 out_op=py.op_expression("_ops", o.name, o.overload) if o is not None else "",
                 out_call=sig.out_call() if o is not None else "",
                 name=sig.name, op=py.op_expression("_ops", d.name, d.overload), params=sig.parameters(),
+                func_op=py_string(f"{ns}::{d.op_name}") if python_autograd else "",
                 returns=sig.returns, doc="\n".join(("    " + line) if line else "" for line in py.doc_lines(d, ns)),
                 relevant=", ".join(sig.relevant) + ("," if len(sig.relevant) == 1 else ""),
                 wrapper_call=sig.wrapper_call(), call=sig.op_call(), result_class=sig.result_class,

@@ -137,7 +137,8 @@ def _formula_names(decl) -> set[str]:
 
 
 def library_ops(lib) -> set[str]:
-    """The names a formula may call as the library's ops (torch.ops.<namespace>.<name>)."""
+    """The names a formula may call as the library's ops (torch.ops.<namespace>.<name>, through
+    _runtime.formula_op)."""
     return {d.name for d in lib.declarations}
 
 
@@ -330,7 +331,7 @@ def _backward(decl, namespace: str, ops: set[str] = frozenset()) -> _Backward | 
     head += [f"{name} = ctx.{name}" for name in values]
     head += [f"{name} = {expr}" for name, expr in _grad_names(decl).items() if name in used and name != "grads"]
     own = _formula_names(decl)  # a name of the op's own shadows an op of the library
-    head += [f"{name} = torch.ops.{namespace}.{name}" for name in sorted((used & ops) - own)]
+    head += [f"{name} = _runtime.formula_op({py_string(f'{namespace}::{name}')})" for name in sorted((used & ops) - own)]
     grads = []
     for k, a in enumerate(args):
         f = d.formula_for(a.name)
@@ -395,7 +396,7 @@ def _jvp(decl, op: str, namespace: str, ops: set[str], output) -> tuple[list[str
              if name in used and i in fw_result]
     body += [f"{name} = ctx.{name}" for name in values]
     own = _formula_names(decl)
-    body += [f"{name} = torch.ops.{namespace}.{name}" for name in sorted((used & ops) - own)]
+    body += [f"{name} = _runtime.formula_op({py_string(f'{namespace}::{name}')})" for name in sorted((used & ops) - own)]
     position = {a.name: k for k, a in enumerate(args)}
     for a in tensor_args:
         k = position[a.name]

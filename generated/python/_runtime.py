@@ -771,7 +771,9 @@ def register_autograd(op: str, backward: Callable[..., Any], setup_context: Call
     and its kernel, called with a dual tensor that does not require grad, returns results
     without a tangent; here that is a NotImplementedError naming the op, as the full target's
     ops without a forward formula raise.  Where torch lacks make_autograd_impl (a release after
-    those claimed), register_autograd itself."""
+    those claimed), register_autograd itself.  The typed wrappers call the op through the
+    same formulas under torch.func's transforms (func_call)."""
+    _PYTHON_AUTOGRAD[op] = (backward, setup_context, jvp)
     if jvp is not None:
         impl(op, _function_kernel(op, backward, setup_context, jvp), "Autograd", with_keyset=True)
         return
@@ -812,15 +814,38 @@ def _function_kernel(op: str, backward: Callable[..., Any], setup_context: Calla
     jvp, so this is its kernel (make_autograd_impl) with one: the same redispatch, defaults
     filled in for setup_context, and needs_input_grad of the op's arguments alone.  Functional ops
     without a Tensor[] argument only (the generator refuses the rest: codegen/plugins/stable.py)."""
-    from torch._library.utils import fill_defaults
     from torch.autograd import forward_ad
     op_overload = overload(op)
-    schema = op_overload._schema
 
     def forward(*args: Any) -> Any:
         info: _CallInfo = args[-1]
         with torch._C._AutoDispatchBelowAutograd():
             return op_overload.redispatch(info.keyset & torch._C._after_autograd_keyset, *args[:-1], **info.kwargs)
+
+    function = _autograd_function(op, "ForwardAndBackwardOf", forward, backward, setup_context, jvp)
+
+    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if (torch.is_grad_enabled() and torch._C._any_requires_grad(*args, **kwargs)) or (
+                forward_ad._current_level >= 0 and _has_tangent(args)):
+            return function.apply(*args, _CallInfo(keyset, kwargs))
+        with torch._C._AutoDispatchBelowAutograd():
+            return op_overload.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+
+    return kernel
+
+
+def _autograd_function(op: str, prefix: str, forward: Callable[..., Any], backward: Callable[..., Any],
+                       setup_context: Callable[..., Any], jvp: Callable[..., Any] | None,
+                       generate_vmap_rule: bool = False) -> Any:
+    """A torch.autograd.Function of `op` (in setup_context style, as torch.func requires) whose
+    `forward(*args, info)` computes it: the op's arguments, then a _CallInfo.  The formulas are
+    the op's, as register_autograd takes them: setup_context sees the arguments with their
+    defaults filled in, backward the needs_input_grad of the op's arguments alone.
+    `generate_vmap_rule`: torch.func's vmap of the Function (vmap over grad) runs its forward,
+    and so the op's own vmap rule, and its backward batched."""
+    from torch._library.utils import fill_defaults
+    op_overload = overload(op)
+    schema = op_overload._schema
 
     def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         info: _CallInfo = inputs[-1]
@@ -837,22 +862,79 @@ def _function_kernel(op: str, backward: Callable[..., Any], setup_context: Calla
             ctx.needs_input_grad = needs
         return (*(result if isinstance(result, tuple) else (result,)), None)
 
-    def jvp_(ctx: Any, *tangents: Any) -> Any:
-        return jvp(ctx, *tangents[:-1])
+    methods: dict[str, Any] = {"forward": staticmethod(forward), "setup_context": staticmethod(setup),
+                               "backward": staticmethod(backward_), "generate_vmap_rule": generate_vmap_rule}
+    if jvp is not None:
+        methods["jvp"] = staticmethod(lambda ctx, *tangents: jvp(ctx, *tangents[:-1]))
+    name = f"{prefix}_{op_overload._namespace}_{op_overload._opname}_{op_overload._overloadname}"
+    return type(name, (torch.autograd.Function,), methods)
 
-    name = f"ForwardAndBackwardOf_{op_overload._namespace}_{op_overload._opname}_{op_overload._overloadname}"
-    function: Any = type(name, (torch.autograd.Function,), {
-        "forward": staticmethod(forward), "setup_context": staticmethod(setup),
-        "backward": staticmethod(backward_), "jvp": staticmethod(jvp_)})
 
-    def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        if (torch.is_grad_enabled() and torch._C._any_requires_grad(*args, **kwargs)) or (
-                forward_ad._current_level >= 0 and _has_tangent(args)):
-            return function.apply(*args, _CallInfo(keyset, kwargs))
-        with torch._C._AutoDispatchBelowAutograd():
-            return op_overload.redispatch(keyset & torch._C._after_autograd_keyset, *args, **kwargs)
+# What each op's register_autograd registered, for func_call: op -> (backward, setup_context, jvp).
+_PYTHON_AUTOGRAD: dict[str, tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any] | None]] = {}
+_FUNC_FUNCTIONS: dict[str, Any] = {}  # op -> its autograd.Function for torch.func (func_call)
 
-    return kernel
+
+def func_transform_active() -> bool:
+    """Whether a torch.func transform that differentiates (grad, vjp, jacrev, jvp, jacfwd, ...)
+    is running, outside torch.compile's tracing: then the stable target's typed wrappers call
+    their op through func_call."""
+    if torch.compiler.is_compiling() or not torch._C._are_functorch_transforms_active():
+        return False
+    from torch._C._functorch import TransformType
+    from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
+    return any(i.key() in (TransformType.Grad, TransformType.Jvp) for i in retrieve_all_functorch_interpreters())
+
+
+def func_call(op: str, *args: Any, **kwargs: Any) -> Any:
+    """`op` ("ns::name") called from its typed wrapper under a torch.func transform
+    (func_transform_active), in the stable target: its formulas as a torch.autograd.Function
+    applied here, above the dispatcher, whose forward calls the op.  torch.func cannot
+    differentiate the Function that register_autograd's kernel applies at the Autograd key
+    (it finds no kernel of the custom_function_call operator there: pytorch#170834); one
+    applied before the op is dispatched it can, as any autograd.Function in setup_context
+    style.  `args` and `kwargs` as the op takes them; an op without formulas is called as it
+    is."""
+    op_overload = overload(op)
+    function = _FUNC_FUNCTIONS.get(op)
+    if function is None:
+        rules = _PYTHON_AUTOGRAD.get(op)
+        if rules is None:
+            return op_overload(*args, **kwargs)
+
+        def forward(*call: Any) -> Any:
+            info: _CallInfo = call[-1]
+            return op_overload(*call[:-1], **info.kwargs)
+
+        function = _FUNC_FUNCTIONS[op] = _autograd_function(op, "FuncTransformOf", forward, *rules,
+                                                            generate_vmap_rule=True)
+    # the Function's inputs: every positional argument (a formula may leave out defaulted ones,
+    # or name them), then the keyword-only ones, by name, beside them
+    kwargs = dict(kwargs)
+    positional = [a for a in op_overload._schema.arguments if not a.kwarg_only]
+    args = (*args, *(kwargs.pop(a.name) if a.name in kwargs else a.default_value for a in positional[len(args):]))
+    return function.apply(*args, _CallInfo(None, kwargs))
+
+
+_FORMULA_OPS: dict[str, Callable[..., Any]] = {}  # op -> formula_op's caller
+
+
+def formula_op(op: str) -> Callable[..., Any]:
+    """The library's op `op` ("ns::name") as the derivative formulas call it: through
+    torch.ops, or, under a torch.func transform, through func_call, so that torch.func also
+    differentiates a backward that calls the library's ops (grad of grad, hessian)."""
+    caller = _FORMULA_OPS.get(op)
+    if caller is None:
+        namespace, _, name = op.partition("::")
+        packet = getattr(getattr(torch.ops, namespace), name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if func_transform_active():
+                return func_call(op, *args, **kwargs)
+            return packet(*args, **kwargs)
+
+        caller = _FORMULA_OPS[op] = call
+    return caller
 
 
 def forward_tangent(op: str, name: str, tangent: Any, result: torch.Tensor) -> torch.Tensor | None:
