@@ -1727,6 +1727,18 @@ assert {str(n.target) for n in exported.graph.nodes if n.op == "call_function"} 
     "stablelib.gelu_fast.default", "stablelib.row_rms_norm.default", "stablelib.scale.default",
     "stablelib.sqdist.default"}, exported.graph
 torch.testing.assert_close(exported.module()(*plain), model(*plain))
+# torch.func through the typed wrappers (_runtime.func_call): per-sample gradients of the model,
+# a Jacobian, and a second derivative through a once_differentiable backward, which raises.
+per_sample = torch.func.vmap(torch.func.grad(lambda r: stablelib.ops.gelu_fast(r).pow(2).sum()))(plain[0])
+xs = plain[0].clone().requires_grad_()
+torch.testing.assert_close(per_sample, torch.autograd.grad(stablelib.ops.gelu_fast(xs).pow(2).sum(), xs)[0])
+jac = torch.func.jacrev(lambda h: model(h, *plain[1:]))(plain[0])
+torch.testing.assert_close(jac, torch.autograd.functional.jacobian(lambda h: model(h, *plain[1:]), plain[0]))
+try:
+    torch.func.grad(lambda t: torch.func.grad(lambda u: stablelib.ops.cube(u).sum())(t).pow(2).sum())(plain[0])
+    raise AssertionError("no once_differentiable error")
+except RuntimeError as e:
+    assert "which is declared once_differentiable" in str(e), e
 # Autocast kernels registered from Python (python/autocast.py): each policy, a keyword-only
 # tensor, gradients through the casts, torch.compile.
 x, yb = torch.randn(4, 8, requires_grad=True), torch.randn(8, dtype=torch.bfloat16)
