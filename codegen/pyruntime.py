@@ -877,7 +877,7 @@ def func_transform_active() -> bool:
     """Whether a torch.func transform that differentiates (grad, vjp, jacrev, jvp, jacfwd, ...)
     is running, outside torch.compile's tracing: then the stable target's typed wrappers call
     their op through func_call."""
-    if torch.compiler.is_compiling() or not torch._C._are_functorch_transforms_active():
+    if not torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():  # the cheaper first
         return False
     from torch._C._functorch import TransformType
     from torch._functorch.pyfunctorch import retrieve_all_functorch_interpreters
