@@ -129,13 +129,22 @@ inline Capability capability() {
   static const Capability chosen = [] {
     Capability best = Capability::DEFAULT;
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+    // The levels the loops' builds are compiled for (pointwise.h's OPWRAP_PW_CLONES, whose
+    // resolver asks the same), which hold aten's AVX2 (AVX2, FMA, F16C) and AVX-512 (F, BW, VL,
+    // DQ): the conversions below, built for those levels, run only where a level's every
+    // instruction does.
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-      best = Capability::AVX2;
-      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        best = Capability::AVX512;
-    }
+#if __GNUC__ >= 12  // the levels by name
+    const bool v3 = __builtin_cpu_supports("x86-64-v3"), v4 = v3 && __builtin_cpu_supports("x86-64-v4");
+#else
+    const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+                    __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("lzcnt") &&
+                    __builtin_cpu_supports("movbe");
+    const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512cd");
+#endif
+    if (v3) best = v4 ? Capability::AVX512 : Capability::AVX2;
 #endif
     const char* env = std::getenv("ATEN_CPU_CAPABILITY");
     if (env != nullptr) {
