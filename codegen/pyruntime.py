@@ -24,6 +24,7 @@ import glob
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import typing
@@ -860,6 +861,11 @@ def _autograd_function(op: str, prefix: str, forward: Callable[..., Any], backwa
             ctx.needs_input_grad = needs
         return (*(result if isinstance(result, tuple) else (result,)), None)
 
+    # Function.apply binds the forward's arguments to its signature on every call (setup_context
+    # style: torch.autograd.function._bind_default_args), and inspect.signature reads a
+    # function's code each time unless the function carries its own `__signature__`: 31.8 ->
+    # 23.0 us a call of a stable-target op with grad (mul_constant, 8 elements).
+    forward.__signature__ = inspect.signature(forward)  # type: ignore[attr-defined]
     methods: dict[str, Any] = {"forward": staticmethod(forward), "setup_context": staticmethod(setup),
                                "backward": staticmethod(backward_), "generate_vmap_rule": generate_vmap_rule}
     if jvp is not None:

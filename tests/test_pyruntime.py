@@ -50,7 +50,7 @@ def test_runtime_imports_nothing_from_the_toolchain():
     tree = ast.parse((ROOT / "codegen" / "pyruntime.py").read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported == {"__future__", "glob", "hashlib", "importlib", "json", "os", "typing", "warnings", "pathlib", "types", "torch"}, imported
+    assert imported == {"__future__", "glob", "hashlib", "importlib", "inspect", "json", "os", "typing", "warnings", "pathlib", "types", "torch"}, imported
 
 
 def test_registered_and_register_fake_skip_ops_a_build_left_out():
