@@ -170,9 +170,9 @@ inline Capability capability() {
 // Each width is built for exactly the instruction set of one build of the loops that call it
 // (pointwise.h's OPWRAP_PW_CLONES: arch=x86-64-v3, arch=x86-64-v4), because GCC inlines a
 // function with a target of its own only into a caller of the same `arch`: inlined into those
-// builds, the conversions run beside the loop's arithmetic (myadd float16, 16M elements, one
-// thread: 4.7 -> 2.9 ms, the full target's 2.6), where a call to a function built for
-// "avx,f16c" took each block out of the loop.  `to_float` and `from_float`, which choose the
+// builds, the conversions run beside the loop's arithmetic, where a call to a function built
+// for "avx,f16c" took each block out of the loop (myadd float16, 16M elements, one thread: 4.4
+// -> 2.5 ms with the loop's own changes, templates/stable/pointwise.cpp.j2; the full target's 2.4).  `to_float` and `from_float`, which choose the
 // width, are always inlined: GCC inlines a width into a build of the loop only where the call
 // to it is in that build's own body.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -233,12 +233,10 @@ OPWRAP_PW_CONVERSION void from_float(const Capability cap, const float* in, c10:
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = store<c10::Half>(in[i]);
 }
-// The same, asking which instruction set the CPU has (a loop over blocks asks once: `cap`).
+// The same, asking which instruction set the CPU has (for one row; a loop over blocks asks
+// once and passes `cap`).
 OPWRAP_PW_CONVERSION void to_float(const c10::Half* in, float* out, int64_t n) {
   to_float(capability(), in, out, n);
-}
-OPWRAP_PW_CONVERSION void from_float(const float* in, c10::Half* out, int64_t n) {
-  from_float(capability(), in, out, n);
 }
 #endif  // !__CUDACC__
 
