@@ -172,11 +172,15 @@ inline Capability capability() {
 // function with a target of its own only into a caller of the same `arch`: inlined into those
 // builds, the conversions run beside the loop's arithmetic, where a call to a function built
 // for "avx,f16c" took each block out of the loop (myadd float16, 16M elements, one thread: 4.4
-// -> 2.5 ms with the loop's own changes, templates/stable/pointwise.cpp.j2; the full target's 2.4).  `to_float` and `from_float`, which choose the
-// width, are always inlined: GCC inlines a width into a build of the loop only where the call
-// to it is in that build's own body.
+// -> 2.5 ms with the loop's own changes, templates/stable/pointwise.cpp.j2; the full target's
+// 2.4).  `to_float` and `from_float`, which choose the width, are always inlined: GCC inlines a
+// width into a build of the loop only where the call to it is in that build's own body.
+#if defined(__GNUC__)
+#define OPWRAP_PW_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define OPWRAP_PW_ALWAYS_INLINE
+#endif
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define OPWRAP_PW_CONVERSION __attribute__((always_inline)) inline
 __attribute__((target("arch=x86-64-v3"))) inline void to_float_v3(const c10::Half* in, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -203,11 +207,9 @@ __attribute__((target("arch=x86-64-v4"))) inline void from_float_v4(const float*
                         _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   for (; i < n; ++i) out[i] = c10::Half(_cvtss_sh(in[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), c10::Half::from_bits());
 }
-#else
-#define OPWRAP_PW_CONVERSION inline
 #endif
 
-OPWRAP_PW_CONVERSION void to_float(const Capability cap, const c10::Half* in, float* out, int64_t n) {
+OPWRAP_PW_ALWAYS_INLINE inline void to_float(const Capability cap, const c10::Half* in, float* out, int64_t n) {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
   switch (cap) {
     case Capability::AVX512:
@@ -220,7 +222,7 @@ OPWRAP_PW_CONVERSION void to_float(const Capability cap, const c10::Half* in, fl
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = load(in[i]);
 }
-OPWRAP_PW_CONVERSION void from_float(const Capability cap, const float* in, c10::Half* out, int64_t n) {
+OPWRAP_PW_ALWAYS_INLINE inline void from_float(const Capability cap, const float* in, c10::Half* out, int64_t n) {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
   switch (cap) {
     case Capability::AVX512:
@@ -235,7 +237,7 @@ OPWRAP_PW_CONVERSION void from_float(const Capability cap, const float* in, c10:
 }
 // The same, asking which instruction set the CPU has (for one row; a loop over blocks asks
 // once and passes `cap`).
-OPWRAP_PW_CONVERSION void to_float(const c10::Half* in, float* out, int64_t n) {
+OPWRAP_PW_ALWAYS_INLINE inline void to_float(const c10::Half* in, float* out, int64_t n) {
   to_float(capability(), in, out, n);
 }
 #endif  // !__CUDACC__

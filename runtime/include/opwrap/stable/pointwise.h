@@ -42,13 +42,6 @@
 #else
 #define OPWRAP_PW_CLONES
 #endif
-// A lambda of a loop inlined into each build of the loop (the conversions it calls are built
-// for one instruction set each, and GCC inlines them only into a body of that build).
-#if defined(__GNUC__)
-#define OPWRAP_PW_ALWAYS_INLINE __attribute__((always_inline))
-#else
-#define OPWRAP_PW_ALWAYS_INLINE
-#endif
 // The loop's iterations are independent (the outputs are fresh tensors that no input shares).
 #if defined(__clang__)
 #define OPWRAP_PW_IVDEP _Pragma("clang loop vectorize(enable)")
