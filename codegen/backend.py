@@ -13,8 +13,9 @@ and `pip wheel .`, `pip install .` and `python -m build` (build isolation or not
    torch.utils.cpp_extension): the same sources and flags as development builds.  CUDA is
    compiled when torch and the toolkit can (GPU or not: the machine that builds a wheel is
    rarely the one that runs it); `-C cuda=true|false` (or OPWRAP_CUDA=1/0) decides instead.
-   `-C optimize=0..3` sets the -O level (3), `-C ops=a,b` and `-C dtypes=...` make a
-   selective build, as `codegen build --ops/--dtypes` do, and `-C target=aten|stable`
+   `-C optimize=0..3` sets the -O level (3), `-C cpu_capabilities=true|false` whether the CPU
+   loops' AVX2 and AVX-512 builds are compiled (unset: at every level but 0), `-C ops=a,b`
+   and `-C dtypes=...` make a selective build, as `codegen build --ops/--dtypes` do, and `-C target=aten|stable`
    builds another target than the project's (its tree generated beside the build, as
    `codegen build --target` does; the committed one is still checked).
 3. **package** with setuptools: the Python package, the generated modules as
@@ -65,7 +66,8 @@ TORCH_REQUIREMENT = requirement()
 # by name only.
 LOCAL_PROJECTS: dict[str, Path] = {}
 # this backend's -C keys; the rest go to setuptools
-SETTINGS = ("cuda", "optimize", "ops", "dtypes", "manylinux", "wheel_size_budget", "compiler_cache", "target")
+SETTINGS = ("cuda", "optimize", "cpu_capabilities", "ops", "dtypes", "manylinux", "wheel_size_budget", "compiler_cache",
+            "target")
 
 
 class BuildError(Exception):
@@ -94,6 +96,19 @@ def _cuda_choice(settings: dict[str, str]) -> bool | None:
     if value in ("0", "false", "no", "off"):
         return False
     raise BuildError(f"-C cuda={settings['cuda']}: expected true, false or auto")
+
+
+def _cpu_capabilities(settings: dict[str, str]) -> bool | None:
+    """-C cpu_capabilities=true|false: the CPU loops' AVX2 and AVX-512 builds too, or not
+    (unset: as `codegen build` decides, every -O level but 0)."""
+    value = settings.get("cpu_capabilities", "").strip().lower()
+    if value == "":
+        return None
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise BuildError(f"-C cpu_capabilities={settings['cpu_capabilities']}: expected true or false")
 
 
 def _optimize(settings: dict[str, str]) -> int:
@@ -152,12 +167,13 @@ def compile_library(config: Config, settings: dict[str, str]) -> dict[str, Path]
     from .front import selection
     chosen = selection.parse(tuple(filter(None, settings.get("ops", "").split(","))),
                              tuple(filter(None, settings.get("dtypes", "").split(","))))
-    cuda, optimize = _cuda_choice(settings), _optimize(settings)
+    cuda, optimize, capabilities = _cuda_choice(settings), _optimize(settings), _cpu_capabilities(settings)
     compat = glibc_compat(_manylinux(config, settings))
-    target = build.wheel_build_dir(config, cuda, optimize, chosen.as_dict() if chosen else None, glibc_compat=compat)
+    target = build.wheel_build_dir(config, cuda, optimize, chosen.as_dict() if chosen else None, glibc_compat=compat,
+                                   cpu_capabilities=capabilities)
     config = dataclasses.replace(config, build=str(target))
     library = build.build_project(config, selection=chosen or None, cuda=cuda, optimize=optimize, need_gpu=False,
-                                  log=_log, glibc_compat=compat, compiler_cache=settings.get("compiler_cache"))
+                                  log=_log, glibc_compat=compat, cpu_capabilities=capabilities, compiler_cache=settings.get("compiler_cache"))
     package = config.python_package
     built = {f"{package}.{config.library}": library}
     fast = library.parent / "python" / f"{build.FAST_MODULE}.so"

@@ -130,6 +130,9 @@ def check(project):
               "<build>/sanitize unless --build-dir is given, and print how to load that build.")
 @click.option("--optimize", "-O", "optimize", type=click.IntRange(0, 3), default=3, show_default=True, metavar="N",
               help="The compilers' -O level. -O0 compiles in about two thirds of the time: for kernels being written.")
+@click.option("--cpu-capabilities/--no-cpu-capabilities", default=None,
+              help="Compile the AVX2 and AVX-512 builds of the generated CPU loops as well as the default one "
+              "(default: at every -O level but 0).  `make test` builds -O0 with them: every loop runs in its tests.")
 @click.option("--target", "target_name", type=click.Choice([t.name for t in TARGETS]), default=None,
               help="The API the generated C++ is written against (default: [tool.codegen] target): 'aten', the "
               "full ATen API, or 'stable', torch's stable ABI (one build for every torch release from the oldest "
@@ -139,8 +142,8 @@ def check(project):
               "cannot (and those whose derivative formulas call them), instead of failing: for the stable "
               "target's build of a library written for the full one.  Generated into <build>/generated.")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
-def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verbose, ops, dtypes, target_name,
-          leave_out_unsupported):
+def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, cpu_capabilities, verbose, ops, dtypes,
+          target_name, leave_out_unsupported):
     import dataclasses
 
     from . import build as build_mod
@@ -158,7 +161,8 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, verb
         config = dataclasses.replace(config, build=str(target))
     try:
         out = build_mod.build_project(config, selection=selection, verbose=verbose, use_ccache=ccache, cuda=cuda,
-                                      log=_log, sanitize=sanitize, optimize=optimize, target=target_name,
+                                      log=_log, sanitize=sanitize, optimize=optimize, cpu_capabilities=cpu_capabilities,
+                                      target=target_name,
                                       leave_out_unsupported=leave_out_unsupported)
     except CodegenError as e:
         raise _bad_declarations(e) from None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_codegen
+from conftest import ROOT, bundled_build, run_codegen
 
 
 # ATen/TensorOperators.h comes before each kernel header, so kernels may use `a * b` (it costs
@@ -53,11 +53,11 @@ def test_generated_units_include_only_what_they_use():
 
 def test_noop_build_rebuilds_nothing():
     build = ROOT / "build"
-    if not (build / "_C.so").exists():
-        pytest.fail("build/_C.so missing: run `make build` first")
+    built = bundled_build()  # the same -O level and CPU capabilities as build/ was built with
     objects = {p: p.stat().st_mtime_ns for p in build.glob("*.o")}
     assert objects
-    r = run_codegen("build", "--no-generate", "--verbose")
+    r = run_codegen("build", "--no-generate", "--verbose", f"-O{built['optimize']}",
+                    "--cpu-capabilities" if built["cpu_capabilities"] else "--no-cpu-capabilities")
     assert r.returncode == 0, r.stderr
     assert "no work to do" in r.stdout + r.stderr
     assert objects == {p: p.stat().st_mtime_ns for p in build.glob("*.o")}
@@ -249,11 +249,14 @@ def test_cli_help_and_exit_codes():
 def test_wheel_packages_what_codegen_build_compiles(tmp_path):
     """`pip wheel .` (opwrap_codegen.backend) runs the ninja build of `codegen build` and
     packages its two modules as a platform wheel; without build isolation, after `make
-    build`, it compiles nothing (the same build directory, sources, flags and torch).  The
+    build` (or `make test`'s build, asked for with its settings), it compiles nothing (the
+    same build directory, sources, flags and torch).  The
     installed wheel loads its library from beside the package, with no source tree around.
     The toolchain is not in it: that is the opwrap-codegen distribution."""
     wheels = tmp_path / "wheels"
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
+    built = bundled_build()  # build/'s settings, `make build`'s or `make test`'s
+    settings = ["-C", f"optimize={built['optimize']}", "-C", f"cpu_capabilities={str(built['cpu_capabilities']).lower()}"]
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", *settings,
                         "-w", str(wheels), str(ROOT)], capture_output=True, text=True,
                        # CUDA is built and tested by `codegen build`; the wheel's CPU part proves the packaging.
                        env={**os.environ, "OPWRAP_CUDA": "0"})

@@ -231,6 +231,10 @@ def test_backend_settings_are_checked_and_the_rest_go_to_setuptools():
         backend._cuda_choice({"cuda": "maybe"})
     with pytest.raises(backend.BuildError, match="-C optimize=4: expected one of 0, 1, 2, 3"):
         backend._optimize({"optimize": "4"})
+    assert [backend._cpu_capabilities(s) for s in ({}, {"cpu_capabilities": "true"}, {"cpu_capabilities": "off"})] == \
+        [None, True, False]
+    with pytest.raises(backend.BuildError, match="-C cpu_capabilities=avx2: expected true or false"):
+        backend._cpu_capabilities({"cpu_capabilities": "avx2"})
 
 
 def test_static_dependencies_are_refused_at_their_line(tmp_path):

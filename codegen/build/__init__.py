@@ -142,6 +142,16 @@ def is_capability_unit(source: Path) -> bool:
     return bool({f".{cap}" for cap in CPU_CAPABILITIES} & set(source.suffixes))
 
 
+def capability_units_built(optimize: int, cpu_capabilities: bool | None, sanitize: bool = False) -> bool:
+    """Whether a build compiles the CPU-capability units: as asked (`codegen build
+    --cpu-capabilities/--no-cpu-capabilities`, a wheel's -C cpu_capabilities=), else at every
+    -O level but 0 (and in the sanitizer build, whose level is its own).  `make test` builds the
+    bundled library at -O0 with them: a test build, compiled fast, whose every loop runs."""
+    if cpu_capabilities is not None:
+        return cpu_capabilities
+    return sanitize or optimize != 0
+
+
 FAST_MODULE = "_fast"
 
 
@@ -667,12 +677,15 @@ def pch_options(pch: Path | None) -> tuple[list[str], list[str]]:
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
           need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = (),
-          glibc_compat: bool = False, compiler_cache: str | None = None, _through_sccache: bool = False) -> Path:
+          glibc_compat: bool = False, compiler_cache: str | None = None, cpu_capabilities: bool | None = None,
+          _through_sccache: bool = False) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja,
     linking in the C files and crates the native step builds first (native_link_inputs).
     `sanitize` builds the CPU sources with ASan and UBSan instead (see SANITIZER_CXX_FLAGS).
     `need_gpu=False` (wheels) builds CUDA whenever torch and the toolkit can, GPU or not.
     `optimize` is the -O level of the host compiler and nvcc (the sanitizer build keeps -O1).
+    `cpu_capabilities`: compile the AVX2 and AVX-512 builds of the CPU loops too (None: unless
+    `optimize` is 0; see capability_units_built).
     `glibc_compat` links glibc_compat_source into both modules (manylinux wheels).
     `compiler_cache` (a wheel's -C compiler-cache=) and `use_ccache` (--ccache/--no-ccache)
     choose the compiler cache over OPWRAP_COMPILER_CACHE and [tool.codegen] compiler_cache
@@ -694,7 +707,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         try:
             return build(config, verbose=verbose, use_ccache=False, log=log, cuda=cuda, sanitize=sanitize,
                          selection=selection, need_gpu=need_gpu, optimize=optimize, also_include=also_include,
-                         glibc_compat=glibc_compat, _through_sccache=True)
+                         glibc_compat=glibc_compat, cpu_capabilities=cpu_capabilities, _through_sccache=True)
         finally:
             log(f"codegen build: sccache: {server.summary()}")
             server.stop()
@@ -709,7 +722,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     srcs = sources(config, cuda=env is not None)
     if not srcs:
         raise FileNotFoundError(f"no C++ sources under {config.path('generated')}; run `codegen generate` first")
-    if optimize == 0 and not sanitize:
+    with_capabilities = capability_units_built(optimize, cpu_capabilities, sanitize)
+    if not with_capabilities:
         # -O0 is for kernels being written and throwaway libraries: each CPU loop's default
         # build only.  The capability builds exist for speed, which -O0 gives up; without
         # them the run-time dispatch picks the default loop (cpu_dispatch.h).
@@ -717,7 +731,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         if capability_units:
             srcs = [s for s in srcs if s not in capability_units]
             log(f"codegen build: skipping {len(capability_units)} CPU-capability units (-O0: each CPU loop's "
-                f"default build only)")
+                f"default build only; --cpu-capabilities compiles them)")
     stems: dict[str, Path] = {}
     for src in srcs:  # cpp_extension.load names each object after the source's stem only
         obj = src.stem + (".cuda.o" if src.suffix == ".cu" else ".o")
@@ -802,7 +816,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         abi_check.check(out, build_dir, log)
     import torch
     manifest = {"cuda": env is not None, "sanitize": sanitize, "optimize": None if sanitize else optimize,
-                "selection": selection, "torch": torch_location(), "torch_version": torch.__version__,
+                "cpu_capabilities": with_capabilities, "selection": selection, "torch": torch_location(), "torch_version": torch.__version__,
                 "generated": generated_digest(config.path("generated"))}
     if glibc_compat:
         manifest["glibc_compat"] = True
@@ -941,16 +955,19 @@ def wheel_cuda() -> bool | None:
 
 
 def wheel_build_dir(config: Config, cuda: bool | None = None, optimize: int = DEFAULT_OPTIMIZE,
-                    selection: dict | None = None, glibc_compat: bool = False) -> Path:
+                    selection: dict | None = None, glibc_compat: bool = False,
+                    cpu_capabilities: bool | None = None) -> Path:
     """Where a wheel build compiles: the development build directory itself when the wheel
     wants what was built there (CUDA or not, the -O level, the selection) with this same
-    torch, so that a wheel made after `make build` compiles nothing; otherwise
+    torch, so that a wheel made after `make build` (or `make test`'s build, with its settings)
+    compiles nothing; otherwise
     `<build>/wheel`, so the two builds do not undo each other (a build-isolated wheel is
     compiled against the torch of its own temporary environment)."""
     env = resolve_cuda(config, cuda, lambda *_: None, need_gpu=False)
     built = manifest(config.path("build") / f"{config.library}.so")
     same = not built or (bool(built.get("cuda")) == (env is not None) and not built.get("sanitize")
                          and built.get("optimize") == optimize and built.get("selection") == selection
+                         and built.get("cpu_capabilities", optimize != 0) == capability_units_built(optimize, cpu_capabilities)
                          and built.get("torch") == torch_location()
                          and bool(built.get("glibc_compat")) == glibc_compat)
     return config.path("build") if same else config.path("build") / "wheel"
