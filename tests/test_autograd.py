@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import opwrap  # noqa: F401
-from conftest import import_library
+from conftest import run_script
 
 ops = torch.ops.opwrap
 
@@ -343,13 +343,9 @@ def gradlib(sharedlib):
 
 
 def run_in(lib, code: str) -> str:
-    """Run `code` (after `import torch, sharedlib` and a few helpers) in this process, in a
-    namespace of its own, and return what it printed; an exception fails the test with its
-    traceback.  (It was a fresh interpreter each time: 2.8 s of CPU, 2.3 of them torch's
-    import.  The library is the one test_pointwise.py and test_rowwise.py import here too.)"""
-    import contextlib
-    import io
-    import_library(lib)
+    """Run `code` (after `import torch, sharedlib` and a few helpers) in this process
+    (conftest.run_script), and return what it printed.  The library is the one
+    test_pointwise.py and test_rowwise.py import here too."""
     prelude = ("import torch, sharedlib\n"
                "from torch.autograd import gradcheck, gradgradcheck\n"
                "ops = torch.ops.sharedlib\n"
@@ -362,10 +358,7 @@ def run_in(lib, code: str) -> str:
                "        assert text in str(e), str(e)\n"
                "        return\n"
                "    raise AssertionError('no RuntimeError: ' + text)\n")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(prelude + code, "<run_in>", "exec"), {"__name__": "run_in"})
-    return out.getvalue()
+    return run_script(lib, prelude + code)
 
 
 @pytest.mark.slow(90)

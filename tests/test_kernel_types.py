@@ -7,7 +7,6 @@ of other test files, and called from a fresh interpreter."""
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -16,7 +15,7 @@ from opwrap_codegen.api import types
 from opwrap_codegen.core.names import Scope
 from opwrap_codegen.core.literals import cpp_string
 from opwrap_codegen.lang.schema import FunctionSchema
-from conftest import ROOT, run_codegen
+from conftest import ROOT, run_codegen, run_script
 
 # Every argument type the issue lists, and every return type.
 ARGUMENT_TYPES = ["int?", "float?", "bool?", "Scalar?", "str", "str?", "ScalarType?", "Device", "Layout", "MemoryFormat",
@@ -362,11 +361,7 @@ def test_every_type_and_name_compiles_and_runs(sharedlib):
     made = sharedlib.record
     assert made["init"][0] == 0, made["init"][1]
     assert made["build"][0] == 0, made["build"][1][-6000:]
-    lib = sharedlib.path
-    res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=lib, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(lib)})
-    assert res.returncode == 0, res.stderr[-4000:]
-    out = json.loads(res.stdout.splitlines()[-1])
+    out = json.loads(run_script(sharedlib.path, SCRIPT).splitlines()[-1])  # in this worker, which has sharedlib
     # torch.ops gives ScalarType, Layout and MemoryFormat returns as their enum values (float64 is 7,
     # float32 6, strided 0, channels_last 2), Device as a torch.device.
     assert out["every_arg"] == [3 + 4 + 2 + 11, 0.5 + 0.25, False, 7 + 4, 2.5, "7", "nm/none", "cpu", "0", "2",

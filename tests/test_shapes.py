@@ -14,7 +14,7 @@ import torch
 from opwrap_codegen.lang import shapes as S
 from opwrap_codegen.core.diagnostics import Diagnostics, Loc
 from opwrap_codegen.lang.schema import FunctionSchema
-from conftest import ROOT, import_library, run_codegen
+from conftest import ROOT, import_library, run_codegen, run_script
 from test_declaration_errors import check_error
 
 
@@ -845,10 +845,8 @@ def test_library_with_the_new_shape_rules(sharedlib):
     made = sharedlib.record
     assert made["init"][0] == 0, made["init"][1]
     assert made["build"][0] == 0, made["build"][1]
-    lib = sharedlib.path
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib), str(ROOT)]))
-    out = subprocess.run([sys.executable, "-c", LIB_CHECK], cwd=lib, env=env, capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr
+    out = run_script(sharedlib.path, LIB_CHECK)  # in this worker, which has sharedlib
+    assert out.strip().endswith("ok"), out
 
 
 @pytest.mark.xdist_group("sharedlib")

@@ -1,13 +1,9 @@
 """`codegen stubs`: a kernel header skeleton, with the exact template and signature, for every
 op whose kernel header is missing; it builds, and calling the op raises naming it."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from conftest import ROOT, run_codegen
+from conftest import run_codegen, run_script
 
 # Two ops without a kernel header: one with arguments of many types, in a header of its own,
 # and one sharing a header with it (`header:`).
@@ -87,8 +83,5 @@ def test_stub_kernels_build_and_raise_naming_the_op(pynames):
               "for call in (lambda: pynames.ops.blend(x, x, 0.5), lambda: torch.ops.pynames.blend_.mutate(x.double(), x.double()),\n"
               "             lambda: pynames.ops.count_big(x, 0.5)):\n"
               "    try:\n        call()\n    except RuntimeError as e:\n        print(str(e).splitlines()[0])\n")
-    out = subprocess.run([sys.executable, "-c", script], cwd=stubbed, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(stubbed), str(ROOT)])})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["pynames::blend: kernel not written", "pynames::blend_.mutate: kernel not written",
+    assert run_script(stubbed, script).splitlines() == ["pynames::blend: kernel not written", "pynames::blend_.mutate: kernel not written",
                                      "pynames::count_big: kernel not written"]
