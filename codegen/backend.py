@@ -86,29 +86,29 @@ def _settings(config_settings: dict | None) -> tuple[dict[str, str], dict]:
     return ours, rest
 
 
-def _cuda_choice(settings: dict[str, str]) -> bool | None:
-    from .build import wheel_cuda
-    value = settings.get("cuda", "").strip().lower()
-    if value in ("", "auto"):
-        return wheel_cuda()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise BuildError(f"-C cuda={settings['cuda']}: expected true, false or auto")
-
-
-def _cpu_capabilities(settings: dict[str, str]) -> bool | None:
-    """-C cpu_capabilities=true|false: the CPU loops' AVX2 and AVX-512 builds too, or not
-    (unset: as `codegen build` decides, every -O level but 0)."""
-    value = settings.get("cpu_capabilities", "").strip().lower()
-    if value == "":
+def _switch(settings: dict[str, str], key: str, unset: tuple[str, ...] = ("",)) -> bool | None:
+    """-C <key>=true|false (1/0, yes/no, on/off) as a bool; None for a value in `unset`."""
+    value = settings.get(key, "").strip().lower()
+    if value in unset:
         return None
     if value in ("1", "true", "yes", "on"):
         return True
     if value in ("0", "false", "no", "off"):
         return False
-    raise BuildError(f"-C cpu_capabilities={settings['cpu_capabilities']}: expected true or false")
+    expected = "true, false or auto" if "auto" in unset else "true or false"
+    raise BuildError(f"-C {key}={settings[key]}: expected {expected}")
+
+
+def _cuda_choice(settings: dict[str, str]) -> bool | None:
+    from .build import wheel_cuda
+    chosen = _switch(settings, "cuda", unset=("", "auto"))
+    return wheel_cuda() if chosen is None else chosen
+
+
+def _cpu_capabilities(settings: dict[str, str]) -> bool | None:
+    """-C cpu_capabilities=true|false: the CPU loops' AVX2 and AVX-512 builds too, or not
+    (unset: as `codegen build` decides, every -O level but 0)."""
+    return _switch(settings, "cpu_capabilities")
 
 
 def _optimize(settings: dict[str, str]) -> int:
