@@ -52,17 +52,10 @@ demo: build
 	@$(PHASE) demo $(PY) examples/demo.py
 
 # The README's test command: drift check first (against the committed generated/), then
-# the build of exactly what is committed, then the tests.  The tests run on a test build,
-# TEST_BUILD: -O0, as `cargo test` builds its debug profile, with every CPU capability's
-# loops (at -O0 `codegen build` compiles each loop's default build only), so every loop the
-# tests dispatch to is there.  It compiles in about a third of the CPU time of -O3 (the
-# README: "Two commands").  What ships is -O3 (`make build`, `make demo`, `make bench`, which
-# checks its kernels' values against aten's); build/ holds whichever was built last, and
-# ccache makes each switch after the first a matter of seconds.
-TEST_BUILD ?= -O0 --cpu-capabilities
+# the build of exactly what is committed, then the tests.
 test: venv
 	@$(PHASE) drift-check $(CODEGEN) check
-	@$(PHASE) build $(CODEGEN) build --no-generate $(TEST_BUILD)
+	@$(PHASE) build $(CODEGEN) build --no-generate
 	@$(MAKE) --no-print-directory pytest
 
 # The documentation site (mkdocs.yml, docs/) into build/site, every warning an error.  Its
@@ -104,10 +97,9 @@ torch-matrix: venv
 # Every CUDA source compiled (for one architecture, CUDA_CHECK_ARCH) and linked into
 # build/cuda, and the CUDA registration tests run on that library; the kernels themselves
 # run only where a GPU is (make gpu-test).  A plain `make build` compiles CUDA only there.
-# With TEST_BUILD's options: its C++ units are then `make test`'s, which ccache has.
 CUDA_CHECK_ARCH ?= 9.0
 cuda-check: venv
-	@$(PHASE) cuda-build env TORCH_CUDA_ARCH_LIST="$(CUDA_CHECK_ARCH)" $(CODEGEN) build --cuda --no-generate $(TEST_BUILD) --build-dir build/cuda
+	@$(PHASE) cuda-build env TORCH_CUDA_ARCH_LIST="$(CUDA_CHECK_ARCH)" $(CODEGEN) build --cuda --no-generate --build-dir build/cuda
 	@$(PHASE) cuda-pytest sh -c 'OPWRAP_LIBRARY=build/cuda/_C.so $(PY) -m pytest -q -p no:cacheprovider tests/test_cuda.py; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
 
@@ -146,10 +138,9 @@ pytest: venv
 	@$(PHASE) pytest sh -c 'OPWRAP_PYTEST_BUDGET=$(PYTEST_BUDGET) $(PY) -m pytest -q -n logical --dist loadgroup --basetemp=$(PYTEST_TMP) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
 
-# The tests that compile no library of their own (`-m "not slow"`), on the test build (generated
-# first, as `make build` does): one area in seconds, e.g. `make test-fast PYTEST_ARGS=tests/test_pointwise.py`.
-test-fast: venv
-	@$(PHASE) build $(CODEGEN) build $(TEST_BUILD)
+# The tests that compile no library of their own (`-m "not slow"`), on the library `make build`
+# compiled: one area in seconds, e.g. `make test-fast PYTEST_ARGS=tests/test_pointwise.py`.
+test-fast: build
 	@$(PHASE) pytest-fast sh -c '$(PY) -m pytest -q -n logical --dist loadgroup -m "not slow" --basetemp=$(PYTEST_TMP)-fast $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc'
 

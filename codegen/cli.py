@@ -132,7 +132,7 @@ def check(project):
               help="The compilers' -O level. -O0 compiles in about two thirds of the time: for kernels being written.")
 @click.option("--cpu-capabilities/--no-cpu-capabilities", default=None,
               help="Compile the AVX2 and AVX-512 builds of the generated CPU loops as well as the default one "
-              "(default: at every -O level but 0).  `make test` builds -O0 with them: every loop runs in its tests.")
+              "(default: at every -O level but 0): an -O0 build to debug those loops in.")
 @click.option("--target", "target_name", type=click.Choice([t.name for t in TARGETS]), default=None,
               help="The API the generated C++ is written against (default: [tool.codegen] target): 'aten', the "
               "full ATen API, or 'stable', torch's stable ABI (one build for every torch release from the oldest "

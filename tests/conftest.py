@@ -30,12 +30,12 @@ def torch_feature(name: str):
 
 
 def bundled_build() -> dict:
-    """How build/ was last built (its manifest, build/_C.json): `make build`'s -O3, or `make
-    test`'s test build (-O0 with every CPU capability's loops).  A test that builds build/ again
+    """How build/ was last built (its manifest, build/_C.json): `make build`'s -O3, or whatever
+    a developer built there since (`codegen build -O0`, ...).  A test that builds build/ again
     and expects nothing to compile asks for the same."""
     path = ROOT / "build" / "_C.json"
     if not path.is_file():
-        pytest.fail("build/_C.so missing: run `make build` (or `make test`) first")
+        pytest.fail("build/_C.so missing: run `make build` first")
     built = json.loads(path.read_text())
     optimize = built.get("optimize", 3)
     return {"optimize": optimize, "cpu_capabilities": built.get("cpu_capabilities", optimize != 0)}

@@ -51,6 +51,13 @@ def test_generated_units_include_only_what_they_use():
                 assert inc in allowed or (tu.parent.name == "autograd" and inc.startswith("ATen/ops/")), (tu, inc)
 
 
+def test_cpu_capability_units_are_built_at_every_level_but_O0_unless_asked():
+    from opwrap_codegen.build import capability_units_built
+    assert [capability_units_built(level, None) for level in (0, 1, 2, 3)] == [False, True, True, True]
+    assert capability_units_built(0, True) and not capability_units_built(3, False)  # --[no-]cpu-capabilities
+    assert capability_units_built(0, None, sanitize=True)  # the sanitizer build's level is its own
+
+
 def test_noop_build_rebuilds_nothing():
     build = ROOT / "build"
     built = bundled_build()  # the same -O level and CPU capabilities as build/ was built with
@@ -249,12 +256,12 @@ def test_cli_help_and_exit_codes():
 def test_wheel_packages_what_codegen_build_compiles(tmp_path):
     """`pip wheel .` (opwrap_codegen.backend) runs the ninja build of `codegen build` and
     packages its two modules as a platform wheel; without build isolation, after `make
-    build` (or `make test`'s build, asked for with its settings), it compiles nothing (the
+    build` (or another build there, asked for with its settings), it compiles nothing (the
     same build directory, sources, flags and torch).  The
     installed wheel loads its library from beside the package, with no source tree around.
     The toolchain is not in it: that is the opwrap-codegen distribution."""
     wheels = tmp_path / "wheels"
-    built = bundled_build()  # build/'s settings, `make build`'s or `make test`'s
+    built = bundled_build()  # build/'s settings: `make build`'s, or another build's
     settings = ["-C", f"optimize={built['optimize']}", "-C", f"cpu_capabilities={str(built['cpu_capabilities']).lower()}"]
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", *settings,
                         "-w", str(wheels), str(ROOT)], capture_output=True, text=True,

@@ -145,8 +145,7 @@ def is_capability_unit(source: Path) -> bool:
 def capability_units_built(optimize: int, cpu_capabilities: bool | None, sanitize: bool = False) -> bool:
     """Whether a build compiles the CPU-capability units: as asked (`codegen build
     --cpu-capabilities/--no-cpu-capabilities`, a wheel's -C cpu_capabilities=), else at every
-    -O level but 0 (and in the sanitizer build, whose level is its own).  `make test` builds the
-    bundled library at -O0 with them: a test build, compiled fast, whose every loop runs."""
+    -O level but 0 (and in the sanitizer build, whose level is its own)."""
     if cpu_capabilities is not None:
         return cpu_capabilities
     return sanitize or optimize != 0
@@ -959,8 +958,7 @@ def wheel_build_dir(config: Config, cuda: bool | None = None, optimize: int = DE
                     cpu_capabilities: bool | None = None) -> Path:
     """Where a wheel build compiles: the development build directory itself when the wheel
     wants what was built there (CUDA or not, the -O level, the selection) with this same
-    torch, so that a wheel made after `make build` (or `make test`'s build, with its settings)
-    compiles nothing; otherwise
+    torch, so that a wheel made after `make build` compiles nothing; otherwise
     `<build>/wheel`, so the two builds do not undo each other (a build-isolated wheel is
     compiled against the torch of its own temporary environment)."""
     env = resolve_cuda(config, cuda, lambda *_: None, need_gpu=False)
