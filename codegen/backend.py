@@ -15,8 +15,8 @@ and `pip wheel .`, `pip install .` and `python -m build` (build isolation or not
    rarely the one that runs it); `-C cuda=true|false` (or OPWRAP_CUDA=1/0) decides instead.
    `-C optimize=0..3` sets the -O level (3), `-C cpu_capabilities=true|false` whether the CPU
    loops' AVX2 and AVX-512 builds are compiled (unset: at every level but 0), `-C ops=a,b`
-   and `-C dtypes=...` make a selective build, as `codegen build --ops/--dtypes` do, and `-C target=aten|stable`
-   builds another target than the project's (its tree generated beside the build, as
+   and `-C dtypes=...` make a selective build, as `codegen build --ops/--dtypes` do, and
+   `-C target=aten|stable` builds another target than the project's (its tree generated beside the build, as
    `codegen build --target` does; the committed one is still checked).
 3. **package** with setuptools: the Python package, the generated modules as
    `<package>._generated` (their .pyi stubs and the package's py.typed included), the compiled
@@ -173,7 +173,8 @@ def compile_library(config: Config, settings: dict[str, str]) -> dict[str, Path]
                                    cpu_capabilities=capabilities)
     config = dataclasses.replace(config, build=str(target))
     library = build.build_project(config, selection=chosen or None, cuda=cuda, optimize=optimize, need_gpu=False,
-                                  log=_log, glibc_compat=compat, cpu_capabilities=capabilities, compiler_cache=settings.get("compiler_cache"))
+                                  log=_log, glibc_compat=compat, cpu_capabilities=capabilities,
+                                  compiler_cache=settings.get("compiler_cache"))
     package = config.python_package
     built = {f"{package}.{config.library}": library}
     fast = library.parent / "python" / f"{build.FAST_MODULE}.so"

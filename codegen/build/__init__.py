@@ -729,8 +729,9 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         capability_units = [s for s in srcs if is_capability_unit(s)]
         if capability_units:
             srcs = [s for s in srcs if s not in capability_units]
-            log(f"codegen build: skipping {len(capability_units)} CPU-capability units (-O0: each CPU loop's "
-                f"default build only; --cpu-capabilities compiles them)")
+            why = ("-O0: each CPU loop's default build only; --cpu-capabilities compiles them" if optimize == 0
+                   else "--no-cpu-capabilities")
+            log(f"codegen build: skipping {len(capability_units)} CPU-capability units ({why})")
     stems: dict[str, Path] = {}
     for src in srcs:  # cpp_extension.load names each object after the source's stem only
         obj = src.stem + (".cuda.o" if src.suffix == ".cu" else ".o")
@@ -815,7 +816,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         abi_check.check(out, build_dir, log)
     import torch
     manifest = {"cuda": env is not None, "sanitize": sanitize, "optimize": None if sanitize else optimize,
-                "cpu_capabilities": with_capabilities, "selection": selection, "torch": torch_location(), "torch_version": torch.__version__,
+                "cpu_capabilities": with_capabilities, "selection": selection, "torch": torch_location(),
+                "torch_version": torch.__version__,
                 "generated": generated_digest(config.path("generated"))}
     if glibc_compat:
         manifest["glibc_compat"] = True
