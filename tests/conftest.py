@@ -36,9 +36,11 @@ def bundled_build() -> dict:
     path = ROOT / "build" / "_C.json"
     if not path.is_file():
         pytest.fail("build/_C.so missing: run `make build` first")
+    from opwrap_codegen.build import DEFAULT_OPTIMIZE, capability_units_built
     built = json.loads(path.read_text())
-    optimize = built.get("optimize", 3)
-    return {"optimize": optimize, "cpu_capabilities": built.get("cpu_capabilities", optimize != 0)}
+    optimize = built.get("optimize", DEFAULT_OPTIMIZE)
+    return {"optimize": optimize,
+            "cpu_capabilities": built.get("cpu_capabilities", capability_units_built(optimize, None))}
 
 
 def run_codegen(*args, cwd=ROOT, env=None):

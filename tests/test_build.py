@@ -262,7 +262,8 @@ def test_wheel_packages_what_codegen_build_compiles(tmp_path):
     The toolchain is not in it: that is the opwrap-codegen distribution."""
     wheels = tmp_path / "wheels"
     built = bundled_build()  # build/'s settings: `make build`'s, or another build's
-    settings = ["-C", f"optimize={built['optimize']}", "-C", f"cpu_capabilities={str(built['cpu_capabilities']).lower()}"]
+    settings = ["-C", f"optimize={built['optimize']}",
+                "-C", f"cpu_capabilities={str(built['cpu_capabilities']).lower()}"]
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", *settings,
                         "-w", str(wheels), str(ROOT)], capture_output=True, text=True,
                        # CUDA is built and tested by `codegen build`; the wheel's CPU part proves the packaging.

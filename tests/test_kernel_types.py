@@ -2,7 +2,7 @@
 reaches the kernel with its documented C++ type, every return type comes back from it, and
 any schema name works.  One op per concern, in a library made with `codegen init`: generated
 here on a library of its own, compiled (CPU only, -O0) in conftest's `sharedlib` with the ops
-of other test files, and called from a fresh interpreter."""
+of other test files, and called in the test worker (conftest.run_script)."""
 
 import json
 import os

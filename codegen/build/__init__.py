@@ -959,15 +959,17 @@ def wheel_build_dir(config: Config, cuda: bool | None = None, optimize: int = DE
                     selection: dict | None = None, glibc_compat: bool = False,
                     cpu_capabilities: bool | None = None) -> Path:
     """Where a wheel build compiles: the development build directory itself when the wheel
-    wants what was built there (CUDA or not, the -O level, the selection) with this same
-    torch, so that a wheel made after `make build` compiles nothing; otherwise
+    wants what was built there (CUDA or not, the -O level, its CPU capabilities, the
+    selection) with this same torch, so that a wheel made after `make build` compiles
+    nothing; otherwise
     `<build>/wheel`, so the two builds do not undo each other (a build-isolated wheel is
     compiled against the torch of its own temporary environment)."""
     env = resolve_cuda(config, cuda, lambda *_: None, need_gpu=False)
     built = manifest(config.path("build") / f"{config.library}.so")
     same = not built or (bool(built.get("cuda")) == (env is not None) and not built.get("sanitize")
                          and built.get("optimize") == optimize and built.get("selection") == selection
-                         and built.get("cpu_capabilities", optimize != 0) == capability_units_built(optimize, cpu_capabilities)
+                         and built.get("cpu_capabilities", capability_units_built(optimize, None))  # an older manifest
+                         == capability_units_built(optimize, cpu_capabilities)
                          and built.get("torch") == torch_location()
                          and bool(built.get("glibc_compat")) == glibc_compat)
     return config.path("build") if same else config.path("build") / "wheel"
