@@ -157,7 +157,8 @@ survey: venv
 
 # On a machine with a GPU: build with CUDA (an error if it cannot be built), run the CUDA
 # tests (every op and dtype against the CPU kernel) and the CUDA benchmark against aten
-# (scripts/gpu-test).  With no .venv it uses the machine's python3 and its torch, offline: the
+# (scripts/gpu-test), then the same for the bundled library's stable-target build (the CUDA
+# tests of the ops it holds, and the benchmark).  With no .venv it uses the machine's python3 and its torch, offline: the
 # lent GPU machines (torch 2.11, no network, no Rust) take a copy of the working tree with
 # build/gpu-prep (`make gpu-prep` here: the toolchain's wheel and the crates' static libraries).
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(abspath $(PY)),python3)
@@ -165,10 +166,19 @@ gpu-test:
 	@PYTHON=$(GPU_PYTHON) scripts/gpu-test
 
 # What a machine without network or Rust needs for `make gpu-test`: build/gpu-prep/ with the
-# toolchain's wheel and crates/, the crates' static libraries ($$OPWRAP_PREBUILT_CRATES).
+# toolchain's wheel, crates/ (the crates' static libraries: $$OPWRAP_PREBUILT_CRATES) and stable/,
+# the bundled library's stable-target CUDA build made here, against this venv's torch, for
+# $$TORCH_CUDA_ARCH_LIST (default 9.0: the lent H100 and H200): the one binary that the GPU
+# machine's other torch release then loads and tests (gpu-test's stable half).
+GPU_ARCHS ?= 9.0
 gpu-prep: build
-	@rm -rf build/gpu-prep && mkdir -p build/gpu-prep/crates && cp build/cargo/release/lib*.a build/gpu-prep/crates/ && \
-	  $(PY) -m pip wheel -q --no-deps --no-build-isolation -w build/gpu-prep ./toolchain && ls -R build/gpu-prep
+	@rm -rf build/gpu-prep && mkdir -p build/gpu-prep/crates build/gpu-prep/stable && \
+	  cp build/cargo/release/lib*.a build/gpu-prep/crates/ && \
+	  $(PY) -m pip wheel -q --no-deps --no-build-isolation -w build/gpu-prep ./toolchain && \
+	  TORCH_CUDA_ARCH_LIST="$${TORCH_CUDA_ARCH_LIST:-$(GPU_ARCHS)}" $(CODEGEN) build --target stable \
+	    --leave-out-unsupported --cuda --no-generate --build-dir build/stable-gpu && \
+	  cp -r build/stable-gpu/stable/_C.so build/stable-gpu/stable/_C.json build/stable-gpu/stable/generated \
+	    build/gpu-prep/stable/ && ls build/gpu-prep build/gpu-prep/stable
 
 clean:
 	rm -rf build toolchain/build

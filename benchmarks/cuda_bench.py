@@ -2,7 +2,9 @@
 replaces, on one GPU, in one run: bench.py's table (OPS) and targets, timed with CUDA events
 (the op and its reference interleaved, medians, the GPU's time).  Row-wise reductions report the GB/s they
 move beside x.clone()'s.  Run by `make gpu-test` on a machine with a GPU; --check exits 1
-when a target is missed."""
+when a target is missed.  With $OPWRAP_TARGET_BUILD set to a stable build's target folder
+(`codegen build --target stable --cuda --build-dir B`: B/stable), it times that build's kernels
+(scripts/gpu-test's stable half)."""
 
 import argparse
 import json
@@ -11,6 +13,8 @@ import sys
 from pathlib import Path
 
 import torch
+
+from opwrap_codegen import build
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench  # noqa: E402  (bench.py beside this file: the table, Report, op_table)
@@ -79,6 +83,10 @@ def rowwise_sweep(report: "bench.Report", runs: int, ops: set[str]) -> None:
             continue
         op = bench._resolve(case.op)
         label = f"{case.op} vs {case.reference}"
+        if op is None:  # an op this build left out (the stable target's): as op_table skips it
+            report.add("rowwise", label, None, skipped="not in torch.ops.opwrap")
+            print(f"  {label:<44}  skipped: not in torch.ops.opwrap", flush=True)
+            continue
         for dtype in SWEEP_DTYPES:
             dt = str(dtype).replace("torch.", "")
             for rows in SWEEP_ROWS:
@@ -125,7 +133,10 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device; nothing to benchmark", file=sys.stderr)
         return 1
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    built = build.manifest(bench.opwrap.library_path)
+    target = built.get("target", "aten")  # $OPWRAP_TARGET_BUILD=build/<dir>/stable: the stable target's build
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, {target} target: "
+          f"{bench.opwrap.library_path}")
     report = bench.Report()
     if args.part in ("table", "all"):
         bench.op_table(report, *((5, 16) if args.quick else (50, 1)), device="cuda", timer=cuda_median_ms,
@@ -134,7 +145,7 @@ def main(argv=None) -> int:
         rowwise_sweep(report, 5 if args.quick else 20, set(args.op or ()))
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(dict(torch=torch.__version__, device=torch.cuda.get_device_name(),
-                                               rows=report.rows), indent=1) + "\n")
+                                               target=target, rows=report.rows), indent=1) + "\n")
     missed = report.missed()
     print(f"\nwrote {args.json}; targets missed: {len(missed)}" + "".join(f"\n  {bench._where(r)}" for r in missed))
     return 1 if args.check and missed else 0

@@ -4,33 +4,23 @@ bundled library as one target built it, in a process of its own (both register t
 
     python benchmarks/target_worker.py aten|stable
 
-The stable side imports the Python that `codegen build --target stable` generated
-(build/stable/generated/python) as `opwrap._generated`, so that `import opwrap` loads
-build/stable's library with that target's fake kernels, wrappers and Python autograd."""
+The stable side sets $OPWRAP_TARGET_BUILD to build/stable, so that `import opwrap` loads the
+Python that `codegen build --target stable` generated there, and with it build/stable's library,
+that target's fake kernels, wrappers and Python autograd."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _use_stable_build() -> None:
-    path = ROOT / "build" / "stable" / "generated" / "python"
-    spec = importlib.util.spec_from_file_location("opwrap._generated", path / "__init__.py",
-                                                  submodule_search_locations=[str(path)])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-
-
 def serve(target: str) -> None:
-    if target == "stable":
-        _use_stable_build()
+    if target == "stable":  # `import opwrap` loads build/stable's generated Python and library
+        os.environ["OPWRAP_TARGET_BUILD"] = str(ROOT / "build" / "stable")
     import torch
 
     import bench  # after the stable tree is in place: bench imports opwrap

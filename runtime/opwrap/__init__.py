@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import types
 from pathlib import Path
@@ -14,12 +15,26 @@ from pathlib import Path
 
 def _generated_package() -> types.ModuleType:
     """`opwrap._generated` is a real subpackage when installed; in a source checkout that was
-    not installed it is loaded from generated/python beside runtime/."""
+    not installed it is loaded from generated/python beside runtime/.
+
+    $OPWRAP_TARGET_BUILD names the target folder of a `codegen build --target T --build-dir B`
+    build (B/T, e.g. build/stable): its generated Python is loaded instead, and with it B/T/_C.so,
+    so that tests and benchmarks run the bundled library as the other target built it
+    (scripts/gpu-test, benchmarks/target_worker.py)."""
+    build = os.environ.get("OPWRAP_TARGET_BUILD")
     try:
+        if build:
+            raise ImportError(build)
         from . import _generated
         return _generated
     except ImportError:
-        path = Path(__file__).resolve().parents[2] / "generated" / "python"
+        if build:
+            path = Path(build).resolve() / "generated" / "python"
+            if not (path / "__init__.py").is_file():
+                raise ImportError(f"OPWRAP_TARGET_BUILD={build}: no {path / '__init__.py'} (the target folder of "
+                                  "`codegen build --target T --build-dir B` is B/T)") from None
+        else:
+            path = Path(__file__).resolve().parents[2] / "generated" / "python"
         spec = importlib.util.spec_from_file_location(
             f"{__name__}._generated", path / "__init__.py", submodule_search_locations=[str(path)])
         assert spec is not None and spec.loader is not None
