@@ -1633,12 +1633,17 @@ def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
     compiled = torch.compile(f, fullgraph=True)
     torch.testing.assert_close(compiled(x, w), f(x, w))
     torch.testing.assert_close(torch.autograd.grad(compiled(x, w), (x, w)), torch.autograd.grad(f(x, w), (x, w)))
-    header = (ROOT / "runtime" / "include" / "opwrap" / "stable" / "rowwise.h").read_text()
-    assert "ATen" not in header and "c10/" not in header
+    include = ROOT / "runtime" / "include" / "opwrap"
+    for header in ("stable/rowwise.h", "stable/rowwise_cuda.cuh", "shared/rowwise_cuda.cuh", "shared/pointwise_flat.cuh"):
+        code = "\n".join(line.split("//")[0] for line in (include / header).read_text().splitlines())  # comments aside
+        assert "ATen" not in code and "c10/" not in code and "at::" not in code, header
     _, _, lib = stablelib
     generated = (lib / "generated" / "stable" / "rowwise" / "row_softmax.h").read_text()
+    # The CUDA kernel is the full target's (templates/rowwise/cuda.j2) in the stable target's names.
     for text in ("#pragma GCC target(\"avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt\")", "torch::stable::parallel_for",
-                 "__global__ void __launch_bounds__(512) rows_kernel("):
+                 "#include <opwrap/stable/rowwise_cuda.cuh>",
+                 "__launch_bounds__(opwrap::rt::cuda::kRowMaxThreads, opwrap::rt::cuda::kRowMinBlocks) row_softmax_rows_cuda_kernel(",
+                 "opwrap::rt::cuda::launch_rows(", "opwrap::stable::rowwise::opmath_t<scalar_t>"):
         assert text in generated, text
     assert "ATen" not in generated and "at::vec" not in generated
     # The CUDA wrapper (compiled by nvcc where CUDA is built: linked, ABI-checked and loaded with

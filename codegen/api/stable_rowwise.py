@@ -13,9 +13,8 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
   loop), a column tensor once a call, a cached binding (softmax's exponentials) in a row buffer;
   the outputs one more loop, converted as they are stored.  The loop is compiled for DEFAULT,
   AVX2 and AVX-512 (`#pragma GCC target`, in one unit) and chosen at run time;
-- the CUDA kernel: a block per row (32 to 512 threads, by the row's length), each pass a
-  strided sweep of the row reduced across the block (shuffles, then shared memory), cached
-  bindings recomputed, reduced types computed in float.
+- the CUDA kernel: the full target's (api/rowwise_cuda.py, templates/rowwise/cuda.j2, on the
+  sweep both targets share: opwrap/shared/rowwise_cuda.cuh), in this target's names.
 
 The wrapper (codegen/api/stable.py) checks, allocates and dispatches as for a hand-written
 kernel, and calls `<owner>_rowwise_cpu<scalar_t>` or `<owner>_rowwise_cuda<scalar_t>` with the
@@ -27,12 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.names import Scope, camel_case, cpp_ident
+from . import rowwise_cuda
 from .stable import TENSOR, cpp_type, rowwise_header, rowwise_kernel
 
 # What the template declares where the kernels' parameters and the locals named here are in
 # scope (loops, kernels, launches).
-TEMPLATE_LOCALS = ("opmath_t", "scalar_t", "Tv", "W", "D", "rows", "start", "grain", "begin", "end", "row", "prog",
-                   "d", "j", "e", "i", "threads", "blocks", "stream", "shared", "error", "row_loop", "rows_kernel", "generated", "kConvert", "kVectorBytes")
+TEMPLATE_LOCALS = ("Tv", "W", "grain", "begin", "end", "d", "j", "e", "row_loop", "generated", "kConvert", "kVectorBytes",
+                   *rowwise_cuda.TEMPLATE_LOCALS)
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,10 @@ class StableRowPlan:
     row_inputs: tuple[Tensor, ...]
     column_inputs: tuple[Tensor, ...]
     per_row_inputs: tuple[Tensor, ...]
-    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, acc, cpu, cuda), caches (row, cpu)
+    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, acc, cpu, tail), caches (row, cpu)
     caches: tuple[Tensor, ...]  # cached bindings: row (the buffer's pointer), buffer
-    outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu, cuda
+    outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu
+    cuda: rowwise_cuda.RowCudaKernel
 
     @property
     def param_list(self) -> str:
@@ -106,8 +107,6 @@ def plan(decl, namespace: str) -> StableRowPlan:
                    for b, _, _ in rows.cached)
     local = {t.name: t.row for t in row_inputs + column_inputs + caches}
     binders = {b: fn for b, _, fn in rows.cached}
-    cuda_pointer = {t.name: t.pointer for t in row_inputs + column_inputs}
-
     def call(fn, at: str) -> str:
         """`fn` of the element at `at` on the CPU: a row tensor's element converted to opmath_t
         where it is read (the loop vectorizes with the conversion); a column tensor (converted
@@ -116,20 +115,11 @@ def plan(decl, namespace: str) -> StableRowPlan:
             f"opwrap::pw::load({local[t]}[{at}])" if t in rows.row_tensors else f"{local[t]}[{at}]"
             for t in fn.inputs) + ")"
 
-    def call_cuda(fn) -> str:
-        """`fn` of element `d` on the GPU: a row tensor's element at the row, a column tensor's
-        at d, each converted to opmath_t; a cached binding recomputed."""
-        def arg(t):
-            if t in binders:
-                return call_cuda(binders[t])
-            offset = "row * D + d" if t in rows.row_tensors else "d"
-            return f"static_cast<opmath_t>({cuda_pointer[t]}[{offset}])"
-        return f"prog.{fn.name}(" + ", ".join(arg(t) for t in fn.inputs) + ")"
-
+    accs = [scope.fresh(f"opwrap_a{i}") for i in range(len(rows.reductions))]
     stages = []
     for s in range(1, rows.stages + 1):
-        reds = [dict(member=r.member, combiner=r.combiner, acc=scope.fresh(f"opwrap_a{i}"),
-                     cpu=call(r.function, "e"), tail=call(r.function, "d"), cuda=call_cuda(r.function))
+        reds = [dict(member=r.member, combiner=r.combiner, acc=accs[i],
+                     cpu=call(r.function, "e"), tail=call(r.function, "d"))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         cached = [dict(row=local[b], cpu=call(fn, "e"), tail=call(fn, "d")) for b, fn in rows.cached_in(s)]
         stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s]))
@@ -139,12 +129,20 @@ def plan(decl, namespace: str) -> StableRowPlan:
         value = f"prog.template {fn.name}<opmath_t>()" if not fn.inputs else None
         outputs.append(dict(name=o.name, per_row=o.per_row, param=param[o.name],
                             pointer=scope.fresh(f"opwrap_p_{o.name}"), row=scope.fresh(f"opwrap_o_{o.name}"),
-                            cpu=call(fn, "d") if fn.inputs else value,
-                            cuda=call_cuda(fn) if fn.inputs else value))
+                            cpu=call(fn, "d") if fn.inputs else value))
     functions = tuple(dict(name=fn.name, params=", ".join(f"Tv {rows.ident(t)}" for t in fn.inputs),
                            bindings=fn.bindings, value=fn.value) for fn in rows.functions)
+    cuda = rowwise_cuda.kernel(
+        decl, namespace=namespace, generated=f"::{namespace}::generated::{space}", program=program,
+        names=dict(args=scope.fresh(f"{camel_case(ident)}RowArgs"), kernel=scope.fresh(f"{ident}_rows_cuda_kernel"),
+                   launch=scope.fresh(f"{ident}_rows_cuda_launch"), function=rowwise_kernel(decl, "CUDA")),
+        params=", ".join(f"{t} {n}" for t, n in params + outs), arguments=param,
+        pointers={**{t.name: t.pointer for t in row_inputs + column_inputs + per_row_inputs},
+                  **{o["name"]: o["pointer"] for o in outputs}},
+        accs=accs,
+        opmath="opwrap::stable::rowwise::opmath_t", reductions="opwrap::stable::rowwise")
     return StableRowPlan(
-        op=f"{namespace}::{decl.op_name}", space=space, program=program, params=tuple(params + outs),
+        op=f"{namespace}::{decl.op_name}", space=space, program=program, params=tuple(params + outs), cuda=cuda,
         first=param[rows.row_tensors[0]], row_dims=rows.row_dims, cpu_function=rowwise_kernel(decl, "CPU"),
         cuda_function=rowwise_kernel(decl, "CUDA"), count=rows.count, members=tuple(members), functions=functions,
         steps=tuple((rows.stage_functions[s], rows.steps_of(s)) for s in range(rows.stages + 1)),

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..api import rowwise_cuda
 from ..api.types import Binding
 from ..api.kernel import kernel_function, kernel_parameters
 from ..core.names import Scope, camel_case, cpp_ident
@@ -36,11 +37,10 @@ from ..core.targets import CPU, CPU_CAPABILITIES, CUDA
 from ..lang.rowwise import check_declaration
 from .base import Output, Plugin
 # What the templates (templates/rowwise/) declare where the kernels' parameters and the
-# locals named here are in scope: the CPU loop's and the CUDA kernel's and launch's locals.
-TEMPLATE_LOCALS = ("Tv", "opmath_t", "scalar_t", "V", "L", "D", "i", "rows", "start", "grain", "begin", "end", "row",
-                   "prog", "d", "h", "u", "a", "kChains", "kUnroll", "args", "kVec", "vec", "launch", "kRun", "kLong",
-                   "runs", "layout", "Sweep", "sweep", "group_index", "base", "active", "opwrap_shared", "opwrap_tail",
-                   "opwrap_v", "opwrap_o")
+# locals named here are in scope: the CPU loop's, and the CUDA kernel's and launch's
+# (api/rowwise_cuda.py).
+TEMPLATE_LOCALS = ("Tv", "V", "L", "grain", "begin", "end", "d", "h", "u", "a", "kChains", "kUnroll",
+                   *rowwise_cuda.TEMPLATE_LOCALS)
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,19 @@ def _members(rows) -> list[str]:
             + [r.member for r in rows.reductions] + list(rows.bindings))
 
 
+def cuda_kernel(decl, namespace: str, p: RowwisePlan) -> rowwise_cuda.RowCudaKernel:
+    """The CUDA kernel's view (api/rowwise_cuda.py) in the full target's names."""
+    rows = decl.rows
+    tensors = rows.row_tensors + rows.column_tensors + rows.per_row_tensors + tuple(o.name for o in rows.outputs)
+    return rowwise_cuda.kernel(
+        decl, namespace=namespace, generated=f"::{namespace}::generated", program=p.program,
+        names=dict(args=p.cuda_args, kernel=p.cuda_kernel, launch=p.cuda_launch, function=p.cuda_function),
+        params=p.param_list, arguments={b.schema_name: b.name for b in p.params},
+        pointers={t: p.local(f"p:{t}") for t in tensors},
+        accs=[p.local(f"acc:{i}") for i in range(len(rows.reductions))],
+        opmath="at::opmath_type", reductions="opwrap::rt::rowwise")
+
+
 def _loops(decl, p: RowwisePlan) -> dict:
     """What the loop templates lay out, decided here: per stage its reductions and row
     statements, per function its arguments over a row pointer (`x_<tensor>`) at `d`."""
@@ -133,18 +146,10 @@ def _loops(decl, p: RowwisePlan) -> dict:
         return f"prog.{fn.name}(" + ", ".join(
             f"{local[t]}[d]" if t in in_opmath else f"static_cast<opmath_t>({local[t]}[d])" for t in fn.inputs) + ")"
 
-    # On CUDA every pass sees the element of each element input (row tensors, then column
-    # tensors) as opwrap_v[k]; a cached binding is recomputed where it is used.
-    index = {t: i for i, t in enumerate(rows.element_inputs)}
-
-    def call_cuda(fn) -> str:
-        return f"prog.{fn.name}(" + ", ".join(call_cuda(binders[t]) if t in binders else
-                                              f"static_cast<opmath_t>(opwrap_v[{index[t]}])" for t in fn.inputs) + ")"
-
     stages = []
     for s in range(1, rows.stages + 1):
         reds = [dict(member=r.member, combiner=r.combiner, acc=p.local(f"acc:{i}"), vec=call(r.function, True),
-                     scalar=call(r.function, False), cuda=call_cuda(r.function))
+                     scalar=call(r.function, False))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         caches = [dict(row=local[b], vec=call(fn, True), scalar=call(fn, False)) for b, fn in rows.cached_in(s)]
         stages.append(dict(number=s, reductions=reds, caches=caches, function=rows.stage_functions[s]))
@@ -155,8 +160,7 @@ def _loops(decl, p: RowwisePlan) -> dict:
         value = f"prog.template {fn.name}<opmath_t>()" if not fn.inputs else None
         outputs.append(dict(name=o.name, per_row=o.per_row, pointer=p.local(f"p:{o.name}"), tensor=target,
                             vec=call(fn, True) if fn.inputs else f"V({value})",
-                            scalar=call(fn, False) if fn.inputs else value,
-                            cuda=call_cuda(fn) if fn.inputs else value))
+                            scalar=call(fn, False) if fn.inputs else value))
     def inputs(names):
         return [dict(name=t, member=rows.ident(t), tensor=p.param(t), pointer=p.local(f"p:{t}"), row=local.get(t),
                      buffer=p.local(f"buffer:{t}") if f"buffer:{t}" in dict(p.locals) else "") for t in names]
@@ -188,7 +192,7 @@ class RowwiseKernels(Plugin):
                 continue
             p = plan(d, ns)
             common = dict(namespace=ns, decl=d, rows=d.rows, plan=p, program_header=f"{d.ident}_program.h",
-                          **_loops(d, p))
+                          cuda=cuda_kernel(d, ns, p), **_loops(d, p))
             sources = lambda t: (d.path, ctx.template_source(t))  # noqa: E731
             yield Output(f"rowwise/{d.ident}.h", ctx.render("rowwise/kernel.h.j2", **common),
                          sources("rowwise/kernel.h.j2"))

@@ -89,14 +89,14 @@ void layer_norm_backward_rowwise_cuda(const at::Tensor& grad_out, const at::Tens
   ::opwrap::generated::LayerNormBackwardRow<opmath_t> start{};
   start.opwrap_n = static_cast<opmath_t>(D);
   const ::opwrap::generated::LayerNormBackwardRowArgs<scalar_t> args{
-      {grad_out.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>()},
-      {result.mutable_data_ptr<scalar_t>()}, D};
+      {static_cast<const scalar_t*>(grad_out.const_data_ptr()), static_cast<const scalar_t*>(input.const_data_ptr()), static_cast<const scalar_t*>(weight.const_data_ptr())},
+      {static_cast<scalar_t*>(result.mutable_data_ptr())}, D};
   // 16-byte runs where every row starts aligned, else one element at a time.
   constexpr int kVec = opwrap::rt::cuda::kVecRun<scalar_t>;
   const bool vec = opwrap::rt::cuda::runs_aligned<scalar_t>({args.in[0], args.in[1], args.in[2], args.out[0]}, D);
   const auto launch = vec ? ::opwrap::generated::layer_norm_backward_rows_cuda_launch<scalar_t, kVec>
                           : ::opwrap::generated::layer_norm_backward_rows_cuda_launch<scalar_t, 1>;
-  launch(args, saved_mean.const_data_ptr<scalar_t>(), saved_rstd.const_data_ptr<scalar_t>(), start, rows);
+  launch(args, static_cast<const scalar_t*>(saved_mean.const_data_ptr()), static_cast<const scalar_t*>(saved_rstd.const_data_ptr()), start, rows);
 }
 
 } // namespace opwrap::kernels

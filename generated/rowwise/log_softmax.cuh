@@ -88,8 +88,8 @@ void log_softmax_rowwise_cuda(const at::Tensor& self, at::Tensor& result) {
   ::opwrap::generated::LogSoftmaxRow<opmath_t> start{};
   start.opwrap_n = static_cast<opmath_t>(D);
   const ::opwrap::generated::LogSoftmaxRowArgs<scalar_t> args{
-      {self.const_data_ptr<scalar_t>()},
-      {result.mutable_data_ptr<scalar_t>()}, D};
+      {static_cast<const scalar_t*>(self.const_data_ptr())},
+      {static_cast<scalar_t*>(result.mutable_data_ptr())}, D};
   // 16-byte runs where every row starts aligned, else one element at a time.
   constexpr int kVec = opwrap::rt::cuda::kVecRun<scalar_t>;
   const bool vec = opwrap::rt::cuda::runs_aligned<scalar_t>({args.in[0], args.out[0]}, D);

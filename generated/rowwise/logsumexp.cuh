@@ -88,14 +88,14 @@ void logsumexp_rowwise_cuda(const at::Tensor& self, at::Tensor& result) {
   ::opwrap::generated::LogsumexpRow<opmath_t> start{};
   start.opwrap_n = static_cast<opmath_t>(D);
   const ::opwrap::generated::LogsumexpRowArgs<scalar_t> args{
-      {self.const_data_ptr<scalar_t>()},
+      {static_cast<const scalar_t*>(self.const_data_ptr())},
       {nullptr}, D};
   // 16-byte runs where every row starts aligned, else one element at a time.
   constexpr int kVec = opwrap::rt::cuda::kVecRun<scalar_t>;
   const bool vec = opwrap::rt::cuda::runs_aligned<scalar_t>({args.in[0], }, D);
   const auto launch = vec ? ::opwrap::generated::logsumexp_rows_cuda_launch<scalar_t, kVec>
                           : ::opwrap::generated::logsumexp_rows_cuda_launch<scalar_t, 1>;
-  launch(args, result.mutable_data_ptr<scalar_t>(), start, rows);
+  launch(args, static_cast<scalar_t*>(result.mutable_data_ptr()), start, rows);
 }
 
 } // namespace opwrap::kernels

@@ -80,8 +80,8 @@ void softmax_backward_rowwise_cuda(const at::Tensor& grad_output, const at::Tens
   ::opwrap::generated::SoftmaxBackwardRow<opmath_t> start{};
   start.opwrap_n = static_cast<opmath_t>(D);
   const ::opwrap::generated::SoftmaxBackwardRowArgs<scalar_t> args{
-      {grad_output.const_data_ptr<scalar_t>(), output.const_data_ptr<scalar_t>()},
-      {result.mutable_data_ptr<scalar_t>()}, D};
+      {static_cast<const scalar_t*>(grad_output.const_data_ptr()), static_cast<const scalar_t*>(output.const_data_ptr())},
+      {static_cast<scalar_t*>(result.mutable_data_ptr())}, D};
   // 16-byte runs where every row starts aligned, else one element at a time.
   constexpr int kVec = opwrap::rt::cuda::kVecRun<scalar_t>;
   const bool vec = opwrap::rt::cuda::runs_aligned<scalar_t>({args.in[0], args.in[1], args.out[0]}, D);

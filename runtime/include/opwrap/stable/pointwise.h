@@ -13,11 +13,16 @@
 //   row whose operands are all dense goes to the generated contiguous loop as it is, any other
 //   in blocks gathered into (and, for outputs, scattered from) small contiguous buffers, so the
 //   generated loop, which GCC vectorizes, only ever sees contiguous pointers.
-// - the CUDA kernels (templates/stable/pointwise.cu.j2) take the same `Loop` by value.
+// - the CUDA kernels (templates/stable/pointwise.cu.j2) take the same `Loop` by value:
+//   `launch_flat`, the vectorized loop both targets share, where the layout allows, else the
+//   generated grid-stride loop.
 #pragma once
 
 #include <opwrap/stable/math.h>
 #include <opwrap/stable/runtime.h>
+#if defined(__CUDACC__) && defined(USE_CUDA)
+#include <opwrap/shared/pointwise_flat.cuh>
+#endif
 
 #include <torch/headeronly/core/ScalarType.h>
 
@@ -412,6 +417,33 @@ inline Launch launch_for(int64_t numel, int32_t device_index) {
 inline void check_launch(const char* op) {
   const cudaError_t error = cudaGetLastError();
   OPWRAP_STABLE_CHECK(error == cudaSuccess, op, ": CUDA kernel launch failed: ", cudaGetErrorString(error));
+}
+
+// Runs `f(const opmath_t* inputs)` (the generated functor through flat::ArrayCall) over `loop`
+// with the flat loop both targets share (opwrap/shared/pointwise_flat.cuh: 16-byte vectors,
+// inputs broadcast along the leading dimensions by column) where the loop's layout is one it
+// takes: every operand contiguous over one or two dimensions but for such inputs; says whether
+// it did (else the caller's grid-stride loop, an offset per element, runs it).
+template <typename scalar_t, typename opmath_t, int NOUT, int NIN, typename func_t>
+bool launch_flat(const Loop<NOUT, NIN>& loop, const func_t& f, int32_t device_index, const char* op) {
+  constexpr int N = NOUT + NIN;
+  if (loop.ndim > 2) return false;
+  const int last = loop.ndim - 1;
+  const int64_t cols = loop.ndim == 0 ? 1 : loop.sizes[last];
+  int64_t inner[N], outer[N];
+  for (int k = 0; k < N; ++k) {
+    inner[k] = loop.ndim == 0 ? 1 : loop.strides[k][last];
+    outer[k] = loop.ndim == 2 ? loop.strides[k][0] : cols;
+  }
+  opwrap::pw::flat::Operands<N> a{};
+  if (!opwrap::pw::flat::plan<scalar_t, NOUT, NIN>(a, loop.data, inner, outer, loop.numel, cols,
+                                                   /*need_broadcast=*/false)) {
+    return false;
+  }
+  const cudaError_t error = opwrap::pw::flat::launch<scalar_t, opmath_t, NOUT, NIN>(
+      a, loop.numel, cols, f, static_cast<cudaStream_t>(current_cuda_stream(device_index)));
+  OPWRAP_STABLE_CHECK(error == cudaSuccess, op, ": CUDA kernel launch failed: ", cudaGetErrorString(error));
+  return true;
 }
 #endif
 

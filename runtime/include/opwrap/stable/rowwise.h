@@ -1,8 +1,9 @@
 // Support of the stable target's generated row-wise kernels (codegen/api/stable_rowwise.py,
 // templates/stable/rowwise.h.j2): the reductions, the accumulators a pass keeps and their fold,
-// the CPU capability a loop is chosen for at run time, and (nvcc) a block's reduction.  The
-// functions of the program language, and the conversions of float16 and bfloat16, are the
-// pointwise kernels' (<opwrap/stable/math.h>), written so that the loops calling them vectorize.
+// the CPU capability a loop is chosen for at run time (the CUDA kernel's sweep is the full
+// target's: <opwrap/stable/rowwise_cuda.cuh>).  The functions of the program language, and the
+// conversions of float16 and bfloat16, are the pointwise kernels' (<opwrap/stable/math.h>),
+// written so that the loops calling them vectorize.
 // Torch's stable API and the C++ standard library only: no at::vec.
 //
 // Internal linkage throughout (unnamed namespaces): each loop is compiled once per CPU
@@ -95,24 +96,6 @@ inline const opmath_t<scalar_t>* load_row(const scalar_t* p, int64_t n, opmath_t
 using opwrap::pw::Capability;
 using opwrap::pw::capability;
 #endif  // !__CUDACC__
-
-#if defined(__CUDACC__)
-// The block's threads' values combined; every thread gets the result.  `shared` holds a
-// value per warp.
-template <typename R, typename T>
-__device__ inline T block_reduce(T v, T* shared) {
-  for (int o = 16; o > 0; o /= 2) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warps = (blockDim.x + 31) / 32;
-  if (warps == 1) return v;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();  // `shared` may still be read by the previous reduction
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  v = lane < warps ? shared[lane] : R::template identity<T>();
-  for (int o = 16; o > 0; o /= 2) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-#endif
 
 }  // namespace
 }  // namespace opwrap::stable::rowwise
