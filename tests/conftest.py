@@ -14,12 +14,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CODEGEN = [sys.executable, "-m", "opwrap_codegen.cli"]
 
 
-# $OPWRAP_TARGET_BUILD: the tests' `import opwrap` loads the bundled library as another target's
-# build made it (runtime/opwrap/__init__.py), for `make gpu-test`'s stable half, which runs
-# tests/test_cuda.py on the stable build; tests of ops that build left out skip there.
-TEST_BUILD = Path(os.environ["OPWRAP_TARGET_BUILD"]).resolve() if os.environ.get("OPWRAP_TARGET_BUILD") else None
-
-
 @contextmanager
 def torch_feature(name: str):
     """The block needs the torch feature `name` (opwrap_codegen.core.torch_compat.FEATURES): on a

@@ -18,12 +18,13 @@ import torch
 import opwrap
 from opwrap_codegen import build, testing
 from opwrap_codegen.build import cuda_env
-from conftest import ROOT, TEST_BUILD, run_codegen
+from conftest import ROOT, run_codegen
 from test_stable_target import stablelib  # noqa: F401  (the fixture: the stable target's test library)
 from references import PREPARE
 
-# The loaded build's ops: every declared one, or those a stable build ($OPWRAP_TEST_BUILD,
-# scripts/gpu-test's stable half) holds; a test of an op it left out skips (needs_op).
+# The loaded build's ops: every declared one, or those a stable build holds ($OPWRAP_TARGET_BUILD
+# makes `import opwrap` load one: runtime/opwrap/__init__.py; scripts/gpu-test's stable half);
+# a test of an op it left out skips (needs_op).
 BUILT_OPS = set(opwrap.OPS)
 DECLS = [d for d in testing.declared_ops(ROOT)
          if "CUDA" in d.devices and d.op_name in BUILT_OPS]  # hand-written or generated
@@ -35,7 +36,7 @@ STABLE = MANIFEST.get("target") == "stable"
 # Where the loaded build's CUDA wrappers were generated (their registrations name them): this
 # checkout's generated/cuda, or a stable build's generated/stable/cuda, wherever it was built
 # (make gpu-prep builds the one binary on another machine).
-CUDA_WRAPPERS = f"{ROOT}/generated/cuda" if TEST_BUILD is None else "/generated/stable/cuda"
+CUDA_WRAPPERS = "/generated/stable/cuda" if STABLE else f"{ROOT}/generated/cuda"
 needs_cuda_build = pytest.mark.skipif(not BUILT_WITH_CUDA, reason=f"{opwrap.library_path} has no CUDA kernels "
                                       "(make cuda-check builds and tests them)")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

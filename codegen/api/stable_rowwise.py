@@ -54,7 +54,6 @@ class StableRowPlan:
     first: str  # the first row tensor's parameter (its sizes give the rows)
     row_dims: int
     cpu_function: str
-    cuda_function: str
     count: str
     members: tuple[str, ...]
     functions: tuple[dict, ...]  # name, params, bindings, value
@@ -106,7 +105,7 @@ def plan(decl, namespace: str) -> StableRowPlan:
     caches = tuple(Tensor(b, "", "", row=scope.fresh(f"opwrap_x_{b}"), buffer=scope.fresh(f"opwrap_b_{b}"))
                    for b, _, _ in rows.cached)
     local = {t.name: t.row for t in row_inputs + column_inputs + caches}
-    binders = {b: fn for b, _, fn in rows.cached}
+
     def call(fn, at: str) -> str:
         """`fn` of the element at `at` on the CPU: a row tensor's element converted to opmath_t
         where it is read (the loop vectorizes with the conversion); a column tensor (converted
@@ -144,7 +143,7 @@ def plan(decl, namespace: str) -> StableRowPlan:
     return StableRowPlan(
         op=f"{namespace}::{decl.op_name}", space=space, program=program, params=tuple(params + outs), cuda=cuda,
         first=param[rows.row_tensors[0]], row_dims=rows.row_dims, cpu_function=rowwise_kernel(decl, "CPU"),
-        cuda_function=rowwise_kernel(decl, "CUDA"), count=rows.count, members=tuple(members), functions=functions,
+        count=rows.count, members=tuple(members), functions=functions,
         steps=tuple((rows.stage_functions[s], rows.steps_of(s)) for s in range(rows.stages + 1)),
         scalars=tuple((rows.ident(n), conv.format(name=param[n])) for n, conv in rows.scalars),
         row_inputs=row_inputs, column_inputs=column_inputs, per_row_inputs=per_row_inputs, stages=tuple(stages),

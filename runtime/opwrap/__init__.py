@@ -22,26 +22,24 @@ def _generated_package() -> types.ModuleType:
     so that tests and benchmarks run the bundled library as the other target built it
     (scripts/gpu-test, benchmarks/target_worker.py)."""
     build = os.environ.get("OPWRAP_TARGET_BUILD")
-    try:
-        if build:
-            raise ImportError(build)
-        from . import _generated
-        return _generated
-    except ImportError:
-        if build:
-            path = Path(build).resolve() / "generated" / "python"
-            if not (path / "__init__.py").is_file():
-                raise ImportError(f"OPWRAP_TARGET_BUILD={build}: no {path / '__init__.py'} (the target folder of "
-                                  "`codegen build --target T --build-dir B` is B/T)") from None
-        else:
+    if build:
+        path = Path(build).resolve() / "generated" / "python"
+        if not (path / "__init__.py").is_file():
+            raise ImportError(f"OPWRAP_TARGET_BUILD={build}: no {path / '__init__.py'} (the target folder of "
+                              "`codegen build --target T --build-dir B` is B/T)")
+    else:
+        try:
+            from . import _generated
+            return _generated
+        except ImportError:
             path = Path(__file__).resolve().parents[2] / "generated" / "python"
-        spec = importlib.util.spec_from_file_location(
-            f"{__name__}._generated", path / "__init__.py", submodule_search_locations=[str(path)])
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
+    spec = importlib.util.spec_from_file_location(
+        f"{__name__}._generated", path / "__init__.py", submodule_search_locations=[str(path)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 _generated_package()
