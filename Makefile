@@ -158,9 +158,10 @@ survey: venv
 # On a machine with a GPU: build with CUDA (an error if it cannot be built), run the CUDA
 # tests (every op and dtype against the CPU kernel) and the CUDA benchmark against aten
 # (scripts/gpu-test), then the same for the bundled library's stable-target build (the CUDA
-# tests of the ops it holds, and the benchmark).  With no .venv it uses the machine's python3 and its torch, offline: the
-# lent GPU machines (torch 2.11, no network, no Rust) take a copy of the working tree with
-# build/gpu-prep (`make gpu-prep` here: the toolchain's wheel and the crates' static libraries).
+# tests of the ops it holds, and the benchmark).  With no .venv it uses the machine's python3
+# and its torch, offline: the lent GPU machines (torch 2.11, no network, no Rust) take a copy
+# of the working tree with build/gpu-prep (`make gpu-prep` here: the toolchain's wheel, the
+# crates' static libraries and the stable build).
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(abspath $(PY)),python3)
 gpu-test:
 	@PYTHON=$(GPU_PYTHON) scripts/gpu-test
