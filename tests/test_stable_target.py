@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -214,6 +215,11 @@ DECLARATIONS = """\
   doc: tanh and log (vectorized in float) and small integer powers, which are products.
   dtypes: floating
   pointwise: tanh(self), log(self), self ** 4, self ** -2, self ** 0
+
+- func: exps(Tensor self) -> (Tensor e, Tensor f)
+  doc: exp and fast_exp, each a polynomial on the bits in float (vectorized).
+  dtypes: [float32]
+  pointwise: exp(self), fast_exp(self)
 
 - func: bincount(Tensor self, int bins, Tensor? weights=None) -> Tensor
   doc: torch.bincount(self, weights, minlength=bins), a C++ kernel; a dtype variable and the result's dtype rule from an optional tensor, and its shape rule.
@@ -618,7 +624,7 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
     ops = ["accumulate", "add_to_all", "axpby", "axpby_out", "axpy", "bincount", "blend", "clamp_", "clipped_add", "convert",
-           "count_above", "cube", "fill_size", "gather_rows", "gelu_fast", "hist", "row_rms_norm", "row_softmax", "scale",
+           "count_above", "cube", "exps", "fill_size", "gather_rows", "gelu_fast", "hist", "row_rms_norm", "row_softmax", "scale",
            "scale_out", "sgd_step", "sincos", "sqdist", "sqdist_out", "sumsq", "tanh_log_powers", "tile_rows",
            "weighted_any", "weighted_sum"]
     units = [p for p in cpp if p.startswith("units/")]  # as many as the unity build's sizes make
@@ -1253,6 +1259,31 @@ def test_pointwise_tanh_log_and_integer_powers(stablelib, dtype):
     torch.testing.assert_close(r2, torch.pow(x, -2), equal_nan=True)
     assert torch.equal(one, torch.ones_like(x))  # NaN ** 0 is 1, as torch.pow
 
+
+
+@pytest.mark.slow(3)
+def test_pointwise_exp_and_fast_exp_in_float(stablelib):
+    """exp and fast_exp of a float are math.h's exp_f32 and fast_exp_f32 (vectorized): exp within
+    1 ulp of the exact value over float's range, subnormal results included, fast_exp within 3
+    ulp where its result is a normal float (x in [ln 2^-126, ln 2^127.5]), 0 below and inf
+    above; inf for inf, 0 for -inf and NaN for NaN (of either sign), as torch.exp."""
+    module, _, _ = stablelib
+    x = torch.cat([torch.arange(-110.0, 95.0, 0.0007, dtype=torch.float64).float(),
+                   torch.tensor([0.0, -0.0, 88.72, 88.73, 89.0, -87.3, -103.9, -104.0, -104.01, 1e30, -1e30, 5e6,
+                                 -5e6, float("inf"), float("-inf"), float("nan"), -float("nan")])])
+    e, f = module.ops.exps(x)
+    exact = torch.exp(x.double())
+    finite = exact.float().isfinite() & (exact.float() != 0)
+    ulp = torch.nextafter(exact.float().abs(), torch.tensor(float("inf"))).double() - exact.float().abs().double()
+    err = (e.double() - exact).abs() / ulp
+    assert bool((err[finite] <= 1).all()), x[finite][err[finite] > 1][:5]
+    assert torch.equal(e[~finite].nan_to_num(nan=7.0), torch.exp(x)[~finite].nan_to_num(nan=7.0))
+    normal = (x >= math.log(2.0 ** -126)) & (x <= math.log(2.0 ** 127.5))
+    ferr = (f.double() - exact).abs() / ulp
+    assert bool((ferr[normal] <= 3).all()), x[normal][ferr[normal] > 3][:5]
+    below, above = x < math.log(2.0 ** -126), (x > math.log(2.0 ** 127.5)) & ~x.isnan()
+    assert bool((f[below] == 0).all()) and bool((f[above] == float("inf")).all())
+    assert bool(f[x.isnan()].isnan().all()) and bool(e[x.isnan()].isnan().all())
 
 # Every float16 value through the generated kernels, whose loops compute float16 in float over
 # buffers: converted by F16C where the CPU has it, in integer arithmetic under

@@ -253,20 +253,19 @@ struct Values {
 // computed with further: under -ftrapping-math (the default) a comparison may raise, so it
 // does not if-convert it.  The selects here are made on the floats' bits, with integer
 // comparisons, which it vectorizes.
-// e^x of a float in plain arithmetic, so that a loop calling it vectorizes: x = n ln2 + r with
-// |r| <= ln2/2 (ln2 in two parts, Cody-Waite), e^r by a degree-6 polynomial (Sleef's expf_u10
-// coefficients), 2^n in two factors so that results below FLT_MIN (n down to -150) are
-// subnormal, not zero.  x is clamped to [-104, 89], beyond which e^x is 0 and inf; NaN stays NaN.
+// e^x of a float in plain arithmetic, so that a loop calling it vectorizes: Sleef's expf_u10.
+// x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, Cody-Waite), e^r by a degree-6 polynomial,
+// 2^n in two factors so that results below FLT_MIN (n down to -150) are subnormal, not zero.
+// The ends are masks on the result, as Sleef selects them: inf above 89 (and for inf), 0 below
+// -104 (and for -inf); within, the arithmetic overflows to inf where e^x does.  A NaN flows
+// through the arithmetic (r, and so the result, is NaN) and falls in neither mask.  Nothing
+// clamps x first: n is read from t's bits (no float-to-int conversion, undefined out of range),
+// garbage only where a mask replaces the result.
 inline float exp_f32(float x) {
-  const uint32_t u = bits_of(x), magnitude = u & 0x7FFFFFFFu;
-  // As signed integers positive floats keep their order, as unsigned ones negative floats
-  // reverse it: above 89 (inf and NaN too), then below -104.
-  const uint32_t high = select_bits(static_cast<int32_t>(u) > 0x42B20000, 0x42B20000u, u);
-  const uint32_t clamped = select_bits(u > 0xC2D00000u, 0xC2D00000u, high);
-  const float c = float_of(clamped);
-  const float big = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (c * 1.44269504088896341f + big) - big;
-  float r = c - n * 0.693145751953125f;
+  const float big = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer, n in t's low bits
+  const float t = x * 1.44269504088896341f + big;
+  const float n = t - big;
+  float r = x - n * 0.693145751953125f;
   r = r - n * 1.428606765330187045e-06f;
   float p = 0.000198527617612853646278381f;
   p = p * r + 0.00139304355252534151077271f;
@@ -275,11 +274,14 @@ inline float exp_f32(float x) {
   p = p * r + 0.166666671633720397949219f;
   p = p * r + 0.5f;
   p = p * r * r + r + 1.0f;
-  const int32_t k = static_cast<int32_t>(n);
-  const int32_t k1 = k >> 1, k2 = k - k1;  // each in [-75, 64]: 2^k1 and 2^k2 are normal
-  const float result = (p * float_of(static_cast<uint32_t>(k1 + 127) << 23)) *
-                       float_of(static_cast<uint32_t>(k2 + 127) << 23);
-  return float_of(select_bits(magnitude > 0x7F800000u, u | 0x00400000u, bits_of(result)));  // NaN in, NaN out
+  const uint32_t k = bits_of(t) - 0x4B400000u;  // n in two's complement, for |n| < 2^22
+  const uint32_t k1 = static_cast<uint32_t>(static_cast<int32_t>(k) >> 1), k2 = k - k1;  // within: each in [-75, 64]
+  const float result = (p * float_of((k1 + 127u) << 23)) * float_of((k2 + 127u) << 23);
+  // Ranges of bits, each one unsigned comparison: positive floats above 89 up to inf, negative
+  // ones below -104 down to -inf (NaNs lie beyond both).
+  const uint32_t u = bits_of(x);
+  const bool over = u - 0x42B20001u <= 0x7F800000u - 0x42B20001u, under = u - 0xC2D00001u <= 0xFF800000u - 0xC2D00001u;
+  return float_of(select_bits(over, 0x7F800000u, select_bits(under, 0u, bits_of(result))));
 }
 
 // tanh(x) of a float in plain arithmetic, so that a loop calling it vectorizes (the full target's
@@ -351,9 +353,10 @@ inline float fast_exp_f32(float x) {
   p = p * r + 1.0f;
   // 2^n from t's bits (no float-to-int conversion, undefined out of range): n in [-126, 127] in range
   const float y = p * float_of((bits_of(t) - (0x4B400000u - 127u)) << 23);  // NaN for a NaN x
+  // as in exp_f32: ranges of bits, positive floats above 88.37626 up to inf and negative ones
+  // below -87.33655 down to -inf; a NaN is in neither, and y is NaN for it
   const uint32_t u = bits_of(x);
-  // as in exp_f32: positive floats compare as signed integers, negative ones reversed as unsigned
-  const bool over = static_cast<int32_t>(u) > 0x42B0C0A5, under = u > 0xC2AEAC50u;  // 88.37626, -87.33655
+  const bool over = u - 0x42B0C0A6u <= 0x7F800000u - 0x42B0C0A6u, under = u - 0xC2AEAC51u <= 0xFF800000u - 0xC2AEAC51u;
   return float_of(select_bits(over, 0x7F800000u, select_bits(under, 0u, bits_of(y))));
 }
 #endif
