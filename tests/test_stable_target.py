@@ -1431,6 +1431,60 @@ def test_forward_formulas_run_as_the_ops_jvp(stablelib):
     assert runtime.forward_tangent("x::y", "r", torch.ones(1), torch.ones(3, dtype=torch.float64)).dtype == torch.float64
 
 
+def test_a_call_that_needs_no_autograd_goes_below_the_autograd_key(stablelib, monkeypatch):
+    """A typed wrapper calls its op below the Autograd key when nothing needs autograd
+    (_runtime.autograd_not_needed), skipping the Python autograd kernel's round trip, and through
+    it otherwise: an argument requiring grad, forward-mode AD, vmap, a TorchDispatchMode,
+    torch.compile.  Each decision with the values and gradients it must give."""
+    module, _, _ = stablelib
+    ops = module.ops
+    runtime = sys.modules[ops.scale.__module__.rsplit(".", 1)[0] + "._runtime"]
+    decisions: list[bool] = []
+    real = runtime.autograd_not_needed
+
+    def spy(*args, **kwargs):
+        decisions.append(real(*args, **kwargs))
+        return decisions[-1]
+
+    monkeypatch.setattr(runtime, "autograd_not_needed", spy)
+    x = torch.randn(4, 3, dtype=torch.float64)
+    torch.testing.assert_close(ops.scale(x, 2.0), x * 2)
+    assert decisions == [True]
+    xg = x.clone().requires_grad_()
+    with torch.no_grad():
+        out = ops.scale(xg, 2.0)
+    assert decisions[-1] is True and out.grad_fn is None and not out.requires_grad
+    out = ops.scale(xg, 2.0)  # requires grad: the autograd kernel records the graph
+    assert decisions[-1] is False and out.grad_fn is not None
+    out.sum().backward()
+    torch.testing.assert_close(xg.grad, torch.full_like(x, 2.0))
+    expected = torch.autograd.grad(ops.gelu_fast(xg).sum(), xg)[0]
+    # vmap over an input that requires grad: the batching rule's calls are differentiated
+    got = torch.autograd.grad(torch.vmap(ops.gelu_fast)(xg).sum(), xg)[0]
+    assert decisions[-1] is False
+    torch.testing.assert_close(got, expected)
+    import torch.autograd.forward_ad as fwAD
+    with fwAD.dual_level():  # a dual tensor requires no grad, and still has its jvp
+        t = torch.randn_like(x)
+        tangent = fwAD.unpack_dual(ops.scale(fwAD.make_dual(x, t), 1.5)).tangent
+    assert decisions[-1] is False
+    torch.testing.assert_close(tangent, 1.5 * t)
+
+    class Seen(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    seen: list[str] = []
+    with Seen():
+        torch.testing.assert_close(ops.scale(x, 2.0), x * 2)
+    assert decisions[-1] is False and "stablelib.scale.default" in seen
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a: ops.gelu_fast(ops.scale(a, 2.0)), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(xg), ops.gelu_fast(ops.scale(xg, 2.0)))
+    torch.testing.assert_close(compiled(x), ops.gelu_fast(ops.scale(x, 2.0)))
+
+
 def test_torch_func_differentiates_the_ops_through_their_typed_wrappers(stablelib):
     """torch.func's transforms over a C++, a Rust, a two-return C, a row-wise and a pointwise
     op, called through their typed wrappers (`<package>.ops`), which apply the formulas as an
