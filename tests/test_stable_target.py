@@ -1431,6 +1431,14 @@ def test_forward_formulas_run_as_the_ops_jvp(stablelib):
     assert runtime.forward_tangent("x::y", "r", torch.ones(1), torch.ones(3, dtype=torch.float64)).dtype == torch.float64
 
 
+def test_an_output_too_large_to_allocate_names_the_op_and_the_output(stablelib):
+    """Outputs are allocated through the stable C shim (aoti_torch_empty_strided): torch's
+    out-of-memory error, then the op and the output it was allocating."""
+    module, _, _ = stablelib
+    with pytest.raises(RuntimeError, match=r"(?s)can't allocate memory.*stablelib::tile_rows: while allocating output 'result'"):
+        module.ops.tile_rows(torch.randn(1 << 20), 1 << 30)
+
+
 def test_a_call_that_needs_no_autograd_goes_below_the_autograd_key(stablelib, monkeypatch):
     """A typed wrapper calls its op below the Autograd key when nothing needs autograd
     (_runtime.autograd_not_needed), skipping the Python autograd kernel's round trip, and through

@@ -266,11 +266,10 @@ struct Prepared {
 template <int NIN>
 const Tensor& write_out(const char* op, const char* out_name, const Prepared<1, NIN>& p, const Tensor& out) {
   if (p.copy_out) {
-    const std::string what = std::string("copying the result into out= argument '") + out_name + "'";
-    with_context(op, what.c_str(), [&] {
+    with_context(op, [&] {
       Tensor target = out;
       torch::stable::copy_(target, p.outputs[0]);
-    });
+    }, "copying the result into out= argument '", out_name, "'");
   }
   return out;
 }
@@ -297,8 +296,8 @@ Prepared<NOUT, NIN> prepare(const char* op, const char* allocating, std::initial
   for (const Named& in : inputs) {
     p.inputs[k++] = in.tensor.scalar_type() == dtype
                         ? in.tensor
-                        : with_context(op, "converting the inputs to their common dtype",
-                                       [&] { return torch::stable::to(in.tensor, dtype); });
+                        : with_context(op, [&] { return torch::stable::to(in.tensor, dtype); },
+                                       "converting the inputs to their common dtype");
   }
   const int64_t ndim = static_cast<int64_t>(shape.size());
   std::vector<std::vector<int64_t>> in_strides;
@@ -336,10 +335,10 @@ Prepared<NOUT, NIN> prepare(const char* op, const char* allocating, std::initial
       p.outputs[i] = *out;
       continue;
     }
-    p.outputs[i] = with_context(op, (std::string("allocating ") + allocating).c_str(), [&] {
-      Tensor t = torch::stable::empty(physical, dtype, std::nullopt, first.device());
+    p.outputs[i] = with_context(op, [&] {
+      Tensor t = empty_contiguous(physical, dtype, first.device());
       return permuted ? torch::stable::permute(t, inverse) : t;
-    });
+    }, "allocating ", allocating);
   }
   // The loop's dimensions in the output's memory order, size-1 ones dropped, then neighbours
   // whose every operand steps through them as through one dimension merged.

@@ -184,28 +184,59 @@ inline void check_output_shape(const char* op, const char* out, IntArrayRef shap
   }
 }
 
-// Errors torch raises inside a generated wrapper gain the op and what it was doing.
-template <typename F>
-auto with_context(const char* op, const char* what, F&& f) -> decltype(f()) {
+// Errors torch raises inside a generated wrapper gain the op and what it was doing: the parts
+// of `what`, joined only when there is an error (a message built before the call cost a heap
+// allocation on every call).
+template <typename F, typename... What>
+auto with_context(const char* op, F&& f, const What&... what) -> decltype(f()) {
   try {
     return f();
   } catch (const std::exception& e) {
-    fail(e.what(), "\n", op, ": while ", what);
+    fail(e.what(), "\n", op, ": while ", what...);
   }
+}
+
+// A contiguous tensor of `shape`: torch::stable::empty's, without its call of aten::empty
+// through the dispatcher by name (torch_call_dispatcher: the operator's lookup, a boxed stack
+// converted to IValues and back), which was a third of a small op's call.  The stable C shim's
+// aoti_torch_empty_strided calls at::empty_strided itself; the strides are at::empty's
+// (contiguous, a dimension of size 0 counted as 1).  Its dtype and device codes are c10's
+// ScalarType and DeviceType values, as the header-only enums' are.
+inline Tensor empty_contiguous(IntArrayRef shape, ScalarType dtype, const torch::stable::Device& device) {
+  constexpr size_t kInline = 8;
+  int64_t inline_strides[kInline];
+  std::vector<int64_t> more;
+  int64_t* strides = inline_strides;
+  if (shape.size() > kInline) {
+    more.resize(shape.size());
+    strides = more.data();
+  }
+  int64_t step = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= std::max<int64_t>(shape[i], 1);
+  }
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  const int64_t* sizes = shape.data();
+  const int32_t dtype_code = static_cast<int32_t>(dtype), device_type = static_cast<int32_t>(device.type()),
+                device_index = static_cast<int32_t>(device.index());
+  AtenTensorHandle handle = nullptr;  // (an error's message quotes the call: short names)
+  STABLE_TORCH_ERROR_CODE_CHECK(
+      aoti_torch_empty_strided(ndim, sizes, strides, dtype_code, device_type, device_index, &handle));
+  return Tensor(handle);
 }
 
 // An output allocated from its shape rule, on the device of the tensor the op dispatches on.
 inline Tensor empty(const char* op, const char* out, IntArrayRef shape, ScalarType dtype,
                     const torch::stable::Device& device) {
-  const std::string what = std::string("allocating output '") + out + "'";
-  return with_context(op, what.c_str(), [&] { return torch::stable::empty(shape, dtype, std::nullopt, device); });
+  return with_context(op, [&] { return empty_contiguous(shape, dtype, device); }, "allocating output '", out, "'");
 }
 
 // The kernel's contiguous view of an argument: itself when contiguous, else a copy.
 inline Tensor contiguous(const char* op, const char* arg, const Tensor& t) {
   if (t.is_contiguous()) return t;
-  const std::string what = std::string("making a contiguous copy of argument '") + arg + "'";
-  return with_context(op, what.c_str(), [&] { return torch::stable::contiguous(t); });
+  return with_context(op, [&] { return torch::stable::contiguous(t); }, "making a contiguous copy of argument '", arg,
+                      "'");
 }
 
 inline std::optional<Tensor> contiguous(const char* op, const char* arg, const std::optional<Tensor>& t) {
@@ -417,8 +448,7 @@ inline void call_returning_written(const char* name, const char* overload, std::
 
 inline void resize_output(const char* op, const char* arg, const Tensor& out, const std::vector<int64_t>& shape) {
   if (out.sizes().equals(IntArrayRef(shape))) return;
-  const std::string what = std::string("resizing out= argument '") + arg + "'";
-  with_context(op, what.c_str(), [&] {
+  with_context(op, [&] {
     if (out.numel() == 0) {
       std::array<StableIValue, 3> stack{torch::stable::detail::from(out), torch::stable::detail::from(shape),
                                         torch::stable::detail::from(std::nullopt)};
@@ -430,7 +460,7 @@ inline void resize_output(const char* op, const char* arg, const Tensor& out, co
     std::array<StableIValue, 4> stack{torch::stable::detail::from(one), torch::stable::detail::from(shape),
                                       torch::stable::detail::from(false), torch::stable::detail::from(out)};
     call_returning_written("aten::expand_copy", "out", stack);
-  });
+  }, "resizing out= argument '", arg, "'");
 }
 
 inline int64_t bind_linear(const char* op, const char* arg, const Tensor& t, int64_t dim, int64_t a, int64_t b,
