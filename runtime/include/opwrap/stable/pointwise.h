@@ -260,6 +260,13 @@ struct Prepared {
   bool copy_out = false;  // an out= overload computed into outputs[0], to be copied into its out= argument
 };
 
+// The loop's data pointers: the outputs', then the (converted) inputs'.
+template <int NOUT, int NIN>
+void point_at_operands(Prepared<NOUT, NIN>& p) {
+  for (int o = 0; o < NOUT; ++o) p.loop.data[o] = static_cast<char*>(p.outputs[o].data_ptr());
+  for (int j = 0; j < NIN; ++j) p.loop.data[NOUT + j] = static_cast<char*>(const_cast<void*>(p.inputs[j].const_data_ptr()));
+}
+
 // An out= overload's result, as aten's out= elementwise ops: written into `out` directly, or
 // (where `out` has another dtype, overlapping elements, or shares memory with an input)
 // computed into a temporary and copied (cast) into it.
@@ -314,8 +321,7 @@ Prepared<NOUT, NIN> prepare(const char* op, const char* allocating, std::initial
     loop.sizes[0] = loop.numel;
     for (int k2 = 0; k2 < NOUT + NIN; ++k2) loop.strides[k2][0] = 1;
     loop.dense = true;
-    for (int o = 0; o < NOUT; ++o) loop.data[o] = static_cast<char*>(p.outputs[o].data_ptr());
-    for (int j = 0; j < NIN; ++j) loop.data[NOUT + j] = static_cast<char*>(const_cast<void*>(p.inputs[j].const_data_ptr()));
+    point_at_operands(p);
     return p;
   }
   if (same_shape) shape.assign(first.sizes().begin(), first.sizes().end());
@@ -409,8 +415,7 @@ Prepared<NOUT, NIN> prepare(const char* op, const char* allocating, std::initial
   loop.dense = loop.ndim <= 1;
   for (int k2 = 0; loop.dense && loop.ndim == 1 && k2 < NOUT + NIN; ++k2)
     loop.dense = loop.strides[k2][0] == 1;
-  for (int o = 0; o < NOUT; ++o) loop.data[o] = static_cast<char*>(p.outputs[o].data_ptr());
-  for (int j = 0; j < NIN; ++j) loop.data[NOUT + j] = static_cast<char*>(const_cast<void*>(p.inputs[j].const_data_ptr()));
+  point_at_operands(p);
   return p;
 }
 
