@@ -14,7 +14,8 @@ and `pip wheel .`, `pip install .` and `python -m build` (build isolation or not
    compiled when torch and the toolkit can (GPU or not: the machine that builds a wheel is
    rarely the one that runs it); `-C cuda=true|false` (or OPWRAP_CUDA=1/0) decides instead.
    `-C optimize=0..3` sets the -O level (3), `-C cpu_capabilities=true|false` whether the CPU
-   loops' AVX2 and AVX-512 builds are compiled (unset: at every level but 0), `-C ops=a,b`
+   loops' AVX2 and AVX-512 builds are compiled (unset: at every level but 0), `-C
+   fast_bindings=true|false` whether the fast Python bindings are (the same), `-C ops=a,b`
    and `-C dtypes=...` make a selective build, as `codegen build --ops/--dtypes` do, and
    `-C target=aten|stable` builds another target than the project's (its tree generated beside the build, as
    `codegen build --target` does; the committed one is still checked).
@@ -66,7 +67,7 @@ TORCH_REQUIREMENT = requirement()
 # by name only.
 LOCAL_PROJECTS: dict[str, Path] = {}
 # this backend's -C keys; the rest go to setuptools
-SETTINGS = ("cuda", "optimize", "cpu_capabilities", "ops", "dtypes", "manylinux", "wheel_size_budget", "compiler_cache",
+SETTINGS = ("cuda", "optimize", "cpu_capabilities", "fast_bindings", "ops", "dtypes", "manylinux", "wheel_size_budget", "compiler_cache",
             "target")
 
 
@@ -109,6 +110,12 @@ def _cpu_capabilities(settings: dict[str, str]) -> bool | None:
     """-C cpu_capabilities=true|false: the CPU loops' AVX2 and AVX-512 builds too, or not
     (unset: as `codegen build` decides, every -O level but 0)."""
     return _switch(settings, "cpu_capabilities")
+
+
+def _fast_bindings(settings: dict[str, str]) -> bool | None:
+    """-C fast_bindings=true|false: the fast Python bindings, or not (unset: as `codegen build`
+    decides, every -O level but 0)."""
+    return _switch(settings, "fast_bindings")
 
 
 def _optimize(settings: dict[str, str]) -> int:
@@ -168,12 +175,14 @@ def compile_library(config: Config, settings: dict[str, str]) -> dict[str, Path]
     chosen = selection.parse(tuple(filter(None, settings.get("ops", "").split(","))),
                              tuple(filter(None, settings.get("dtypes", "").split(","))))
     cuda, optimize, capabilities = _cuda_choice(settings), _optimize(settings), _cpu_capabilities(settings)
+    fast_bindings = _fast_bindings(settings)
     compat = glibc_compat(_manylinux(config, settings))
     target = build.wheel_build_dir(config, cuda, optimize, chosen.as_dict() if chosen else None, glibc_compat=compat,
-                                   cpu_capabilities=capabilities)
+                                   cpu_capabilities=capabilities, fast_bindings=fast_bindings)
     config = dataclasses.replace(config, build=str(target))
     library = build.build_project(config, selection=chosen or None, cuda=cuda, optimize=optimize, need_gpu=False,
                                   log=_log, glibc_compat=compat, cpu_capabilities=capabilities,
+                                  fast_bindings=fast_bindings,
                                   compiler_cache=settings.get("compiler_cache"))
     package = config.python_package
     built = {f"{package}.{config.library}": library}
@@ -333,7 +342,8 @@ def setup_arguments(config: Config, mode: str, settings: dict[str, str]) -> dict
     ext_modules = []
     if mode == "wheel":
         ext_modules.append(Extension(f"{package}.{config.library}", sources=[], py_limited_api=target.py_limited_api))
-        if build.fast_source(config) is not None:
+        if build.fast_source(config) is not None and build.fast_bindings_built(_optimize(settings),
+                                                                                _fast_bindings(settings)):
             ext_modules.append(Extension(f"{package}._generated.{build.FAST_MODULE}", sources=[]))
     return dict(
         packages=[package, *(f"{package}.{sub}" for sub in subpackages), f"{package}._generated"],

@@ -133,6 +133,9 @@ def check(project):
 @click.option("--cpu-capabilities/--no-cpu-capabilities", default=None,
               help="Compile the AVX2 and AVX-512 builds of the generated CPU loops as well as the default one "
               "(default: at every -O level but 0): an -O0 build to debug those loops in.")
+@click.option("--fast-bindings/--no-fast-bindings", default=None,
+              help="Compile the fast Python bindings, a CPython module that calls each op with less overhead "
+              "than its Python wrapper (default: at every -O level but 0).")
 @click.option("--target", "target_name", type=click.Choice([t.name for t in TARGETS]), default=None,
               help="The API the generated C++ is written against (default: [tool.codegen] target): 'aten', the "
               "full ATen API, or 'stable', torch's stable ABI (one build for every torch release from the oldest "
@@ -142,8 +145,8 @@ def check(project):
               "cannot (and those whose derivative formulas call them), instead of failing: for the stable "
               "target's build of a library written for the full one.  Generated into <build>/generated.")
 @click.option("--verbose", "-v", is_flag=True, help="Show the compiler commands.")
-def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, cpu_capabilities, verbose, ops, dtypes,
-          target_name, leave_out_unsupported):
+def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, cpu_capabilities, fast_bindings, verbose,
+          ops, dtypes, target_name, leave_out_unsupported):
     import dataclasses
 
     from . import build as build_mod
@@ -162,7 +165,7 @@ def build(project, regenerate, ccache, cuda, build_dir, sanitize, optimize, cpu_
     try:
         out = build_mod.build_project(config, selection=selection, verbose=verbose, use_ccache=ccache, cuda=cuda,
                                       log=_log, sanitize=sanitize, optimize=optimize, cpu_capabilities=cpu_capabilities,
-                                      target=target_name,
+                                      fast_bindings=fast_bindings, target=target_name,
                                       leave_out_unsupported=leave_out_unsupported)
     except CodegenError as e:
         raise _bad_declarations(e) from None

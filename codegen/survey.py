@@ -411,8 +411,9 @@ def compile_library(root: Path, jobs: int, log=print, optimize: int = 0) -> tupl
     (whether the library built and loaded, everything the compilers printed)."""
     env = dict(os.environ, MAX_JOBS=str(jobs))
     nice = ["nice", "-n", "10"] if shutil.which("nice") else []
+    # --fast-bindings: the fast Python bindings of every schema must compile too (-O0 leaves them out)
     cmd = [*nice, sys.executable, "-m", "opwrap_codegen.cli", "build", "--no-generate", "--no-cuda", "--no-ccache",
-           f"-O{optimize}"]
+           f"-O{optimize}", "--fast-bindings"]
     r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     output = r.stdout + r.stderr
     if r.returncode == 0:

@@ -40,7 +40,8 @@ def bundled_build() -> dict:
     built = json.loads(path.read_text())
     optimize = built.get("optimize", DEFAULT_OPTIMIZE)
     return {"optimize": optimize,
-            "cpu_capabilities": built.get("cpu_capabilities", capability_units_built(optimize, None))}
+            "cpu_capabilities": built.get("cpu_capabilities", capability_units_built(optimize, None)),
+            "fast_bindings": built.get("fast_bindings", True)}
 
 
 def run_codegen(*args, cwd=ROOT, env=None):
@@ -341,7 +342,9 @@ def _make_mylib(lib: Path) -> dict:
     for rel, text in MYLIB_FILES.items():
         (lib / rel).write_text(text)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    procs = [subprocess.Popen([*CODEGEN, "build", "--no-cuda", "-O0"], cwd=lib, env=env,  # CPU only, -O0: less to compile
+    # CPU only, -O0: less to compile; with the fast Python bindings, whose precompiled header
+    # test_build.py checks (an -O0 build leaves them out unless asked)
+    procs = [subprocess.Popen([*CODEGEN, "build", "--no-cuda", "-O0", "--fast-bindings"], cwd=lib, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     outputs = [p.communicate()[0] for p in procs]
     record["builds"] = [[p.returncode for p in procs], outputs]
@@ -368,7 +371,8 @@ def _make_pynames(lib: Path) -> dict:
     (lib / "declarations" / "names.yaml").write_text(NAMES_DECLARATIONS)
     (lib / "kernels" / "names.h").write_text(NAMES_KERNELS)
     (lib / "declarations" / "blend.yaml").write_text(OPS)
-    for step, args in (("stubs", ["stubs"]), ("build", ["build", "--no-cuda", "-O0"])):
+    # --fast-bindings: the tests call the ops through the fast Python bindings as well as their wrappers
+    for step, args in (("stubs", ["stubs"]), ("build", ["build", "--no-cuda", "-O0", "--fast-bindings"])):
         r = run_codegen(*args, cwd=lib)
         record[step] = [r.returncode, r.stdout + r.stderr]
     return record
@@ -416,9 +420,11 @@ def _make_sharedlib(lib: Path) -> dict:
     r = run_codegen("generate", cwd=lib)  # no kernel headers of test_dtype_rules.py yet
     record["missing"] = [r.returncode, r.stdout + r.stderr]
     importlib.import_module("test_dtype_rules").add_kernel_headers(lib)
-    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)  # CPU only, -O0: less to compile
+    # CPU only, -O0: less to compile; --fast-bindings: test_kernel_types.py calls every type
+    # through the fast Python bindings too
+    r = run_codegen("build", "--no-cuda", "-O0", "--fast-bindings", cwd=lib)
     record["build"] = [r.returncode, r.stdout + r.stderr]
-    r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)  # a second time: nothing to compile
+    r = run_codegen("build", "--no-cuda", "-O0", "--fast-bindings", cwd=lib)  # a second time: nothing to compile
     record["noop"] = [r.returncode, r.stdout + r.stderr]
     return record
 

@@ -1,6 +1,7 @@
 """The build: lean translation units, no-op rebuilds, and a library made with `codegen init`
 outside this repository (with cwrap-style split_types)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -58,13 +59,21 @@ def test_cpu_capability_units_are_built_at_every_level_but_O0_unless_asked():
     assert capability_units_built(0, None, sanitize=True)  # the sanitizer build's level is its own
 
 
+def test_fast_bindings_are_built_at_every_level_but_O0_unless_asked():
+    from opwrap_codegen.build import fast_bindings_built
+    assert [fast_bindings_built(level, None) for level in (0, 1, 2, 3)] == [False, True, True, True]
+    assert fast_bindings_built(0, True) and not fast_bindings_built(3, False)  # --[no-]fast-bindings
+    assert fast_bindings_built(0, None, sanitize=True)  # the sanitizer build's level is its own
+
+
 def test_noop_build_rebuilds_nothing():
     build = ROOT / "build"
     built = bundled_build()  # the same -O level and CPU capabilities as build/ was built with
     objects = {p: p.stat().st_mtime_ns for p in build.glob("*.o")}
     assert objects
     r = run_codegen("build", "--no-generate", "--verbose", f"-O{built['optimize']}",
-                    "--cpu-capabilities" if built["cpu_capabilities"] else "--no-cpu-capabilities")
+                    "--cpu-capabilities" if built["cpu_capabilities"] else "--no-cpu-capabilities",
+                    "--fast-bindings" if built["fast_bindings"] else "--no-fast-bindings")
     assert r.returncode == 0, r.stderr
     assert "no work to do" in r.stdout + r.stderr
     assert objects == {p: p.stat().st_mtime_ns for p in build.glob("*.o")}
@@ -191,7 +200,7 @@ def test_init_makes_a_separate_library_that_builds_and_loads(mylib):
     step = next(line for line in made["init"][1].splitlines() if line.startswith("next: ")).removeprefix("next: ")
     assert step.count("codegen build") == 1
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    out = subprocess.run(step.replace("codegen build", "codegen build --no-cuda -O0"), shell=True, capture_output=True,
+    out = subprocess.run(step.replace("codegen build", "codegen build --no-cuda -O0 --fast-bindings"), shell=True, capture_output=True,
                          text=True, env=env)
     assert out.returncode == 0 and out.stdout.splitlines()[-1] == "tensor([2., 2., 2.])", out.stdout + out.stderr
     # and compiles nothing: `codegen` from the venv's bin (the ninja beside it first on PATH)
@@ -209,10 +218,16 @@ def test_init_library_selective_build_and_positioned_compile_errors(mylib):
     # A selective build: only `scale`, only float32.  The other ops are not registered, float64
     # is refused naming the op and dtype, and the library is smaller.
     sel = lib / "build-select"
+    (sel / "python").mkdir(parents=True)
+    (sel / "python" / "_fast.so").write_bytes(b"")  # as an earlier build with the bindings left it
     r = run_codegen("build", "--no-generate", "--no-cuda", "-O0", "--ops", "mylib::scale", "--dtypes", "float32",
                     "--build-dir", str(sel), cwd=lib)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (sel / "generated" / "cpu").iterdir()) == ["scale.cpp", "scale_float32.cpp"]
+    # -O0 leaves the fast Python bindings out (the ops take their wrappers, as the script below
+    # does), and removes an earlier build's, which the loader would take instead
+    assert "skipping the fast Python bindings (-O0; --fast-bindings compiles them)" in r.stderr, r.stderr
+    assert not list((sel / "python").glob("_fast*.so")) and json.loads((sel / "_C.json").read_text())["fast_bindings"] is False
     script = ("import torch, mylib\n"
               "x = torch.arange(4.0)\n"
               "assert torch.equal(mylib.ops.scale(x, 3.0), x * 3)\n"
@@ -232,7 +247,7 @@ def test_init_library_selective_build_and_positioned_compile_errors(mylib):
         try:
             decl.write_text(good.replace("grad.unsqueeze(1)", "grad.unsqueez(1)"))
             assert run_codegen("generate", cwd=lib).returncode == 0
-            r = run_codegen("build", "--no-cuda", "-O0", cwd=lib)
+            r = run_codegen("build", "--no-cuda", "-O0", "--fast-bindings", cwd=lib)  # the fixture's settings
             assert r.returncode != 0
             assert "declarations/row_sum.yaml:6:" in r.stdout + r.stderr and "unsqueez" in r.stdout + r.stderr, r.stderr[-3000:]
         finally:
@@ -263,7 +278,8 @@ def test_wheel_packages_what_codegen_build_compiles(tmp_path):
     wheels = tmp_path / "wheels"
     built = bundled_build()  # build/'s settings: `make build`'s, or another build's
     settings = ["-C", f"optimize={built['optimize']}",
-                "-C", f"cpu_capabilities={str(built['cpu_capabilities']).lower()}"]
+                "-C", f"cpu_capabilities={str(built['cpu_capabilities']).lower()}",
+                "-C", f"fast_bindings={str(built['fast_bindings']).lower()}"]
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", *settings,
                         "-w", str(wheels), str(ROOT)], capture_output=True, text=True,
                        # CUDA is built and tested by `codegen build`; the wheel's CPU part proves the packaging.
@@ -278,7 +294,7 @@ def test_wheel_packages_what_codegen_build_compiles(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("opwrap/_C") and n.endswith(".so") for n in names), names
     assert any(n.startswith("opwrap/_C") and n.endswith(".json") for n in names), names  # the torch it needs
-    assert any(n.startswith("opwrap/_generated/_fast") and n.endswith(".so") for n in names), names
+    assert any(n.startswith("opwrap/_generated/_fast") and n.endswith(".so") for n in names) == built["fast_bindings"], names
     assert "opwrap/_generated/__init__.py" in names and "opwrap/py.typed" in names
     assert not any(n.startswith(("codegen/", "opwrap_codegen/")) for n in names), names
     metadata = zipfile.ZipFile(wheel).read("opwrap-0.1.0.dist-info/METADATA").decode()
@@ -320,8 +336,11 @@ def test_sanitizer_build_reports_memory_errors_and_undefined_behaviour(tmp_path)
         "  for (int64_t i = 0; i < out.numel(); ++i) o[i] = in[i] + T(2147483647);\n}\n}\n")
     # No precompiled headers: this is the run's only library with the sanitizer's options, so
     # theirs would serve its few units alone (measured: 68 s of CPU with them, 47 s without);
-    # `make test-asan` builds the bundled library's sanitizer units with them.
-    r = run_codegen("build", "--sanitize", cwd=lib, env={"OPWRAP_PCH": "0"})
+    # `make test-asan` builds the bundled library's sanitizer units with them.  No fast Python
+    # bindings either: the bugs are in the kernels, which the ops' wrappers reach as well, and
+    # the bindings' unit, parsing torch's Python headers without a precompiled copy, was 15 of
+    # those 47 s; `make test-asan` sanitizes the bundled library's.
+    r = run_codegen("build", "--sanitize", "--no-fast-bindings", cwd=lib, env={"OPWRAP_PCH": "0"})
     assert r.returncode == 0, r.stderr
     from opwrap_codegen.build import sanitizer_runtime
     env = {**os.environ, "PYTHONPATH": str(lib), "LD_PRELOAD": sanitizer_runtime(), "ASAN_OPTIONS": "detect_leaks=0",

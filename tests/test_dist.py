@@ -130,7 +130,8 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     # instead of the one just built, and the library's generated tree would not match it.
     _ok(_run([UV, "cache", "clean", "opwrap-codegen"], env=uv_env))
     build = [sys.executable, "-m", "build", "--installer", "uv"]
-    lib_build = subprocess.Popen([*build, "--wheel", "-o", wheels, *settings, lib], env=uv_env,
+    # the library's wheel with its fast Python bindings, as a wheel built at the default -O3 has them
+    lib_build = subprocess.Popen([*build, "--wheel", "-o", wheels, *settings, "-C", "fast_bindings=true", lib], env=uv_env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     repo_copy, clone = tmp_path / "repo", tmp_path / "clone"  # as a fresh clone has it: no build/ to reuse
     _export(ROOT, repo_copy)
@@ -235,6 +236,10 @@ def test_backend_settings_are_checked_and_the_rest_go_to_setuptools():
         [None, True, False]
     with pytest.raises(backend.BuildError, match="-C cpu_capabilities=avx2: expected true or false"):
         backend._cpu_capabilities({"cpu_capabilities": "avx2"})
+    assert [backend._fast_bindings(s) for s in ({}, {"fast_bindings": "true"}, {"fast_bindings": "off"})] == \
+        [None, True, False]
+    with pytest.raises(backend.BuildError, match="-C fast_bindings=some: expected true or false"):
+        backend._fast_bindings({"fast_bindings": "some"})
 
 
 def test_static_dependencies_are_refused_at_their_line(tmp_path):

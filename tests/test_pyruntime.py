@@ -78,6 +78,10 @@ def test_library_candidates_and_a_clear_error_when_none_is_built(tmp_path, monke
     assert lib.candidates() == [tmp_path / "pkg" / "_C.cpython.so", here / "../../build" / "_C.so"]
     monkeypatch.setenv("PKG_LIBRARY", str(tmp_path / "elsewhere.so"))
     assert lib.candidates()[0] == tmp_path / "elsewhere.so"
+    # the fast bindings of the library $PKG_LIBRARY names come from its build alone, not from
+    # the default build's (this one is no module: it would fail to load if it were tried)
+    (build / "python" / "_fast.so").write_text("")
+    assert lib.load_fast() is None
 
 
 def test_dtype_and_device_checks_name_the_op_and_arguments():

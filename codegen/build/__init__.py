@@ -154,6 +154,19 @@ def capability_units_built(optimize: int, cpu_capabilities: bool | None, sanitiz
 FAST_MODULE = "_fast"
 
 
+def fast_bindings_built(optimize: int, fast_bindings: bool | None, sanitize: bool = False) -> bool:
+    """Whether a build compiles the fast Python bindings (`_fast`, plugins/python_fast.py): as
+    asked (`codegen build --fast-bindings/--no-fast-bindings`, a wheel's -C fast_bindings=),
+    else at every -O level but 0 (and in the sanitizer build, whose level is its own).  Like
+    the CPU-capability units, they exist for speed (a call's overhead), which -O0 gives up;
+    without them each op takes its Python wrapper, which behaves the same.  Their one unit
+    includes torch's Python headers: about 5 s of CPU, a tenth to a third of a small
+    library's -O0 build."""
+    if fast_bindings is not None:
+        return fast_bindings
+    return sanitize or optimize != 0
+
+
 def fast_source(config: Config) -> Path | None:
     """The generated CPython bindings (see plugins/python_fast.py), built as their own module."""
     path = config.path("generated") / "python" / f"{FAST_MODULE}.cpp"
@@ -677,6 +690,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
           need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = (),
           glibc_compat: bool = False, compiler_cache: str | None = None, cpu_capabilities: bool | None = None,
+          fast_bindings: bool | None = None,
           _through_sccache: bool = False) -> Path:
     """Compile generated/ and the project's sources into <build>/<library>.so with ninja,
     linking in the C files and crates the native step builds first (native_link_inputs).
@@ -684,7 +698,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     `need_gpu=False` (wheels) builds CUDA whenever torch and the toolkit can, GPU or not.
     `optimize` is the -O level of the host compiler and nvcc (the sanitizer build keeps -O1).
     `cpu_capabilities`: compile the AVX2 and AVX-512 builds of the CPU loops too (None: unless
-    `optimize` is 0; see capability_units_built).
+    `optimize` is 0; see capability_units_built).  `fast_bindings`: compile the fast Python
+    bindings (None: unless `optimize` is 0; see fast_bindings_built).
     `glibc_compat` links glibc_compat_source into both modules (manylinux wheels).
     `compiler_cache` (a wheel's -C compiler-cache=) and `use_ccache` (--ccache/--no-ccache)
     choose the compiler cache over OPWRAP_COMPILER_CACHE and [tool.codegen] compiler_cache
@@ -706,7 +721,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         try:
             return build(config, verbose=verbose, use_ccache=False, log=log, cuda=cuda, sanitize=sanitize,
                          selection=selection, need_gpu=need_gpu, optimize=optimize, also_include=also_include,
-                         glibc_compat=glibc_compat, cpu_capabilities=cpu_capabilities, _through_sccache=True)
+                         glibc_compat=glibc_compat, cpu_capabilities=cpu_capabilities, fast_bindings=fast_bindings,
+                         _through_sccache=True)
         finally:
             log(f"codegen build: sccache: {server.summary()}")
             server.stop()
@@ -769,6 +785,13 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     t0 = time.perf_counter()
     fast = fast_source(config)
     fast_dir = build_dir / "python"
+    with_fast = fast_bindings_built(optimize, fast_bindings, sanitize)  # when the target generates them
+    if fast is not None and not with_fast:
+        why = "-O0; --fast-bindings compiles them" if fast_bindings is None else "--no-fast-bindings"
+        log(f"codegen build: skipping the fast Python bindings ({why}): each op takes its Python wrapper")
+        fast = None
+        for stale in fast_dir.glob(f"{FAST_MODULE}*.so"):  # an earlier build's: the loader would take them
+            stale.unlink()
     fast_log = fast_dir / ".ninja_log"
     fast_start = fast_log.stat().st_size if fast_log.exists() else 0
 
@@ -816,7 +839,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         abi_check.check(out, build_dir, log)
     import torch
     manifest = {"cuda": env is not None, "sanitize": sanitize, "optimize": None if sanitize else optimize,
-                "cpu_capabilities": with_capabilities, "selection": selection, "torch": torch_location(),
+                "cpu_capabilities": with_capabilities, "fast_bindings": with_fast, "selection": selection, "torch": torch_location(),
                 "torch_version": torch.__version__,
                 "generated": generated_digest(config.path("generated"))}
     if glibc_compat:
@@ -957,7 +980,7 @@ def wheel_cuda() -> bool | None:
 
 def wheel_build_dir(config: Config, cuda: bool | None = None, optimize: int = DEFAULT_OPTIMIZE,
                     selection: dict | None = None, glibc_compat: bool = False,
-                    cpu_capabilities: bool | None = None) -> Path:
+                    cpu_capabilities: bool | None = None, fast_bindings: bool | None = None) -> Path:
     """Where a wheel build compiles: the development build directory itself when the wheel
     wants what was built there (CUDA or not, the -O level, its CPU capabilities, the
     selection) with this same torch, so that a wheel made after `make build` compiles
@@ -970,6 +993,7 @@ def wheel_build_dir(config: Config, cuda: bool | None = None, optimize: int = DE
                          and built.get("optimize") == optimize and built.get("selection") == selection
                          and built.get("cpu_capabilities", capability_units_built(optimize, None))  # an older manifest
                          == capability_units_built(optimize, cpu_capabilities)
+                         and built.get("fast_bindings", True) == fast_bindings_built(optimize, fast_bindings)
                          and built.get("torch") == torch_location()
                          and bool(built.get("glibc_compat")) == glibc_compat)
     return config.path("build") if same else config.path("build") / "wheel"

@@ -182,10 +182,13 @@ class Library:
     def load_fast(self) -> ModuleType | None:
         """The compiled fast Python bindings (`_fast`): from the build $<env_var> names, beside
         the package, or in the build directory; None when they were not built (the ops then
-        take their Python wrappers)."""
+        take their Python wrappers).  A library that $<env_var> names takes only its own build's:
+        another build's bindings could name ops it does not hold (a selective build) or differ
+        from it (an -O0 build compiles none; build.fast_bindings_built)."""
         env = os.environ.get(self.env_var)
-        beside = [Path(env).parent / "python"] if env else []  # the build that $<env_var> names
-        for directory in (*beside, self.here, self.here / self.build_rel / "python"):
+        directories = ((Path(env).parent / "python",) if env
+                       else (self.here, self.here / self.build_rel / "python"))
+        for directory in directories:
             for path in sorted(glob.glob(str(directory / "_fast*.so"))):
                 spec = importlib.util.spec_from_file_location(f"{self.package}._fast", path)
                 if spec is None or spec.loader is None:
