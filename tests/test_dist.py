@@ -242,6 +242,30 @@ def test_backend_settings_are_checked_and_the_rest_go_to_setuptools():
         backend._fast_bindings({"fast_bindings": "some"})
 
 
+def test_a_wheels_metadata_pins_the_torch_release_without_importing_torch(tmp_path):
+    """The metadata step of a wheel build (pip's and uv's first hook) reads the torch release
+    from torch's distribution metadata: importing torch there cost 1.6 s of CPU per build.  The
+    release is the loader's rule (pyruntime.torch_release) of the version torch reports."""
+    import torch
+
+    from opwrap_codegen.core import torch_compat
+    from opwrap_codegen.pyruntime import torch_release
+    assert torch_compat.installed_version() == torch.__version__
+    for version in ("2.11.0+cu130", "2.14.1", "2.15.0.dev20260101+cpu", torch.__version__):
+        assert torch_compat.release_name(torch_compat.release_of(version)) == torch_release(version)
+    lib = tmp_path / "mdlib"
+    _ok(run_codegen("init", str(lib)))
+    _ok(run_codegen("generate", cwd=lib))
+    script = ("import sys\nfrom opwrap_codegen import backend\n"
+              f"name = backend.prepare_metadata_for_build_wheel({str(tmp_path / 'md')!r})\n"
+              "print(name, 'torch' in sys.modules)\n")
+    (tmp_path / "md").mkdir()
+    out = _ok(_run([sys.executable, "-c", script], cwd=lib)).stdout.splitlines()[-1].split()  # after setuptools' log
+    assert out == ["mdlib-0.1.0.dist-info", "False"], out
+    metadata = (tmp_path / "md" / out[0] / "METADATA").read_text().splitlines()
+    assert f"Requires-Dist: torch=={torch_release(torch.__version__)}.*" in metadata, metadata
+
+
 def test_static_dependencies_are_refused_at_their_line(tmp_path):
     """The backend pins torch, so [project] dependencies must be dynamic; a project that lists
     them statically gets path:line:col and exit status 2 from the build, not a traceback."""

@@ -963,11 +963,10 @@ def build_project(config: Config, *, selection=None, log=print, target: str | No
 def torch_release() -> str:
     """The release of the torch this process builds against, as `major.minor` (2.14): a
     library compiled against one works with that release only (torch's C++ ABI).  The rule
-    is the loader's (pyruntime), which refuses a library built for another release."""
-    import torch
-
-    from ..pyruntime import torch_release as release_of
-    return release_of(torch.__version__)
+    is the loader's (pyruntime), which refuses a library built for another release.  Read
+    without importing torch where its metadata allows (a wheel's metadata step needs no more)."""
+    from ..core.torch_compat import installed_release, release_name
+    return release_name(installed_release())
 
 
 def wheel_cuda() -> bool | None:

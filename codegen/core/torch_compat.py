@@ -10,6 +10,7 @@ expect, on each release, exactly what `FEATURES` says (tests/conftest.py, `torch
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 # Every release claimed: built and tested by `make torch-matrix` (CI), the newest by the full
@@ -29,14 +30,39 @@ def requirement() -> str:
     return f"torch>={release_name(OLDEST)},<{NEWEST[0]}.{NEWEST[1] + 1}"
 
 
-def installed_release() -> tuple[int, int]:
-    """The running torch's release, by the loader's rule (pyruntime.torch_release: 2.11.0+cu130
-    is release 2.11; imported here, not at the top, so that this module imports no torch)."""
-    import torch
-
-    from ..pyruntime import torch_release
-    major, minor = torch_release(torch.__version__).split(".")
+def release_of(version: str) -> tuple[int, int]:
+    """A torch version's release: '2.11.0+cu130' -> (2, 11).  The loader's rule
+    (pyruntime.torch_release, which a generated library carries without the toolchain)."""
+    major, minor = version.split("+")[0].split(".")[:2]
     return int(major), int(minor)
+
+
+def installed_version() -> str:
+    """The version of the torch that `import torch` loads here ('2.14.1+cu130'), without
+    importing it where it can: from its distribution's metadata, when that distribution is the
+    one on the import path (importing torch costs about 1.6 s of CPU, and a wheel build's
+    metadata step needs only this).  A torch already imported, or one without metadata of its
+    own (a source tree on the path), answers by import."""
+    import importlib.metadata
+    import importlib.util
+    import sys
+    if "torch" not in sys.modules:
+        spec = importlib.util.find_spec("torch")
+        try:
+            dist = importlib.metadata.distribution("torch")
+        except importlib.metadata.PackageNotFoundError:
+            dist = None
+        if dist is not None and spec is not None and spec.origin and \
+                os.path.realpath(str(dist.locate_file("torch/__init__.py"))) == os.path.realpath(spec.origin):
+            return dist.version
+    import torch
+    return torch.__version__
+
+
+def installed_release() -> tuple[int, int]:
+    """The running torch's release (2.11.0+cu130 is release 2.11), without importing torch
+    where its metadata says (installed_version)."""
+    return release_of(installed_version())
 
 
 # at::Tag values that older supported releases lack: tag -> the macro of torch_compat.h that
