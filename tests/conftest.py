@@ -342,8 +342,8 @@ def _make_mylib(lib: Path) -> dict:
     for rel, text in MYLIB_FILES.items():
         (lib / rel).write_text(text)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    # CPU only, -O0: less to compile; with the fast Python bindings, whose precompiled header
-    # test_build.py checks (an -O0 build leaves them out unless asked)
+    # CPU only, -O0: less to compile; with the fast Python bindings, whose use of the units'
+    # precompiled header test_build.py checks (an -O0 build leaves them out unless asked)
     procs = [subprocess.Popen([*CODEGEN, "build", "--no-cuda", "-O0", "--fast-bindings"], cwd=lib, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     outputs = [p.communicate()[0] for p in procs]

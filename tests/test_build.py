@@ -26,7 +26,7 @@ AUTOGRAD = {"ATen/TensorOperators.h", "opwrap/runtime/once_differentiable.h", "o
 POINTWISE = {"opwrap/runtime/cpu_capability.h", "opwrap/runtime/cpu_dispatch.h"}
 
 # The CPython bindings; ATen/autocast_mode.h is heavy, so all autocast kernels share one TU.
-FAST = {"opwrap/runtime/precompiled_python.h", "opwrap/runtime/python_fast.h", "tuple"}
+FAST = {"opwrap/runtime/precompiled.h", "opwrap/runtime/python_fast.h", "tuple"}
 
 
 # Headers a kernel wrapper includes only when its declaration needs them: out= resizing,
@@ -113,9 +113,10 @@ def test_init_library_passes_opcheck_and_compiles_with_no_graph_break(mylib):
 @pytest.mark.xdist_group("mylib")
 def test_init_library_units_use_the_shared_precompiled_header(mylib):
     """A `codegen init` library's wrapper and autograd units, the DEFAULT unit of its pointwise
-    loops, and the dtype units of its split_types op, start with precompiled.h and compile
-    against the copy precompiled in the user's cache (GCC's -H marks a precompiled header it
-    uses with '!'); CPU-capability units, whose instruction set comes first, do not include it."""
+    loops, the dtype units of its split_types op and its fast Python bindings start with
+    precompiled.h and compile against the one copy precompiled in the user's cache for that
+    library (GCC's -H marks a precompiled header it uses with '!'); CPU-capability units,
+    whose instruction set comes first, do not include it."""
     from opwrap_codegen import build
     from opwrap_codegen.pipeline import units
     if sys.platform != "linux" or os.environ.get(build.PCH_ENV) == "0":
@@ -127,21 +128,27 @@ def test_init_library_units_use_the_shared_precompiled_header(mylib):
     for unit in gen.iterdir():
         has = precompiled in unit.read_text()
         assert has == unit.name.startswith(("cpu.", "autograd.", "pointwise.0")), (unit.name, has)
-    # a wrapper unit, and the fast Python bindings with their own (no OpenMP, Python's headers),
-    # each compiled with the options its build.ninja holds
+    # a wrapper unit, and the fast Python bindings (a module of their own, Python's headers
+    # after torch's), each compiled with the options its build.ninja holds
     split = lib / "generated" / "cpu" / "scale_float32.cpp"  # a unit of its own (split_types)
-    assert split.read_text().count(precompiled) == 1
-    for ninja, source, header in ((lib / "build" / "build.ninja", gen / "cpu.0.cpp", units.PRECOMPILED),
-                                  (lib / "build" / "build.ninja", gen / "pointwise.0.cpp", units.PRECOMPILED),
-                                  (lib / "build" / "build.ninja", split, units.PRECOMPILED),
-                                  (lib / "build" / "python" / "build.ninja", lib / "generated" / "python" / "_fast.cpp",
-                                   units.PRECOMPILED_PYTHON)):
+    fast = lib / "generated" / "python" / "_fast.cpp"
+    assert split.read_text().count(precompiled) == 1 and fast.read_text().count(precompiled) == 1
+    used = set()
+    for ninja, source in ((lib / "build" / "build.ninja", gen / "cpu.0.cpp"),
+                          (lib / "build" / "build.ninja", gen / "pointwise.0.cpp"),
+                          (lib / "build" / "build.ninja", split),
+                          (lib / "build" / "python" / "build.ninja", fast)):
         cflags = next(line.split(" = ", 1)[1] for line in ninja.read_text().splitlines() if line.startswith("cflags = "))
         pch_dir = next(f[2:] for f in cflags.split() if f.startswith("-I") and str(build.pch_cache_dir()) in f)
-        assert (Path(pch_dir) / (header + ".gch")).is_file()
+        assert (Path(pch_dir) / (units.PRECOMPILED + ".gch")).is_file()
         r = subprocess.run(f"c++ {cflags} -H -fsyntax-only {source}", shell=True, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
-        assert f"! {pch_dir}/{header}.gch" in r.stderr, r.stderr[:3000]
+        assert f"! {pch_dir}/{units.PRECOMPILED}.gch" in r.stderr, r.stderr[:3000]
+        used.add(pch_dir)
+    assert len(used) == 1, used  # one copy for the library: its bindings make no second one
+    # neither build made another: each says so the time it makes one
+    made = [line for out in mylib.record["builds"][1] for line in out.splitlines() if "codegen build: precompiled" in line]
+    assert all(units.PRECOMPILED in line for line in made), made
 
 
 @pytest.mark.slow(60)

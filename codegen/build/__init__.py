@@ -591,7 +591,7 @@ def ninja_log_entries(ninja_log: Path, start: int = 0):
 # copy is made once per compiler, torch and options in the user's cache and shared by every
 # library built with them (the bundled one, each `codegen init` library, each test library).
 PCH_ENV = "OPWRAP_PCH"  # 0: no precompiled header
-PCH_KEEP = 8  # copies kept in the cache, the least recently used removed: `make test` uses six (the bundled library's two, four of its test libraries)
+PCH_KEEP = 8  # copies kept in the cache, the least recently used removed: `make test` uses four (-O3: the bundled library; -O0: the test libraries; two sanitizer and target builds)
 
 
 def pch_cache_dir() -> Path:
@@ -622,12 +622,11 @@ def _compiler_identity(cxx: str) -> str | None:
     return f"{shutil.which(cxx)}|{version[-1] if version else ''}" if out.returncode == 0 and version else None
 
 
-def precompiled_header(cpp_extension, cflags: list[str], log=print, name: str = units.PRECOMPILED) -> Path | None:
-    """A directory holding the support header `name` (units.PRECOMPILED or
-    units.PRECOMPILED_PYTHON) and its precompiled copy for units compiled with `cflags`
-    (cpp_extension's options then ours), to go first on the include path; None where there is
-    none to use: OPWRAP_PCH=0, a compiler other than GCC, or a torch whose C++ options cannot
-    be read."""
+def precompiled_header(cpp_extension, cflags: list[str], log=print) -> Path | None:
+    """A directory holding the support header units.PRECOMPILED and its precompiled copy for
+    units compiled with `cflags` (cpp_extension's options then ours), to go first on the
+    include path; None where there is none to use: OPWRAP_PCH=0, a compiler other than GCC,
+    or a torch whose C++ options cannot be read."""
     if os.environ.get(PCH_ENV) == "0" or sys.platform != "linux":
         return None
     cxx = os.environ.get("CXX") or "c++"  # cpp_extension's compiler
@@ -642,6 +641,7 @@ def precompiled_header(cpp_extension, cflags: list[str], log=print, name: str = 
     import tempfile
 
     import torch
+    name = units.PRECOMPILED
     header = support_include_dir() / name
     flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", std, *cflags]
     system = [*cpp_extension.include_paths(), sysconfig.get_path("include", scheme="posix_prefix")]
@@ -795,26 +795,28 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     fast_log = fast_dir / ".ninja_log"
     fast_start = fast_log.stat().st_size if fast_log.exists() else 0
 
+    target = target_named(config.target)  # codegen/core/targets.py: its definitions, and what it leaves out
+    unit_cflags = cflags + (openmp_flags() if target.openmp else []) + [f"-D{d}" for d in target.defines] + \
+        list(target.cflags)
+    pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log) if target.precompiled
+                                       else None)
+
     def build_fast():  # the Python bindings: a CPython module of their own, linked with libtorch_python
         fast_dir.mkdir(exist_ok=True)
-        # its precompiled header is made here, at the same time as the library units' one
-        pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, cflags, log, units.PRECOMPILED_PYTHON))
+        # compiled with the library units' options, so that it starts with their precompiled
+        # header (its Python headers, parsed after it, cost about 0.5 s: docs/architecture.md,
+        # "Precompiled torch headers")
         fast_sources = [str(fast), *([str(glibc_compat_source(build_dir))] if glibc_compat else [])]
-        cpp_extension.load(name=FAST_MODULE, sources=fast_sources, extra_cflags=cflags + pch_flags, extra_ldflags=ldflags,
+        cpp_extension.load(name=FAST_MODULE, sources=fast_sources, extra_cflags=unit_cflags + pch_flags,
+                           extra_ldflags=ldflags + (openmp_flags() if target.openmp else []),
                            extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
                            build_directory=str(fast_dir),
                            verbose=verbose, is_python_module=True, with_cuda=False)
 
-    target = target_named(config.target)  # codegen/core/targets.py: its definitions, and what it leaves out
-    unit_cflags = cflags + (openmp_flags() if target.openmp else []) + [f"-D{d}" for d in target.defines] + \
-        list(target.cflags)
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
-    # idle while it compiles after the library's last unit.  The two precompiled headers a
-    # first build makes are made at once too (docs/architecture.md, "Precompiled torch headers").
+    # idle while it compiles after the library's last unit.
     with ThreadPoolExecutor(max_workers=1) as pool:
         fast_done = pool.submit(build_fast) if fast is not None else None
-        pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log) if target.precompiled
-                                           else None)
         cuda_only = [f for d in cuda_only_includes(cpp_extension) for f in ("-isystem", d)] if env is not None else []
         with cpp_units_as_in_a_cpu_build(cpp_extension, env is not None):
             cpp_extension.load(

@@ -76,8 +76,6 @@ def layout(groups: dict[str, list[str]], size: int, caps: dict[str, int] | None 
 # The header a unit of sources that allow it (Output.precompiled) starts with: torch's common
 # headers, which the build precompiles (opwrap_codegen.build.precompiled_header).
 PRECOMPILED = "opwrap/runtime/precompiled.h"
-# The fast Python bindings' first header, precompiled the same way.
-PRECOMPILED_PYTHON = "opwrap/runtime/precompiled_python.h"
 
 
 def text(group: str, members: list[str], precompiled: bool = False) -> str:

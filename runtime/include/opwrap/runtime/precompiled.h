@@ -1,6 +1,8 @@
 // The torch headers that most generated units include, first in each unit that may share a
-// precompiled copy of them (autograd, wrapper and autocast units, and the DEFAULT units of the
-// pointwise and row-wise loops; not CPU-capability units, whose instruction set must be set
+// precompiled copy of them (autograd, wrapper and autocast units, the DEFAULT units of the
+// pointwise and row-wise loops, and the fast Python bindings, whose Python headers follow it:
+// torch's own extensions include Python.h after the standard headers too, which g++'s
+// _GNU_SOURCE makes safe; not CPU-capability units, whose instruction set must be set
 // before any header).  So it must include neither at::vec nor TensorIterator: the DEFAULT
 // units pick their CPU_CAPABILITY namespace (cpu_capability.h) after it.  Parsing these is most of such a
 // unit's compile time (docs/architecture.md, "Precompiled torch headers"),
