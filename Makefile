@@ -7,7 +7,7 @@ CODEGEN := $(VENV)/bin/codegen
 PHASE  := scripts/phase
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv generate check build build-stable demo test docs ci cuda-check pytest test-asan test-fast torch-matrix bench gpu-test gpu-prep clean survey
+.PHONY: venv generate check build build-stable demo test docs ci cuda-check pytest test-asan test-fast torch-matrix bench gpu-test gpu-prep clean clean-test-tmp survey
 
 venv: $(STAMP)
 
@@ -65,11 +65,13 @@ docs: venv
 	@$(PHASE) docs env NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 
 # Everything CI runs (.ci/run): `make test`, then the docs, the CUDA compile check, the
-# sanitizer run and the core tests on every other claimed torch release.
+# sanitizer run and the core tests on every other claimed torch release.  The CUDA check and
+# the sanitizer run go side by side: each alone leaves a core idle for part of its time
+# (nvcc's largest unit last, the sanitizer build's precompiled header first), and together
+# they need about 8 GB.  --output-sync prints each one's output whole when it ends.
 ci: test
 	@$(MAKE) --no-print-directory docs
-	@$(MAKE) --no-print-directory cuda-check
-	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory -j2 --output-sync=target cuda-check test-asan
 	@$(MAKE) --no-print-directory torch-matrix
 
 # Every torch release opwrap claims (codegen/core/torch_compat.py: 2.11 to 2.15) other than the
@@ -181,5 +183,11 @@ gpu-prep: build
 	  cp -r build/stable-gpu/stable/_C.so build/stable-gpu/stable/_C.json build/stable-gpu/stable/generated \
 	    build/gpu-prep/stable/ && ls build/gpu-prep build/gpu-prep/stable
 
-clean:
+# `make clean` also removes this checkout's test folders (PYTEST_TMP and its -asan and -fast
+# siblings: about 6 GB after `make test`, most of it the shipping test's venvs, whose torch is
+# hard links into uv's cache); `make clean-test-tmp` those alone (.ci/run, when it ends).
+clean: clean-test-tmp
 	rm -rf build toolchain/build
+
+clean-test-tmp:
+	rm -rf $(PYTEST_TMP) $(PYTEST_TMP)-asan $(PYTEST_TMP)-fast
