@@ -591,7 +591,7 @@ def ninja_log_entries(ninja_log: Path, start: int = 0):
 # copy is made once per compiler, torch and options in the user's cache and shared by every
 # library built with them (the bundled one, each `codegen init` library, each test library).
 PCH_ENV = "OPWRAP_PCH"  # 0: no precompiled header
-PCH_KEEP = 8  # copies kept in the cache, the least recently used removed: `make test` uses four (-O3: the bundled library; -O0: the test libraries; two sanitizer and target builds)
+PCH_KEEP = 8  # copies kept in the cache, the least recently used removed: `make test` makes two (-O3: the bundled library; -O0: its test libraries), `make ci` seven (and the sanitizer build's, one for each other torch release)
 
 
 def pch_cache_dir() -> Path:
