@@ -66,10 +66,9 @@ docs: venv
 
 # Everything CI runs (.ci/run): `make test`, then the docs, the CUDA compile check, the
 # sanitizer run and the core tests on every other claimed torch release, one after another:
-# each keeps both cores busy most of its time, and side by side they only took turns (the
-# CUDA check and the sanitizer run together 428 s, one after another 396 s half an hour later; the torch-version matrix with a release's
-# tests beside the next one's build 845 s against 795 s one after another, its compilers and
-# test workers thrashing the two cores' caches: 1,625 s of CPU against 1,305 s).
+# at equal priority, side by side they only took turns on the two cores (the CUDA check and
+# the sanitizer run together 428 s, one after another 396 s half an hour later).  The matrix
+# overlaps its own steps, the background ones at the lowest priority (scripts/torch-matrix).
 ci: test
 	@$(MAKE) --no-print-directory docs
 	@$(MAKE) --no-print-directory cuda-check
