@@ -66,9 +66,11 @@ docs: venv
 
 # Everything CI runs (.ci/run): `make test`, then the docs, the CUDA compile check, the
 # sanitizer run and the core tests on every other claimed torch release, one after another:
-# at equal priority, side by side they only took turns on the two cores (the CUDA check and
-# the sanitizer run together 428 s, one after another 396 s half an hour later).  The matrix
-# overlaps its own steps, the background ones at the lowest priority (scripts/torch-matrix).
+# side by side they only took turns on the two cores (the CUDA check and the sanitizer run
+# together 428 s, one after another 396 s half an hour later; with the CUDA check in the
+# background at the lowest priority 414 s, the sanitizer build, which keeps both cores busy,
+# slowed by a third).  The matrix overlaps its own steps, the background ones at the lowest
+# priority, where its tests leave a core idle (scripts/torch-matrix).
 ci: test
 	@$(MAKE) --no-print-directory docs
 	@$(MAKE) --no-print-directory cuda-check
