@@ -796,8 +796,8 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
     fast_start = fast_log.stat().st_size if fast_log.exists() else 0
 
     target = target_named(config.target)  # codegen/core/targets.py: its definitions, and what it leaves out
-    unit_cflags = cflags + (openmp_flags() if target.openmp else []) + [f"-D{d}" for d in target.defines] + \
-        list(target.cflags)
+    openmp = openmp_flags() if target.openmp else []  # compiling and linking both units and bindings
+    unit_cflags = cflags + openmp + [f"-D{d}" for d in target.defines] + list(target.cflags)
     pch_flags, pch_paths = pch_options(precompiled_header(cpp_extension, unit_cflags, log) if target.precompiled
                                        else None)
 
@@ -808,7 +808,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
         # "Precompiled torch headers")
         fast_sources = [str(fast), *([str(glibc_compat_source(build_dir))] if glibc_compat else [])]
         cpp_extension.load(name=FAST_MODULE, sources=fast_sources, extra_cflags=unit_cflags + pch_flags,
-                           extra_ldflags=ldflags + (openmp_flags() if target.openmp else []),
+                           extra_ldflags=ldflags + openmp,
                            extra_include_paths=pch_paths + [str(d) for d in include_dirs(config, also_include)],
                            build_directory=str(fast_dir),
                            verbose=verbose, is_python_module=True, with_cuda=False)
@@ -823,7 +823,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
                 name=config.library,
                 sources=compiled,
                 extra_cflags=unit_cflags + pch_flags,
-                extra_ldflags=ldflags + (openmp_flags() if target.openmp else []) + native_ldflags(config, native),
+                extra_ldflags=ldflags + openmp + native_ldflags(config, native),
                 extra_cuda_cflags=[opt, *NVCC_FLAGS, *cuda_include_flags(env), *cuda_only,
                                    *cuda_archs_flags(build_dir, env), *(f"-D{d}" for d in target.defines),
                                    *nvcc_cache_flags],
