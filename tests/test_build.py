@@ -66,6 +66,22 @@ def test_fast_bindings_are_built_at_every_level_but_O0_unless_asked():
     assert fast_bindings_built(0, None, sanitize=True)  # the sanitizer build's level is its own
 
 
+def test_ninja_runs_one_compile_per_core_unless_max_jobs_says(monkeypatch):
+    """cpp_extension's ninja -j is MAX_JOBS; unset, a build sets it to the usable cores for its
+    duration (ninja's own default, cores + 2, only made the compiles take turns), and a
+    user's MAX_JOBS is left as it is."""
+    from opwrap_codegen.build import import_cpp_extension, ninja_jobs, usable_cores
+    cpp_extension = import_cpp_extension(cuda_built=False)
+    monkeypatch.delenv("MAX_JOBS", raising=False)
+    with ninja_jobs():
+        assert cpp_extension._get_num_workers(False) == usable_cores() == len(os.sched_getaffinity(0))
+    assert "MAX_JOBS" not in os.environ
+    monkeypatch.setenv("MAX_JOBS", "7")
+    with ninja_jobs():
+        assert cpp_extension._get_num_workers(False) == 7
+    assert os.environ["MAX_JOBS"] == "7"
+
+
 def test_noop_build_rebuilds_nothing():
     build = ROOT / "build"
     built = bundled_build()  # the same -O level and CPU capabilities as build/ was built with

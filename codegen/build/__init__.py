@@ -686,6 +686,36 @@ def pch_options(pch: Path | None) -> tuple[list[str], list[str]]:
     return (["-Winvalid-pch", "-fpch-preprocess"], [str(pch)]) if pch else ([], [])
 
 
+JOBS_ENV = "MAX_JOBS"  # cpp_extension's ninja -j; unset, ninja runs as many compiles as cores + 2
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask: a container's or `taskset`'s
+    limit, which os.cpu_count() ignores)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@contextmanager
+def ninja_jobs():
+    """cpp_extension's ninja runs one compile per usable core unless MAX_JOBS says otherwise.
+    Ninja's own default, cores + 2, suits compiles that wait on disks; these wait on nothing
+    (torch's headers, parsed or precompiled, are in memory), and the extra compiles only take
+    turns with the others, evicting each other's caches: the bundled library's -O3 build on
+    this project's 2-core machine took 150 s of CPU and 81 s with ninja's 4 at once, 126 s and
+    69-71 s with 2 (docs/architecture.md, "Builds")."""
+    if os.environ.get(JOBS_ENV):
+        yield
+        return
+    os.environ[JOBS_ENV] = str(usable_cores())
+    try:
+        yield
+    finally:
+        os.environ.pop(JOBS_ENV, None)
+
+
 def build(config: Config, verbose: bool = False, use_ccache: bool | None = None, log=print,
           cuda: bool | None = None, sanitize: bool = False, selection: dict | None = None,
           need_gpu: bool = True, optimize: int = DEFAULT_OPTIMIZE, also_include: tuple[Path, ...] = (),
@@ -815,7 +845,7 @@ def build(config: Config, verbose: bool = False, use_ccache: bool | None = None,
 
     # Both ninja runs at once: the bindings are one unit, and a second core would otherwise
     # idle while it compiles after the library's last unit.
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ninja_jobs(), ThreadPoolExecutor(max_workers=1) as pool:
         fast_done = pool.submit(build_fast) if fast is not None else None
         cuda_only = [f for d in cuda_only_includes(cpp_extension) for f in ("-isystem", d)] if env is not None else []
         with cpp_units_as_in_a_cpu_build(cpp_extension, env is not None):
