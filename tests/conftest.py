@@ -13,6 +13,12 @@ from filelock import FileLock  # a dependency of torch
 ROOT = Path(__file__).resolve().parent.parent
 CODEGEN = [sys.executable, "-m", "opwrap_codegen.cli"]
 
+# torch.compile with inductor compiles its C++ in this process, not in a pool of worker
+# processes that each import torch (set before any test imports torch, and inherited by the
+# scripts tests run): each process that first compiles a graph started a pool, about 5 s of
+# CPU, to compile a few small kernels, on a machine whose cores xdist's workers already use.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
 
 @contextmanager
 def torch_feature(name: str):
@@ -217,6 +223,29 @@ def locked(directory: Path):
     threads, processes and xdist workers."""
     with FileLock(str(directory) + ".lock"):
         yield
+
+
+# mypy runs as a user's would: in a folder outside the repository, with no PYTHONPATH or
+# MYPYPATH, on the package installed in the environment it checks.
+CLEAN_ENV = {"PATH": "/usr/bin:/bin"}
+
+
+@pytest.fixture(scope="session")
+def mypy_cache(tmp_path_factory):
+    """One mypy cache for the run's mypy checks (run_mypy), on every xdist worker: torch's
+    stubs are analysed once (about 11 s of CPU), by the first check, while the others wait.
+    A check of another environment (--python-executable: test_dist.py's venv, whose torch
+    is the same files elsewhere) uses it too: mypy takes a module's cached analysis when the
+    file's contents match, wherever it lies."""
+    return shared_dir(tmp_path_factory, "mypy-cache")
+
+
+def run_mypy(args, cwd, cache, python=sys.executable):
+    """`mypy --strict --cache-dir cache *args` in `cwd`, holding the cache's lock (mypy writes
+    its cache files whole, but a check that waits finds torch's analysis there)."""
+    with locked(cache):
+        return subprocess.run([str(python), "-m", "mypy", "--strict", "--cache-dir", str(cache), *args], cwd=cwd,
+                              capture_output=True, text=True, env=CLEAN_ENV)
 
 
 def made_once(tmp_path_factory, name: str, make) -> tuple[Path, dict]:
