@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, bundled_build, run_codegen
+from conftest import ROOT, bundled_build, run_codegen, run_python
 
 
 # ATen/TensorOperators.h comes before each kernel header, so kernels may use `a * b` (it costs
@@ -121,8 +121,7 @@ def test_init_library_passes_opcheck_and_compiles_with_no_graph_break(mylib):
               "        torch.testing.assert_close(torch.autograd.grad(got.sum(), t)[0], torch.autograd.grad(want.sum(), t)[0])\n"
               "    assert sum(counters['graph_break'].values()) == 0, counters['graph_break']\n"
               "print('ok', torch.__version__)\n")
-    out = subprocess.run([sys.executable, "-c", script], cwd=mylib.path, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(mylib.path)})
+    out = run_python(["-c", script], cwd=mylib.path, env={**os.environ, "PYTHONPATH": str(mylib.path)})
     assert out.returncode == 0 and out.stdout.startswith("ok "), (out.stdout + out.stderr)[-4000:]
 
 
@@ -209,8 +208,7 @@ def test_init_makes_a_separate_library_that_builds_and_loads(mylib):
               "assert torch.autograd.gradgradcheck(mylib.ops.row_sum, (x,))\n"
               "t = mylib.ops.tile_last(torch.randn(2, 3, requires_grad=True), 2)\n"
               "try:\n    t.sum().backward()\nexcept RuntimeError as e:\n    print(str(e).splitlines()[0])\n")
-    out = subprocess.run([sys.executable, "-c", script], cwd=lib, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(lib)})
+    out = run_python(["-c", script], cwd=lib, env={**os.environ, "PYTHONPATH": str(lib)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "mylib::scale: argument 'self' has dtype Half, but expected one of: float32, float64",
@@ -256,8 +254,7 @@ def test_init_library_selective_build_and_positioned_compile_errors(mylib):
               "assert torch.equal(mylib.ops.scale(x, 3.0), x * 3)\n"
               "assert [n for n in ('axpy', 'row_sum', 'scale', 'tile_last') if hasattr(torch.ops.mylib, n)] == ['scale']\n"
               "try:\n    mylib.ops.scale(x.double(), 2.0)\nexcept RuntimeError as e:\n    print(str(e).splitlines()[0])\n")
-    out = subprocess.run([sys.executable, "-c", script], cwd=lib, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(lib), "MYLIB_LIBRARY": str(sel / "_C.so")})
+    out = run_python(["-c", script], cwd=lib, env={**os.environ, "PYTHONPATH": str(lib), "MYLIB_LIBRARY": str(sel / "_C.so")})
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["mylib::scale: argument 'self' has dtype Double, but expected one of: float32"]
     assert (sel / "_C.so").stat().st_size < (lib / "build" / "_C.so").stat().st_size

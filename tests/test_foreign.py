@@ -6,11 +6,8 @@ dedup_consecutive in C) are tested at the end."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -18,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import import_library, made_once, one_unit_a_group, run_codegen
+from conftest import import_library, made_once, one_unit_a_group, run_codegen, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="cargo is not installed")
@@ -171,7 +168,7 @@ def _make_foreignlib(lib: Path) -> dict:
     lib_rs.write_text(LIB_RS.replace("*o = v * a + b;", "*o = v * a + b + T::from_f64(1000.0);"))
     record["rust_edit"] = _build(lib)
     probe = ("import torch, foreignlib; print(foreignlib.ops.scale_shift(torch.ones(3), 2.0, 0.0).tolist())")
-    r = subprocess.run([sys.executable, "-c", probe], cwd=lib, capture_output=True, text=True)
+    r = run_python(["-c", probe], cwd=lib)
     record["after_edit"] = [r.returncode, r.stdout + r.stderr]
     lib_rs.write_text(LIB_RS)
     record["restored"] = _build(lib)

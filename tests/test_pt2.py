@@ -9,7 +9,7 @@ from torch._dynamo.utils import counters
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opwrap  # noqa: F401  (loads the library and its fake kernels)
-from conftest import torch_feature
+from conftest import run_python, torch_feature
 
 ops = torch.ops.opwrap
 
@@ -161,10 +161,8 @@ def test_data_dependent_output_size_compiles_and_exports():
 def test_loading_the_shared_library_alone_names_the_fake_kernel_module():
     # m.set_python_module records opwrap._generated.fake with every op.  Torch (2.14) does not
     # import it by itself: tracing an op whose fake kernel is not imported fails with torch's
-    # own hint naming that module; importing it (as `import opwrap` does) is enough.
-    import subprocess
-    import sys
-
+    # own hint naming that module; importing it (as `import opwrap` does) is enough.  A process
+    # of its own (forked from the test zygote, which has imported torch and not opwrap).
     script = ("import importlib, torch\n"
               f"torch.ops.load_library({str(opwrap.library_path)!r})\n"
               "f = lambda x: torch.ops.opwrap.mul_constant(torch.ops.opwrap.myadd(x, x), 0.5)\n"
@@ -179,7 +177,7 @@ def test_loading_the_shared_library_alone_names_the_fake_kernel_module():
               "torch._dynamo.reset()\n"
               "x = torch.randn(5)\n"
               "torch.testing.assert_close(torch.compile(f, fullgraph=True)(x), x)\n")
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    r = run_python(["-c", script])
     assert r.returncode == 0, r.stderr[-3000:]
 
 

@@ -17,7 +17,7 @@ from torch._dynamo.utils import counters
 from torch.overrides import TorchFunctionMode
 
 import opwrap
-from conftest import CLEAN_ENV, ROOT, run_codegen, run_mypy
+from conftest import CLEAN_ENV, ROOT, run_codegen, run_mypy, run_python
 
 ops = opwrap.ops
 
@@ -577,8 +577,7 @@ def test_keyword_names_and_kernel_made_returns_in_python(tmp_path, mypy_cache, p
     (tmp_path / "pynames_ops.pyi").write_text(stub)  # no name in the stub hides another (`int`, `torch`...)
     m = run_mypy(["pynames_ops.pyi"], tmp_path, mypy_cache)
     assert m.returncode == 0, m.stdout + m.stderr
-    res = subprocess.run([sys.executable, "-c", NAMES_SCRIPT], cwd=lib, capture_output=True, text=True,
-                         env={**CLEAN_ENV, "PYTHONPATH": str(lib)})
+    res = run_python(["-c", NAMES_SCRIPT], cwd=lib, env={**CLEAN_ENV, "PYTHONPATH": str(lib)})
     assert res.returncode == 0, res.stderr[-4000:]
     out = json.loads(res.stdout.splitlines()[-1])
     assert out["fast"] == ["builtin_function_or_method"] * 8  # every op has a compiled binding

@@ -15,7 +15,7 @@ import pytest
 from opwrap_codegen.core.config import load_config
 from opwrap_codegen.pipeline.passes import generate
 from opwrap_codegen.pipeline.writer import diff_tree, existing_files, unsafe_path, write_tree
-from conftest import ROOT, run_codegen
+from conftest import ROOT, run_codegen, run_python
 
 N_OPS = 150
 
@@ -233,7 +233,6 @@ def test_concurrent_builds_in_one_tree_serialize(mylib):
     check = mylib.record["check"]  # run right after the two builds
     assert check[0] == 0, check[1]
     with mylib.locked():  # test_build.py changes a declaration for a while, under this lock
-        r = subprocess.run([sys.executable, "-c", "import torch, mylib; "
-                            "print(mylib.ops.scale(torch.ones(3), 2.0).tolist())"],
-                           cwd=lib, env=dict(os.environ, PYTHONPATH=str(lib)), capture_output=True, text=True)
+        r = run_python(["-c", "import torch, mylib; print(mylib.ops.scale(torch.ones(3), 2.0).tolist())"],
+                       cwd=lib, env=dict(os.environ, PYTHONPATH=str(lib)))
     assert r.returncode == 0 and "[2.0, 2.0, 2.0]" in r.stdout, r.stderr

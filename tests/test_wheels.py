@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import made_once, run_codegen
+from conftest import made_once, run_codegen, run_python
 
 pytestmark = pytest.mark.xdist_group("wheels")
 TORCH_LIB = Path(__import__("torch").__file__).parent / "lib"
@@ -74,8 +74,7 @@ def test_the_repaired_wheel_loads_beside_torch(wheel, tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     code = "import torch, wheellib; print(wheellib.ops.scale(torch.ones(3, dtype=torch.float64), 2.0).tolist())"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                       env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    r = run_python(["-c", code], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(tmp_path)))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[2.0, 2.0, 2.0]"
 
