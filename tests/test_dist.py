@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_codegen, run_mypy
+from conftest import ROOT, run_codegen
 
 PIP = [sys.executable, "-m", "pip"]
 
@@ -75,7 +75,7 @@ def _ok(r):
 
 
 @pytest.mark.slow(420)
-def test_toolchain_library_and_repository_ship_as_wheels(tmp_path, mypy_cache):
+def test_toolchain_library_and_repository_ship_as_wheels(tmp_path):
     import torch
     links, wheels = tmp_path / "links", tmp_path / "wheels"
     constraint = tmp_path / "build-constraints.txt"
@@ -178,7 +178,8 @@ def test_toolchain_library_and_repository_ship_as_wheels(tmp_path, mypy_cache):
     assert r.stdout.splitlines() == ["mylib::axpy\tfloat32,float64\tCPU,CUDA", "mylib::scale\tfloat32,float64\tCPU"], r.stdout
     # The stubs, as mypy --strict sees the installed package.
     (user / "typed.py").write_text(TYPED)
-    r = run_mypy(["--python-executable", str(python), "typed.py"], user, mypy_cache)
+    r = _run([sys.executable, "-m", "mypy", "--strict", "--python-executable", python, "--no-incremental", "typed.py"],
+             cwd=user, env=env)
     assert 'Argument 2 to "scale" has incompatible type "str"; expected "float"' in r.stdout, r.stdout + r.stderr
     assert r.stdout.count("error:") == 1, r.stdout
 

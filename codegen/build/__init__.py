@@ -704,8 +704,8 @@ def ninja_jobs():
     Ninja's own default, cores + 2, suits compiles that wait on disks; these wait on nothing
     (torch's headers, parsed or precompiled, are in memory), and the extra compiles only take
     turns with the others, evicting each other's caches: the bundled library's -O3 build on
-    this project's 2-core machine took 150 s of CPU and 81 s with ninja's 4 at once, 126 s and
-    69-71 s with 2 (docs/architecture.md, "Builds")."""
+    this project's 2-core machine took 81-85 s and 150-163 s of CPU with ninja's 4 at once,
+    69-77 s and 126-143 s with 2 (docs/architecture.md, "Builds")."""
     if os.environ.get(JOBS_ENV):
         yield
         return
