@@ -2,7 +2,8 @@
 
 Every `codegen build` a test runs, and every script that imports torch and a test library,
 started a fresh interpreter that imported torch again: about 2 s of CPU each (torch's Python
-modules, not its shared libraries), some sixty times a run, a fifth of the suite's Python.
+modules, not its shared libraries), some thirty times a run; and the other `codegen` commands,
+a hundred-odd, each started Python and the toolchain's imports.
 A zygote (as Android's, and as multiprocessing's forkserver) imports torch once; each command
 is a fork of it, which shares those pages and imports nothing again.
 
@@ -207,8 +208,7 @@ def _child(args: list[str], cwd: str, env: dict[str, str], base_path: list[str])
         traceback.print_exception(type(e), e, e.__traceback__.tb_next if e.__traceback__ else None)
         code = 1
     try:
-        import threading as _threading
-        _threading._shutdown()  # type: ignore[attr-defined]  # what interpreter exit does first
+        threading._shutdown()  # type: ignore[attr-defined]  # what interpreter exit does first
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
