@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_codegen
+from conftest import run_codegen, run_python
 from opwrap_codegen.core import torch_compat
 
 DECLARATION = """\
@@ -234,8 +234,7 @@ def test_a_full_target_library_ships_the_stable_targets_abi3_wheel(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, capture_output=True, text=True,
-                       env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    r = run_python(["-c", PROBE], cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert r.returncode == 0 and '{"ok": true}' in r.stdout, r.stdout + r.stderr
 
 

@@ -328,8 +328,7 @@ def test_wheel_packages_what_codegen_build_compiles(tmp_path):
               "assert 'site' in opwrap.library_path, opwrap.library_path\n"
               "assert type(opwrap.ops.myadd).__name__ == 'builtin_function_or_method'\n"
               "print(torch.ops.opwrap.fill_natural([3]).tolist())\n")
-    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(site)})
+    out = run_python(["-c", script], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(site)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[0, 1, 2]"
 
