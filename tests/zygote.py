@@ -77,7 +77,9 @@ class Zygote:
     cpu_seconds = 0.0  # of the commands it ran for this process: conftest.py's CPU report
 
     def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="opwrap-zygote-"))
+        # a Unix socket's path holds at most 107 bytes: under a long TMPDIR, /tmp
+        base = tempfile.gettempdir() if len(tempfile.gettempdir()) <= 64 else "/tmp"
+        self.dir = Path(tempfile.mkdtemp(prefix="opwrap-zygote-", dir=base))
         self.path = self.dir / "socket"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         self.env_at_load = _at_load(env)
