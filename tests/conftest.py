@@ -236,28 +236,6 @@ def locked(directory: Path):
         yield
 
 
-# mypy runs as a user's would: in a folder outside the repository, with no PYTHONPATH or
-# MYPYPATH, on the package installed in the environment it checks.
-CLEAN_ENV = {"PATH": "/usr/bin:/bin"}
-
-
-@pytest.fixture(scope="session")
-def mypy_cache(tmp_path_factory):
-    """One mypy cache for the run's mypy checks (run_mypy), on every xdist worker: torch's
-    stubs are analysed once (about 11 s of CPU), by the first check, while the others wait.
-    (test_dist.py's check of its venv, whose torch is the same files elsewhere, gained about
-    1 s of 8 from it: it keeps its own, --no-incremental.)"""
-    return shared_dir(tmp_path_factory, "mypy-cache")
-
-
-def run_mypy(args, cwd, cache, python=sys.executable):
-    """`mypy --strict --cache-dir cache *args` in `cwd`, holding the cache's lock (mypy writes
-    its cache files whole, but a check that waits finds torch's analysis there)."""
-    with locked(cache):
-        return subprocess.run([str(python), "-m", "mypy", "--strict", "--cache-dir", str(cache), *args], cwd=cwd,
-                              capture_output=True, text=True, env=CLEAN_ENV)
-
-
 def made_once(tmp_path_factory, name: str, make) -> tuple[Path, dict]:
     """Library `name`, made once per run by `make(<its directory>)` (whichever worker asks
     first; the others wait on the lock): the run's shared directory holding it, and what `make`

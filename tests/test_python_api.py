@@ -17,7 +17,7 @@ from torch._dynamo.utils import counters
 from torch.overrides import TorchFunctionMode
 
 import opwrap
-from conftest import CLEAN_ENV, ROOT, run_codegen, run_mypy, run_python
+from conftest import ROOT, locked, run_codegen, run_python, shared_dir
 
 ops = opwrap.ops
 
@@ -193,7 +193,23 @@ ops.for_each_add_(torch.classes.opwrap.TensorQueue(x), x)
 # MYPYPATH, on the package installed in this venv.  `make venv` installs it in setuptools'
 # strict editable mode (a link tree in build/), which type checkers read; the default mode's
 # import hook they cannot ("Cannot find implementation or library stub for module named opwrap").
+CLEAN_ENV = {"PATH": "/usr/bin:/bin"}
 REINSTALL = "\n(is this venv's editable install in strict mode? `make venv` installs it so)"
+
+
+@pytest.fixture(scope="session")
+def mypy_cache(tmp_path_factory):
+    """One mypy cache for the run's mypy checks (run_mypy), on every xdist worker: torch's
+    stubs are analysed once (about 11 s of CPU), by the first check, while the others wait."""
+    return shared_dir(tmp_path_factory, "mypy-cache")
+
+
+def run_mypy(args, cwd, cache, python=sys.executable):
+    """`mypy --strict --cache-dir cache *args` in `cwd`, holding the cache's lock (mypy writes
+    its cache files whole, but a check that waits finds torch's analysis there)."""
+    with locked(cache):
+        return subprocess.run([str(python), "-m", "mypy", "--strict", "--cache-dir", str(cache), *args], cwd=cwd,
+                              capture_output=True, text=True, env=CLEAN_ENV)
 
 
 @pytest.fixture(scope="module")
