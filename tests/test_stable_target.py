@@ -1680,12 +1680,13 @@ def _rms_norm(x, w, eps=1e-6):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_generated_rowwise_kernels(stablelib, dtype):
     """row_softmax and row_rms_norm, generated from row-wise programs as plain loops (no at::vec):
-    torch's values for rows that are not a whole number of vectors or accumulators, a
-    non-contiguous input, NaN and infinities as torch.softmax gives them, the checks."""
+    torch's values for rows that are not a whole number of vectors or accumulators (16 and 40:
+    fewer elements than the accumulators, in whole vectors, then a rest), a non-contiguous
+    input, NaN and infinities as torch.softmax gives them, the checks."""
     module, _, _ = stablelib
     tol = {torch.float32: 2e-6, torch.float64: 1e-12, torch.bfloat16: 1e-2, torch.float16: 2e-3}[dtype]
     wide = torch.float64 if dtype == torch.float64 else torch.float32
-    for d in (1, 7, 1000, 4097):
+    for d in (1, 7, 16, 40, 1000, 4097):
         x = torch.randn(3, 2, d, dtype=dtype) * 4
         torch.testing.assert_close(module.ops.row_softmax(x), torch.softmax(x.to(wide), -1).to(dtype),
                                    atol=tol, rtol=tol)

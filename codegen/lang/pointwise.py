@@ -245,10 +245,19 @@ def statements(module: ast.Module, returns: int, what: str, noun: str) -> tuple[
 _SINCOS = {"sin": 0, "cos": 1}
 
 
+# The C++ namespace of the language's functions (<opwrap/runtime/pointwise.h>, and
+# <opwrap/stable/math.h> in the stable-ABI target).
+ELEMENT_FUNCTIONS = "opwrap::pw"
+
+
 class Translator:
     """An expression's AST to C++ over the op's tensors and scalars (the row-wise language
     extends it).  `scope` names every argument and binding in C++ (`user_scope`), and gives
-    the translation's own locals fresh names."""
+    the translation's own locals fresh names.  Functions are called in the namespace
+    `functions`: ELEMENT_FUNCTIONS, or the row-wise language's ROW_FUNCTIONS for what it
+    computes once a row."""
+
+    functions = ELEMENT_FUNCTIONS
 
     def __init__(self, tensors: set[str], scalars: set[str], sincos: tuple[str, ...] = (), scope: Scope | None = None):
         self.scope = scope or user_scope(sorted(tensors | scalars))
@@ -291,7 +300,7 @@ class Translator:
             return f"{VALUE_TYPE}({self.ident(node.id)})" if kind == "scalar" else self.ident(node.id)
         if isinstance(node, ast.UnaryOp):
             if isinstance(node.op, ast.USub):
-                return f"opwrap::pw::neg({self.value(node.operand)})"
+                return f"{self.functions}::neg({self.value(node.operand)})"
             if isinstance(node.op, ast.UAdd):
                 return self.value(node.operand)
             raise ExpressionError(node, f"operator '{_op_text(node.op)}' is not supported in pointwise expressions")
@@ -327,7 +336,7 @@ class Translator:
             self.floating = True
             return f"({VALUE_TYPE}(1) / {product})"
         self.floating = True
-        return f"opwrap::pw::pow({base}, {self.value(exp)})"
+        return f"{self.functions}::pow({base}, {self.value(exp)})"
 
     def call(self, node: ast.Call) -> str:
         if not isinstance(node.func, ast.Name):
@@ -346,7 +355,7 @@ class Translator:
                 raise ExpressionError(cond, "the condition of where() must be one comparison, such as 'x > 0'")
             op = _COMPARE[type(cond.ops[0])]
             test = f"({self.value(cond.left)} {op} {self.value(cond.comparators[0])})"
-            return f"opwrap::pw::where({test}, {self.value(node.args[1])}, {self.value(node.args[2])})"
+            return f"{self.functions}::where({test}, {self.value(node.args[1])}, {self.value(node.args[2])})"
         args = [self.value(a) for a in node.args]
         if name in _SINCOS:
             self.trig.add((name, args[0]))
@@ -355,9 +364,9 @@ class Translator:
                 if pair not in self.bound:
                     self.bound.add(pair)
                     self.pending.append((pair, f"opwrap::pw::Values<{VALUE_TYPE}, 2>",
-                                         f"opwrap::pw::sincos({args[0]})"))
+                                         f"{self.functions}::sincos({args[0]})"))
                 return f"{pair}.v[{_SINCOS[name]}]"
-        return f"opwrap::pw::{name}(" + ", ".join(args) + ")"
+        return f"{self.functions}::{name}(" + ", ".join(args) + ")"
 
 
 def _small_integer(node: ast.AST) -> int | None:

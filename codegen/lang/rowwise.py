@@ -38,8 +38,8 @@ from dataclasses import dataclass, replace
 
 from . import pysyntax
 from ..core.diagnostics import Diagnostics, Loc, did_you_mean
-from .pointwise import (ALIASES, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, ExpressionError, Translator, statements,
-                        user_scope)
+from .pointwise import (ALIASES, ELEMENT_FUNCTIONS, FUNCTIONS, SCALAR_TYPES, VALUE_TYPE, ExpressionError, Translator,
+                        statements, user_scope)
 from .schema import BaseType, FunctionSchema, is_tensor
 from .shapes import Shape
 
@@ -267,6 +267,14 @@ class _Raw:
     costly: bool  # calls a floating-point function (exp, log, ...), itself or through a binding
 
 
+# The namespace of the functions a row program computes once a row (its per-row statements,
+# hoisted parts and per-row outputs): the element functions where a target declares no others.
+# The stable target's element functions are branch-free polynomials for float (exp, log, tanh),
+# so that its loops vectorize; once a row, one value at a time, libm's are faster (float's log
+# 11 ns against 24-28 ns), and <opwrap/stable/math.h> gives those here.
+ROW_FUNCTIONS = "opwrap::pw::per_row"
+
+
 class _RowTranslator(Translator):
     """The pointwise translator, knowing which values vary along the row.  While one
     expression is translated, `tensors` and `direct` collect the element tensors and element
@@ -299,14 +307,16 @@ class _RowTranslator(Translator):
     def _capture(self, node: ast.AST, hoist: bool = True) -> tuple[_Raw, int]:
         """Translate `node` on its own.  In an element expression, `hoist`: its parts that
         are the same for the whole row are computed once a row (`_hoist`)."""
-        saved = (self.tensors, self.direct, self.stage, self.costly, self.elem_root)
+        saved = (self.tensors, self.direct, self.stage, self.costly, self.elem_root, self.functions)
         self._reset()
-        self.elem_root = hoist and self._varies(node)
+        varies = self._varies(node)
+        self.elem_root = hoist and varies
+        self.functions = ELEMENT_FUNCTIONS if varies else ROW_FUNCTIONS
         try:
             cpp = self.value(node)
             return _Raw(cpp, frozenset(self.tensors), frozenset(self.direct), self.costly), self.stage
         finally:
-            self.tensors, self.direct, self.stage, self.costly, self.elem_root = saved
+            self.tensors, self.direct, self.stage, self.costly, self.elem_root, self.functions = saved
 
     def _varies(self, node: ast.AST) -> bool:
         """Whether `node` varies along the row (a reduction's value does not)."""

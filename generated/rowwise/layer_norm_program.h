@@ -79,7 +79,7 @@ struct LayerNormRow {
   C10_HOST_DEVICE void opwrap_stage2() {
     using Tv = opmath_t;
     opwrap_r1 = opwrap_r1 / opwrap_n;
-    rstd = opwrap::pw::rsqrt((Tv(opwrap_r1) + Tv(eps)));
+    rstd = opwrap::pw::per_row::rsqrt((Tv(opwrap_r1) + Tv(eps)));
   }
 };
 #if !defined(__CUDACC__)

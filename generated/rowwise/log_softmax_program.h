@@ -62,7 +62,7 @@ struct LogSoftmaxRow {
   // The row statements that stage 2 makes computable.
   C10_HOST_DEVICE void opwrap_stage2() {
     using Tv = opmath_t;
-    opwrap_h0 = opwrap::pw::log(Tv(opwrap_r1));
+    opwrap_h0 = opwrap::pw::per_row::log(Tv(opwrap_r1));
   }
 };
 #if !defined(__CUDACC__)

@@ -48,7 +48,7 @@ struct LogsumexpRow {
 
   template <typename Tv>
   C10_HOST_DEVICE Tv opwrap_out0() const {
-    return (Tv(c) + opwrap::pw::log(Tv(opwrap_r1)));
+    return (Tv(c) + opwrap::pw::per_row::log(Tv(opwrap_r1)));
   }
 
   // The row statements that stage 0 makes computable (before the first pass).
@@ -59,7 +59,7 @@ struct LogsumexpRow {
   C10_HOST_DEVICE void opwrap_stage1() {
     using Tv = opmath_t;
     m = Tv(opwrap_r0);
-    c = opwrap::pw::where(((Tv(m) - Tv(m)) == Tv(0)), Tv(m), Tv(0));
+    c = opwrap::pw::per_row::where(((Tv(m) - Tv(m)) == Tv(0)), Tv(m), Tv(0));
   }
 
   // The row statements that stage 2 makes computable.

@@ -56,7 +56,7 @@ struct RmsNormRow {
   C10_HOST_DEVICE void opwrap_stage1() {
     using Tv = opmath_t;
     opwrap_r0 = opwrap_r0 / opwrap_n;
-    rstd = opwrap::pw::rsqrt((Tv(opwrap_r0) + Tv(eps)));
+    rstd = opwrap::pw::per_row::rsqrt((Tv(opwrap_r0) + Tv(eps)));
   }
 };
 #if !defined(__CUDACC__)

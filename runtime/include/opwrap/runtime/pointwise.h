@@ -387,4 +387,10 @@ void cpu_kernel_outputs(at::TensorIteratorBase& iter, const ScalarOp& sop, const
 #endif  // OPWRAP_PW_VECTORIZED
 
 }  // namespace
+
+// What a row program computes once a row (codegen/lang/rowwise.py, ROW_FUNCTIONS): here the
+// same functions.
+namespace per_row {
+using namespace ::opwrap::pw;
+}  // namespace per_row
 }  // namespace opwrap::pw

@@ -496,4 +496,40 @@ C10_HOST_DEVICE inline Values<T, 2> sincos(T x) {
 }
 
 }  // namespace
+
+// What a row program computes once a row (codegen/lang/rowwise.py, ROW_FUNCTIONS): the element
+// functions, but for float on the CPU libm's exp, log and tanh.  The polynomials above exist so
+// that loops vectorize; one value at a time their dependency chains are slower than libm's
+// tables (log of a float: log_f32 24-28 ns, std::log 11 ns), which a row-wise program of short
+// rows pays once a row (logsumexp: m + log(sum(...))).
+namespace per_row {
+using namespace ::opwrap::pw;
+// static: internal linkage, as the functions above (declared here, not in an unnamed namespace,
+// so that a qualified name finds them before those of ::opwrap::pw)
+
+template <typename T>
+static C10_HOST_DEVICE inline T exp(T x) {
+#if !defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return std::exp(x);
+#endif
+  return ::opwrap::pw::exp(x);
+}
+
+template <typename T>
+static C10_HOST_DEVICE inline T log(T x) {
+#if !defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return std::log(x);
+#endif
+  return ::opwrap::pw::log(x);
+}
+
+template <typename T>
+static C10_HOST_DEVICE inline T tanh(T x) {
+#if !defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return std::tanh(x);
+#endif
+  return ::opwrap::pw::tanh(x);
+}
+
+}  // namespace per_row
 }  // namespace opwrap::pw

@@ -57,12 +57,18 @@ struct Min {
 };
 
 #if !defined(__CUDACC__) && !defined(__HIPCC__)
+// The values of T in a vector of `vector_bytes`.
+template <typename T>
+constexpr int lanes(int vector_bytes) {
+  return vector_bytes / static_cast<int>(sizeof(T));
+}
+
 // Independent accumulators of a reduction pass, for vectors of `vector_bytes`: four vectors,
 // enough adds in flight to hide an add's latency (the full target's kChains), and few enough
 // that a pass computing exp keeps its constants in registers (eight AVX2 vectors spilled).
 template <typename T>
 constexpr int accumulators(int vector_bytes) {
-  return 4 * vector_bytes / static_cast<int>(sizeof(T));
+  return 4 * lanes<T>(vector_bytes);
 }
 
 // The accumulators folded to one value, pairwise: each level a loop of a constant length (a
