@@ -505,31 +505,26 @@ C10_HOST_DEVICE inline Values<T, 2> sincos(T x) {
 namespace per_row {
 using namespace ::opwrap::pw;
 // static: internal linkage, as the functions above (declared here, not in an unnamed namespace,
-// so that a qualified name finds them before those of ::opwrap::pw)
-
-template <typename T>
-static C10_HOST_DEVICE inline T exp(T x) {
-#if !defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) return std::exp(x);
+// so that a qualified name finds them before those of ::opwrap::pw).  libm's on the CPU only:
+// on a CUDA device every function is CUDA's own already.
+#if defined(__CUDA_ARCH__)
+#define OPWRAP_PW_PER_ROW_LIBM false
+#else
+#define OPWRAP_PW_PER_ROW_LIBM true
 #endif
-  return ::opwrap::pw::exp(x);
-}
-
-template <typename T>
-static C10_HOST_DEVICE inline T log(T x) {
-#if !defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) return std::log(x);
-#endif
-  return ::opwrap::pw::log(x);
-}
-
-template <typename T>
-static C10_HOST_DEVICE inline T tanh(T x) {
-#if !defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) return std::tanh(x);
-#endif
-  return ::opwrap::pw::tanh(x);
-}
-
+#define OPWRAP_PW_PER_ROW(name)                                                   \
+  template <typename T>                                                           \
+  static C10_HOST_DEVICE inline T name(T x) {                                     \
+    if constexpr (OPWRAP_PW_PER_ROW_LIBM && std::is_same_v<T, float>) {           \
+      return std::name(x);                                                        \
+    } else {                                                                      \
+      return ::opwrap::pw::name(x);                                               \
+    }                                                                             \
+  }
+OPWRAP_PW_PER_ROW(exp)
+OPWRAP_PW_PER_ROW(log)
+OPWRAP_PW_PER_ROW(tanh)
+#undef OPWRAP_PW_PER_ROW
+#undef OPWRAP_PW_PER_ROW_LIBM
 }  // namespace per_row
 }  // namespace opwrap::pw
