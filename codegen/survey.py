@@ -301,7 +301,7 @@ def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[st
         if path.startswith(f"{units.UNITS_DIR}/"):
             group = Path(path).name.rsplit(".", 2)[0]
             if merge and not set(group.split(".")) & set(CPU_CAPABILITIES):
-                group = "all"
+                group = units.MERGED_GROUP
             groups.setdefault(group, []).extend(re.findall(r'^#include "(.+)"$', text, re.M))
         else:
             out[path] = text

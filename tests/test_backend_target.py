@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_codegen, run_python
+from conftest import one_unit_a_group, run_codegen, run_python
 from opwrap_codegen.core import torch_compat
 
 DECLARATION = """\
@@ -178,6 +178,7 @@ def test_a_full_target_library_ships_the_stable_targets_abi3_wheel(tmp_path):
     lib = tmp_path / "twotargets"
     r = run_codegen("init", str(lib))
     assert r.returncode == 0, r.stdout + r.stderr
+    one_unit_a_group(lib)
     (lib / "declarations" / "shift.yaml").write_text(DECLARATION)  # beside init's scale.yaml
     (lib / "csrc").mkdir()
     (lib / "csrc" / "shift.c").write_text(C_SOURCE)

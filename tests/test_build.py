@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, bundled_build, run_codegen, run_python
+from conftest import ROOT, bundled_build, one_unit_a_group, run_codegen, run_python
 
 
 # ATen/TensorOperators.h comes before each kernel header, so kernels may use `a * b` (it costs
@@ -341,6 +341,7 @@ def test_sanitizer_build_reports_memory_errors_and_undefined_behaviour(tmp_path)
     past its input (ASan) and a signed overflow (UBSan), each ending the process."""
     lib = tmp_path / "sanlib"
     assert run_codegen("init", str(lib)).returncode == 0
+    one_unit_a_group(lib)  # two groups, one unit: each parses torch's headers (no precompiled copy)
     (lib / "declarations" / "scale.yaml").write_text(
         "- func: past_end(Tensor self) -> Tensor\n  dtypes: [float32]\n  kernels: {CPU: past_end_cpu}\n  header: bugs.h\n  like: self\n"
         "- func: overflow(Tensor self) -> Tensor\n  dtypes: [int32]\n  kernels: {CPU: overflow_cpu}\n  header: bugs.h\n  like: self\n")

@@ -57,3 +57,42 @@ def test_unity_setting():
     eight = generate(config).files
     assert len([p for p in eight if re.fullmatch(r"units/(cpu|pointwise)\.\d+\.cpp", p)]) < len(cpu_ops)
     assert {p for p in one if not p.startswith("units/")} == {p for p in eight if not p.startswith("units/")}
+
+
+def test_library_scope_puts_the_groups_sharing_the_precompiled_header_in_one_group():
+    groups = {"autograd": ["autograd/a.cpp"], "cpu": ["cpu/a.cpp", "registration.cpp"], "pointwise": ["cpu/b.cpp"],
+              "pointwise.AVX2": ["cpu/b.AVX2.cpp"], "cuda": ["cuda/a.cu"], "capped": ["x/c.cpp"]}
+    plain = {"pointwise.AVX2"}  # a CPU-capability build: its instruction set comes before any header
+    assert units.scoped(groups, "group", plain, {}) is groups
+    merged = units.scoped(groups, "library", plain, {"capped": 1})
+    assert merged == {units.MERGED_GROUP: ["autograd/a.cpp", "cpu/a.cpp", "registration.cpp", "cpu/b.cpp"],
+                      "pointwise.AVX2": ["cpu/b.AVX2.cpp"], "cuda": ["cuda/a.cu"], "capped": ["x/c.cpp"]}
+    # a plugin's own group of that name that cannot join: nothing merges
+    assert units.scoped({**groups, "all": ["cuda/b.cu"]}, "library", plain, {}) == {**groups, "all": ["cuda/b.cu"]}
+
+
+def test_unity_scope_setting():
+    """`unity_scope = "library"`, with `unity` as large as it goes: the bundled library's
+    sources that start with the precompiled header in one unit, its other units unchanged; every
+    source still compiled once."""
+    import dataclasses
+    config = load_config(ROOT)
+    group = generate(dataclasses.replace(config, unity=1000)).files
+    library = generate(dataclasses.replace(config, unity=1000, unity_scope="library")).files
+    assert {p for p in group if not p.startswith("units/")} == {p for p in library if not p.startswith("units/")}
+    shared = sorted(m for p in ("units/autograd.0.cpp", "units/cpu.0.cpp", "units/pointwise.0.cpp")
+                    for m in INCLUDE.findall(group[p]))
+    assert sorted(INCLUDE.findall(library["units/all.0.cpp"])) == shared
+    assert library["units/all.0.cpp"].count("#include <opwrap/runtime/precompiled.h>") == 1
+    others = {p: t for p, t in group.items() if p.startswith("units/") and p.split("/")[1].split(".")[0]
+              not in ("autograd", "cpu") and not re.fullmatch(r"units/pointwise\.\d+\.cpp", p)}
+    assert others and all(library[p] == t for p, t in others.items())
+    assert not [p for p in library if re.fullmatch(r"units/(autograd|cpu|pointwise)\.\d+\.cpp", p)]
+
+
+def test_unity_scope_is_checked(tmp_path):
+    import pytest
+    from opwrap_codegen.core.diagnostics import CodegenError
+    (tmp_path / "pyproject.toml").write_text('[tool.codegen]\nnamespace = "x"\nunity_scope = "everything"\n')
+    with pytest.raises(CodegenError, match="unity_scope must be one of 'group', 'library', not 'everything'"):
+        load_config(tmp_path)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import made_once, run_codegen, run_python
+from conftest import made_once, one_unit_a_group, run_codegen, run_python
 
 pytestmark = pytest.mark.xdist_group("wheels")
 TORCH_LIB = Path(__import__("torch").__file__).parent / "lib"
@@ -23,6 +23,7 @@ def _make(lib: Path) -> dict:
     r = run_codegen("init", str(lib))
     if r.returncode != 0:
         return {"init": [r.returncode, r.stderr]}
+    one_unit_a_group(lib)
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-build-isolation", "--no-deps", "-w", "dist",
                         "-C", "cuda=false", "-C", "optimize=0", "-C", "manylinux=manylinux_2_28",
                         "-C", "wheel-size-budget=0.1MiB"], cwd=lib, capture_output=True, text=True,

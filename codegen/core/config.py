@@ -30,6 +30,11 @@ class Config:
     # key and CPU capability), so the heavy headers are parsed once per unit, not per op.
     # 1 compiles every op alone.  See codegen/pipeline/units.py.
     unity: int = 8
+    # Which sources may share a unit: "group" (those of one group: an edit recompiles only its
+    # group's unit) or "library" (the groups that start with the precompiled header, `cpu`,
+    # `autograd` and `pointwise`, as one: the fewest units, for a library compiled once, such as
+    # a test library or a CI wheel on a few cores).  See codegen/pipeline/units.py.
+    unity_scope: str = "group"
     plugins: tuple[str, ...] = ()  # "module:attribute" of third-party plugins
     templates: str = ""  # a directory of templates overriding the built-in ones
     # Requirements of the built wheel besides torch, which the build backend pins to the
@@ -76,6 +81,7 @@ class Config:
 
 
 _KEYS = {f.name for f in fields(Config)} - {"root"}
+UNITY_SCOPES = ("group", "library")  # Config.unity_scope
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -171,7 +177,7 @@ def line_of(path: Path, needle: str) -> int:
 
 
 _STRINGS = ("package", "package_dir", "declarations", "generated", "kernels", "build", "library", "templates",
-            "target")
+            "target", "unity_scope")
 _LISTS = ("include", "sources", "plugins", "dependencies", "crates")
 _INSIDE = ("declarations", "generated", "kernels", "build", "package_dir")  # directories codegen reads or writes
 _INSIDE_LISTS = ("crates",)  # lists of such directories
@@ -198,6 +204,9 @@ def _check_values(table: dict) -> list[str]:
                           f"not '{table['target']}'")
     if "unity" in table and not (type(table["unity"]) is int and 1 <= table["unity"] <= 1000):
         errors.append("[tool.codegen] unity must be a whole number of ops per translation unit, from 1 to 1000")
+    if isinstance(table.get("unity_scope"), str) and table["unity_scope"] not in UNITY_SCOPES:
+        errors.append(f"[tool.codegen] unity_scope must be one of {', '.join(repr(s) for s in UNITY_SCOPES)}, "
+                      f"not '{table['unity_scope']}'")
     for key in ("library", "package"):
         v = table.get(key)
         if isinstance(v, str) and v and not all(part.isidentifier() for part in v.split(".")):

@@ -176,6 +176,7 @@ def generate(config: Config, selection: "Selection | None" = None, notes: list[s
                         sizes[out.unit] = min(out.unit_size, sizes.get(out.unit, out.unit_size))
                     if not out.precompiled:
                         plain.add(out.unit)
+        groups = units.scoped(groups, config.unity_scope, plain, sizes)
         for path, (group, members) in units.layout(groups, config.unity, sizes).items():
             if path in files:
                 diag.error(config_loc(config), f"plugin '{owner[path]}' emits '{path}', where the unity units go")
