@@ -13,7 +13,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, FakeTens
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from opwrap_codegen import pyruntime as rt
-from conftest import ROOT
+from conftest import ROOT, run_python
 
 NS = "opwrap_rt_test"
 _lib = torch.library.Library(NS, "FRAGMENT")
@@ -50,7 +50,8 @@ def test_runtime_imports_nothing_from_the_toolchain():
     tree = ast.parse((ROOT / "codegen" / "pyruntime.py").read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported == {"__future__", "glob", "hashlib", "importlib", "inspect", "json", "os", "typing", "warnings", "pathlib", "types", "torch"}, imported
+    assert imported == {"__future__", "functools", "glob", "hashlib", "importlib", "inspect", "json", "os", "sys", "typing",
+                        "warnings", "pathlib", "types", "torch"}, imported
 
 
 def test_registered_and_register_fake_skip_ops_a_build_left_out():
@@ -258,6 +259,32 @@ def test_install_fast_path_binds_names_to_compiled_functions():
     namespace = {"f": wrapper}
     rt.install_fast_path(None, {"f": wrapper}, namespace)  # no fast bindings were built: nothing changes
     assert namespace["f"] is wrapper
+
+
+FAST_UNDER_COMPILE = """
+import sys, torch, opwrap
+print("torch._dynamo" in sys.modules)
+f = torch.compile(lambda a, b: opwrap.ops.myadd(a, b) * 2, fullgraph=True, backend="eager")
+x = torch.arange(3.0)
+print(f(x, x).tolist(), type(opwrap.ops.myadd).__name__)
+"""
+
+
+def test_importing_a_library_leaves_torch_compiles_tracer_to_torch_compile():
+    """`import opwrap` does not import torch._dynamo (about 1 s of CPU, in every process that
+    imports the library): the fast bindings' substitutes (substitute_in_graph, which lives
+    there) are registered when torch.compile imports it, so a compiled call of a fast binding
+    has no graph break (fullgraph=True)."""
+    r = run_python(["-c", FAST_UNDER_COMPILE], cwd=ROOT)  # from the tests' zygote: torch imported, not its tracer
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == ["False", "[0.0, 4.0, 8.0] builtin_function_or_method"], r.stdout
+
+
+def test_when_dynamo_is_imported_runs_at_once_where_it_is():
+    import torch._dynamo  # noqa: F401
+    ran = []
+    rt.when_dynamo_is_imported(lambda: ran.append(1))
+    assert ran == [1] and not rt._AFTER_DYNAMO
 
 
 def test_a_library_built_against_another_torch_release_is_refused_by_name(tmp_path):

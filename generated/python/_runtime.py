@@ -22,6 +22,7 @@ So this file imports only the standard library and torch, and nothing from `code
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import importlib
@@ -29,6 +30,7 @@ import importlib.util
 import inspect
 import json
 import os
+import sys
 import typing
 import warnings
 from pathlib import Path
@@ -298,8 +300,58 @@ def install_fast_path(fast: ModuleType | None, wrappers: dict[str, Callable[...,
         result_type = result if isinstance(result, type) and issubclass(result, tuple) else None
         fast.install(index, wrapper, result_type)
         binding = getattr(fast, name)
-        torch.compiler.substitute_in_graph(binding, skip_signature_check=True)(wrapper)
+        when_dynamo_is_imported(functools.partial(_trace_wrapper_for, binding, wrapper))
         namespace[name] = binding
+
+
+def _trace_wrapper_for(binding: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
+    """torch.compile traces `wrapper` where the code calls the compiled `binding`."""
+    torch.compiler.substitute_in_graph(binding, skip_signature_check=True)(wrapper)
+
+
+# What runs once torch.compile's tracer (torch._dynamo) is imported: importing it takes about
+# 1 s of CPU, which `import <library>` used to pay for registering its fast bindings'
+# substitutes (substitute_in_graph lives in it) in every process, compiling or not.
+_AFTER_DYNAMO: list[Callable[[], Any]] = []
+
+
+def when_dynamo_is_imported(action: Callable[[], Any]) -> None:
+    """Run `action` now if torch._dynamo is imported, else right after its import (before
+    torch.compile, which imports it, traces anything)."""
+    module = sys.modules.get("torch._dynamo")
+    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
+        action()
+        return
+    _AFTER_DYNAMO.append(action)
+    if not any(isinstance(f, _DynamoImported) for f in sys.meta_path):
+        sys.meta_path.insert(0, _DynamoImported())
+
+
+class _DynamoImported:
+    """A meta path finder that finds nothing itself: for `torch._dynamo`, it asks the finders
+    after it for the module's spec and runs _AFTER_DYNAMO once the module has executed (a
+    post-import hook, as wrapt's).  The loader keeps its other methods (get_source, ...)."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)  # once: the finders after it find the module
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            _run_after_dynamo()  # an import this hook cannot follow: register now, at worst too early
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            execute(module)
+            _run_after_dynamo()
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _run_after_dynamo() -> None:
+    while _AFTER_DYNAMO:
+        _AFTER_DYNAMO.pop(0)()
 
 
 R = TypeVar("R", bound=tuple)  # type: ignore[type-arg]
