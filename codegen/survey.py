@@ -173,14 +173,16 @@ def kinds(schema) -> set[str]:
 DECLARATIONS = "declarations/native.yaml"
 
 
-def make_project(root: Path, unity: int = 1000) -> None:
-    """A library made by `codegen init`, with its example op removed."""
+def make_project(root: Path, unity: int = 1000, scope: str = "group") -> None:
+    """A library made by `codegen init`, with its example op removed, whose sources share
+    units of `unity` within `scope` ([tool.codegen] unity_scope)."""
     from .scaffold import scaffold
     scaffold(root, NAMESPACE)
     (root / "declarations" / "scale.yaml").unlink()
     (root / "kernels" / "scale.h").unlink()
     pyproject = root / "pyproject.toml"  # [tool.codegen] is its last table
-    pyproject.write_text(pyproject.read_text(encoding="utf-8") + f"unity = {unity}\n", encoding="utf-8")
+    pyproject.write_text(pyproject.read_text(encoding="utf-8") + f'unity = {unity}\nunity_scope = "{scope}"\n',
+                         encoding="utf-8")
 
 
 def write_declarations(root: Path, ops: list[Op]) -> list[int]:
@@ -283,25 +285,18 @@ def _exception_reason(e: BaseException) -> tuple[str, str]:
 
 
 
-def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[str]] | None = None,
-                   merge: bool = False):
+def relayout_units(files: dict[str, str], size: int, previous: dict[str, list[str]] | None = None):
     """The generated files with every unity group cut into units of `size` sources (the
     plugins' own caps, such as autograd's 4, lifted): fewer, larger translation units.
     With `previous` (unit -> members, from an earlier layout), each unit keeps its members
     that are still generated, so a unit that lost no member is not compiled again.
-    `merge`: the groups compiled for every CPU (not the capability ones such as
-    `pointwise.AVX2`, among them the CPU group with the registration) go into one group: the
-    fewest units.
     Returns (files, the layout)."""
     from .pipeline import units
-    from .core.targets import CPU_CAPABILITIES
     groups: dict[str, list[str]] = {}
     out = {}
     for path, text in files.items():
         if path.startswith(f"{units.UNITS_DIR}/"):
             group = Path(path).name.rsplit(".", 2)[0]
-            if merge and not set(group.split(".")) & set(CPU_CAPABILITIES):
-                group = units.MERGED_GROUP
             groups.setdefault(group, []).extend(re.findall(r'^#include "(.+)"$', text, re.M))
         else:
             out[path] = text
@@ -453,7 +448,8 @@ def _normalize(message: str, words: Iterable[str] = ()) -> str:
 def run(work: Path, names: list[str] | None = None, compile: bool = True, unit_size: int = 500, jobs: int = 2,
         merge: bool = False, log=print, optimize: int = 0) -> Survey:
     """The survey of native_functions.yaml (or only the schemas `names`) in the project `work`
-    (made here; it must not exist).  `merge`: see relayout_units.  `optimize`: the -O level;
+    (made here; it must not exist).  `merge`: the library's groups that share the precompiled
+    header in one group of units (unity_scope = "library"): the fewest units.  `optimize`: the -O level;
     0 by default, since the survey asks whether the code compiles, links and loads, which
     optimization does not change, and -O0 compiles in about two thirds of -O3's time."""
     path = native_functions_yaml()
@@ -471,10 +467,10 @@ def run(work: Path, names: list[str] | None = None, compile: bool = True, unit_s
         if missing:
             raise ValueError(f"not in {path.name}: {', '.join(sorted(missing))}")
     ops = make_ops(entries, survey)
-    make_project(work, unity=min(unit_size, 1000))
+    make_project(work, unity=min(unit_size, 1000), scope="library" if merge else "group")
     ops, files = generate(work, ops, survey, log)
     survey.timings["generate"] = time.perf_counter() - t0
-    files, layout = relayout_units(files, unit_size, merge=merge)
+    files, layout = relayout_units(files, unit_size)
     from .pipeline.writer import write_tree
     write_tree(work / "generated", files)
     if not compile:
@@ -501,7 +497,7 @@ def run(work: Path, names: list[str] | None = None, compile: bool = True, unit_s
         # unchanged, and so not compiled again.
         ops = [op for op in ops if op.name not in errors]
         ops, files = generate(work, ops, survey, log)
-        files, layout = relayout_units(files, unit_size, layout, merge)
+        files, layout = relayout_units(files, unit_size, layout)
         write_tree(work / "generated", files)
     survey.timings["compile"] = time.perf_counter() - t1
     for op in ops:
