@@ -66,6 +66,22 @@ def test_fast_bindings_are_built_at_every_level_but_O0_unless_asked():
     assert fast_bindings_built(0, None, sanitize=True)  # the sanitizer build's level is its own
 
 
+def test_gccs_heap_setting_goes_to_gcc_only(monkeypatch, tmp_path):
+    """GCC_HEAP_FLAGS for a GCC behind $CXX or our ccache link, nothing for another compiler."""
+    from opwrap_codegen import build
+    monkeypatch.delenv("CXX", raising=False)
+    assert build.gcc_heap_flags() == build.GCC_HEAP_FLAGS  # this machine's c++ is GCC
+    monkeypatch.setenv("CXX", str(tmp_path / ".ccache-bin" / "c++"))  # ccache's masquerade link: the c++ behind it
+    assert build.gcc_heap_flags() == build.GCC_HEAP_FLAGS
+    clang = tmp_path / "clang++"
+    clang.write_text("#!/bin/sh\necho 'clang version 19.1.0' >&2\n")
+    clang.chmod(0o755)
+    monkeypatch.setenv("CXX", str(clang))
+    assert build.gcc_heap_flags() == []
+    monkeypatch.setenv("CXX", str(tmp_path / "missing-compiler"))
+    assert build.gcc_heap_flags() == []
+
+
 def test_ninja_runs_one_compile_per_core_unless_max_jobs_says(monkeypatch):
     """cpp_extension's ninja -j is MAX_JOBS; unset, a build sets it to the usable cores for its
     duration (ninja's own default, cores + 2, only made the compiles take turns), and a
@@ -154,6 +170,7 @@ def test_init_library_units_use_the_shared_precompiled_header(mylib):
                           (lib / "build" / "build.ninja", split),
                           (lib / "build" / "python" / "build.ninja", fast)):
         cflags = next(line.split(" = ", 1)[1] for line in ninja.read_text().splitlines() if line.startswith("cflags = "))
+        assert " ".join(build.GCC_HEAP_FLAGS) in cflags, cflags  # this machine's c++ is GCC
         pch_dir = next(f[2:] for f in cflags.split() if f.startswith("-I") and str(build.pch_cache_dir()) in f)
         assert (Path(pch_dir) / (units.PRECOMPILED + ".gch")).is_file()
         r = subprocess.run(f"c++ {cflags} -H -fsyntax-only {source}", shell=True, capture_output=True, text=True)
