@@ -4,8 +4,9 @@ Every `codegen build` a test runs, and every script that imports torch and a tes
 started a fresh interpreter that imported torch again: about 2 s of CPU each (torch's Python
 modules, not its shared libraries), some thirty times a run; and the other `codegen` commands,
 a hundred-odd, each started Python and the toolchain's imports.
-A zygote (as Android's, and as multiprocessing's forkserver) imports torch once; each command
-is a fork of it, which shares those pages and imports nothing again.
+A zygote (as Android's, and as multiprocessing's forkserver) imports torch and the toolchain
+(PRELOADED) once; each command is a fork of it, which shares those pages and imports nothing
+again.
 
 `Zygote.run(args, ...)` takes what `subprocess.run([sys.executable, *args], ...)` takes for
 the two forms tests use, `-c CODE [ARG...]` and `-m MODULE [ARG...]`, and returns its
@@ -218,8 +219,33 @@ def _child(args: list[str], cwd: str, env: dict[str, str], base_path: list[str])
         os._exit(code & 0xFF)
 
 
+# The toolchain's modules that every `codegen` command imports (the CLI, the pipeline and its
+# plugins), imported by the zygote too: the editable install's sources have no bytecode where
+# none is written (PYTHONDONTWRITEBYTECODE, as on this project's machines), so each command
+# compiled them again, 0.24 s of its 0.34 s of CPU for a `codegen generate` of a `codegen
+# init` library (0.10 s with them imported).  None of them reads the environment or the
+# working directory when imported.  Not opwrap_codegen.cli itself: `-m` runs a fresh copy
+# as __main__ (and runpy warns of the one imported).  Not torch.utils.cpp_extension:
+# `codegen build` imports it after setting CUDA_HOME, which it reads once, when imported.
+PRELOADED = ("click", "opwrap_codegen.scaffold", "opwrap_codegen.build")
+PRELOADED_PACKAGES = ("opwrap_codegen.api", "opwrap_codegen.core", "opwrap_codegen.front", "opwrap_codegen.lang",
+                      "opwrap_codegen.pipeline", "opwrap_codegen.plugins")
+
+
+def _preload() -> None:
+    import importlib
+    import pkgutil
+
+    for name in PRELOADED:
+        importlib.import_module(name)
+    for package in PRELOADED_PACKAGES:
+        for module in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+            importlib.import_module(module.name)
+
+
 def _serve(path: str, parent: int) -> None:
     import torch  # noqa: F401  # what the children share
+    _preload()
 
     base_path = sys.path[1:]  # without the entry of this script's folder
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
