@@ -257,6 +257,13 @@ DECLARATIONS = """\
     input: weight * rstd.unsqueeze(-1) * grad - input * rstd.unsqueeze(-1).pow(3) * (grad * weight * input).mean(-1).unsqueeze(-1)
     weight: grad * input * rstd.unsqueeze(-1)
     output_differentiability: [true, false]
+
+- func: row_extremes(Tensor self) -> (Tensor low, Tensor high)
+  doc: each row's smallest and largest value, from a row-wise program of a min and a max (NaN for a row holding one, as torch.amin and torch.amax).
+  dtypes: floating
+  shape: {self: ["*B", D], low: ["*B"], high: ["*B"]}
+  rowwise: |
+    min(self), max(self)
 """
 
 C_SOURCE = """\
@@ -624,7 +631,7 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
     gen = lib / "generated"
     cpp = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*.cpp"))
     ops = ["accumulate", "add_to_all", "axpby", "axpby_out", "axpy", "bincount", "blend", "clamp_", "clipped_add", "convert",
-           "count_above", "cube", "exps", "fill_size", "gather_rows", "gelu_fast", "hist", "row_rms_norm", "row_softmax", "scale",
+           "count_above", "cube", "exps", "fill_size", "gather_rows", "gelu_fast", "hist", "row_extremes", "row_rms_norm", "row_softmax", "scale",
            "scale_out", "sgd_step", "sincos", "sqdist", "sqdist_out", "sumsq", "tanh_log_powers", "tile_rows",
            "weighted_any", "weighted_sum"]
     units = [p for p in cpp if p.startswith("units/")]  # as many as the unity build's sizes make
@@ -1709,6 +1716,26 @@ def test_generated_rowwise_kernels(stablelib, dtype):
     with pytest.raises(RuntimeError, match=r"^stablelib::row_softmax: argument 'self' has dtype Int, but expected "
                                            r"one of: float32, float64, float16, bfloat16"):
         module.ops.row_softmax(torch.ones(2, 3, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_generated_rowwise_reductions_over_blocks(stablelib, dtype):
+    """A pass adds its row in blocks of four vectors (64 floats under AVX-512, 16 doubles under
+    AVX2), the last block padded with the reduction's identity, then folds the vectors' lanes
+    (<opwrap/stable/rowwise_accumulator.h>): max and min of every row length around those
+    blocks against torch.amax and torch.amin, and a NaN or an infinity in each position of the
+    row (in a whole block, in the padded last block, in each vector's lanes) propagates as there."""
+    module, _, _ = stablelib
+    for d in (1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200):
+        x = torch.randn(5, d, dtype=dtype)
+        torch.testing.assert_close(module.ops.row_extremes(x), (x.amin(-1), x.amax(-1)), rtol=0, atol=0)
+    for d in (3, 16, 64, 70, 130):
+        rows = torch.randn(d, d, dtype=dtype)
+        for value in (float("nan"), float("inf"), -float("inf")):
+            x = rows.clone()
+            x[torch.arange(d), torch.arange(d)] = value  # row i holds it at element i
+            torch.testing.assert_close(module.ops.row_extremes(x), (x.amin(-1), x.amax(-1)), rtol=0, atol=0,
+                                       equal_nan=True)
 
 
 @pytest.mark.slow(40)

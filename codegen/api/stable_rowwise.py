@@ -7,8 +7,9 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
 - the program's struct (one row's values and its element functions, over a scalar: the
   computation type, float for float16 and bfloat16);
 - the CPU loop: `torch::stable::parallel_for` over rows (about 32K elements a task); each pass
-  one loop over the row with four vectors' worth of independent accumulators per reduction
-  (`accumulators`), which GCC vectorizes at -O3, a row tensor's elements converted to the
+  one loop over the row in blocks of four vectors' worth of elements, each block's values of a
+  reduction's argument computed into a small array (a loop GCC vectorizes at -O3) and added to
+  four vector accumulators (<opwrap/stable/rowwise_accumulator.h>), a row tensor's elements converted to the
   computation type where they are read (bit operations for bfloat16, inside the vectorized
   loop), a column tensor once a call, a cached binding (softmax's exponentials) in a row buffer;
   the outputs one more loop, converted as they are stored.  The loop is compiled for DEFAULT,
@@ -62,7 +63,7 @@ class StableRowPlan:
     row_inputs: tuple[Tensor, ...]
     column_inputs: tuple[Tensor, ...]
     per_row_inputs: tuple[Tensor, ...]
-    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, acc, cpu, tail), caches (row, cpu)
+    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, acc, vals, cpu), caches (row, cpu)
     caches: tuple[Tensor, ...]  # cached bindings: row (the buffer's pointer), buffer
     outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu
     cuda: rowwise_cuda.RowCudaKernel
@@ -115,12 +116,13 @@ def plan(decl, namespace: str) -> StableRowPlan:
             for t in fn.inputs) + ")"
 
     accs = [scope.fresh(f"opwrap_a{i}") for i in range(len(rows.reductions))]
+    values = [scope.fresh(f"opwrap_t{i}") for i in range(len(rows.reductions))]
     stages = []
     for s in range(1, rows.stages + 1):
-        reds = [dict(member=r.member, combiner=r.combiner, acc=accs[i],
-                     cpu=call(r.function, "e"), tail=call(r.function, "d"))
+        reds = [dict(member=r.member, combiner=r.combiner, acc=accs[i], vals=values[i],
+                     cpu=call(r.function, "e"))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
-        cached = [dict(row=local[b], cpu=call(fn, "e"), tail=call(fn, "d")) for b, fn in rows.cached_in(s)]
+        cached = [dict(row=local[b], cpu=call(fn, "e")) for b, fn in rows.cached_in(s)]
         stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s]))
     outputs = []
     for o in rows.outputs:

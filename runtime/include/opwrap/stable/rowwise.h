@@ -1,7 +1,8 @@
 // Support of the stable target's generated row-wise kernels (codegen/api/stable_rowwise.py,
-// templates/stable/rowwise.h.j2): the reductions, the accumulators a pass keeps and their fold,
-// the CPU capability a loop is chosen for at run time (the CUDA kernel's sweep is the full
-// target's: <opwrap/stable/rowwise_cuda.cuh>).  The functions of the program language, and the
+// templates/stable/rowwise.h.j2): the reductions, the CPU capability a loop is chosen for at run
+// time (the accumulators a pass keeps and their fold are <opwrap/stable/rowwise_accumulator.h>,
+// built once per capability; the CUDA kernel's sweep is the full target's:
+// <opwrap/stable/rowwise_cuda.cuh>).  The functions of the program language, and the
 // conversions of float16 and bfloat16, are the pointwise kernels' (<opwrap/stable/math.h>),
 // written so that the loops calling them vectorize.
 // Torch's stable API and the C++ standard library only: no at::vec.
@@ -18,6 +19,7 @@
 #include <memory>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace opwrap::stable::rowwise {
 namespace {
@@ -63,16 +65,10 @@ constexpr int lanes(int vector_bytes) {
   return vector_bytes / static_cast<int>(sizeof(T));
 }
 
-// Independent accumulators of a reduction pass, for vectors of `vector_bytes`: four vectors,
-// enough adds in flight to hide an add's latency (the full target's kChains), and few enough
-// that a pass computing exp keeps its constants in registers (eight AVX2 vectors spilled).
-template <typename T>
-constexpr int accumulators(int vector_bytes) {
-  return 4 * lanes<T>(vector_bytes);
-}
-
-// The accumulators folded to one value, pairwise: each level a loop of a constant length (a
-// loop over the levels was not unrolled, and folded 64 floats one at a time).
+// W accumulators folded to one value, pairwise: each level a loop of a constant length (a loop
+// over the levels was not unrolled, and folded 64 floats one at a time).  The generated loops
+// fold in vectors (<opwrap/stable/rowwise_accumulator.h>); this is its fallback for compilers
+// without GCC's vector extensions.
 template <typename R, typename T, int W>
 inline T fold(T (&acc)[W]) {
   if constexpr (W == 1) {
