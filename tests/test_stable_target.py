@@ -655,7 +655,9 @@ def test_the_tree_includes_only_the_stable_api(stablelib):
         "promote=((0, 'x'), (1, 'end')))" in autocast and autocast.count("register_autocast(") == 5
     # Built for the oldest claimed release, without OpenMP or the precompiled header.
     ninja = (lib / "build" / "build.ninja").read_text()
-    assert "-DTORCH_TARGET_VERSION=0x020b000000000000" in ninja and "-fopenmp" not in ninja
+    # no OpenMP runtime (its parallel_for is the stable API's); `omp simd` pragmas only
+    assert "-DTORCH_TARGET_VERSION=0x020b000000000000" in ninja and "-fopenmp-simd" in ninja
+    assert re.search(r"-fopenmp(?!-simd)", ninja) is None and "-lgomp" not in ninja
     manifest = json.loads((lib / "build" / "_C.json").read_text())
     assert (manifest["target"], manifest["torch_min"]) == ("stable", "2.11")
     assert "stable ABI check: _C.so needs no torch symbol outside the stable C shim" in made["build"][1]
@@ -1687,8 +1689,8 @@ def _rms_norm(x, w, eps=1e-6):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_generated_rowwise_kernels(stablelib, dtype):
     """row_softmax and row_rms_norm, generated from row-wise programs as plain loops (no at::vec):
-    torch's values for rows that are not a whole number of vectors or accumulators (16 and 40:
-    fewer elements than the accumulators, in whole vectors, then a rest), a non-contiguous
+    torch's values for rows that are not a whole number of vectors (1 and 7: shorter than one;
+    40 and 4097: whole vectors, then a rest), a non-contiguous
     input, NaN and infinities as torch.softmax gives them, the checks."""
     module, _, _ = stablelib
     tol = {torch.float32: 2e-6, torch.float64: 1e-12, torch.bfloat16: 1e-2, torch.float16: 2e-3}[dtype]
@@ -1719,12 +1721,12 @@ def test_generated_rowwise_kernels(stablelib, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_generated_rowwise_reductions_over_blocks(stablelib, dtype):
-    """A pass adds its row in blocks of four vectors (64 floats under AVX-512, 16 doubles under
-    AVX2), the last block padded with the reduction's identity, then folds the vectors' lanes
-    (<opwrap/stable/rowwise_accumulator.h>): max and min of every row length around those
-    blocks against torch.amax and torch.amin, and a NaN or an infinity in each position of the
-    row (in a whole block, in the padded last block, in each vector's lanes) propagates as there."""
+def test_generated_rowwise_reductions_over_the_lanes(stablelib, dtype):
+    """A pass is one loop over the row under `#pragma omp simd`, its reductions the lanes'
+    partial results combined at the end; max and min, whose clause drops NaN, also or-reduce a
+    NaN flag (<opwrap/stable/rowwise.h>): max and min of every row length around the vector
+    widths against torch.amin and torch.amax, and a NaN or an infinity in each position of the
+    row (in each lane, in the loop's rest) propagates as there."""
     module, _, _ = stablelib
     for d in (1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200):
         x = torch.randn(5, d, dtype=dtype)

@@ -6,14 +6,14 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
 
 - the program's struct (one row's values and its element functions, over a scalar: the
   computation type, float for float16 and bfloat16);
-- the CPU loop: `torch::stable::parallel_for` over rows (about 32K elements a task); each pass
-  one loop over the row in blocks of four vectors' worth of elements, each block's values of a
-  reduction's argument computed into a small array (a loop GCC vectorizes at -O3) and added to
-  four vector accumulators (<opwrap/stable/rowwise_accumulator.h>), a row tensor's elements converted to the
-  computation type where they are read (bit operations for bfloat16, inside the vectorized
-  loop), a column tensor once a call, a cached binding (softmax's exponentials) in a row buffer;
-  the outputs one more loop, converted as they are stored.  The loop is compiled for DEFAULT,
-  AVX2 and AVX-512 (`#pragma GCC target`, in one unit) and chosen at run time;
+- the CPU loop: `torch::stable::parallel_for` over rows (about 32K elements a task); per row,
+  a row tensor of float16 or bfloat16 converted to float once, into a buffer of the task's;
+  each pass one loop over the row under `#pragma omp simd` with a reduction clause per
+  reduction (OMP_REDUCTIONS; -fopenmp-simd, no OpenMP runtime), which GCC vectorizes at -O3
+  with the lanes' partial results in registers, a column tensor converted once a call, a
+  cached binding (softmax's exponentials) in a row buffer; the outputs one more loop,
+  converted as they are stored.  The loop is compiled for DEFAULT, AVX2 and AVX-512
+  (`#pragma GCC target`, in one unit) and chosen at run time;
 - the CUDA kernel: the full target's (api/rowwise_cuda.py, templates/rowwise/cuda.j2, on the
   sweep both targets share: opwrap/shared/rowwise_cuda.cuh), in this target's names.
 
@@ -41,9 +41,17 @@ class Tensor:
     name: str  # the schema's
     param: str  # the kernel's parameter
     pointer: str  # its data (scalar_t)
-    row: str = ""  # the row (CPU): a row input's in scalar_t, a column's or cached binding's in opmath_t
-    buffer: str = ""  # where a reduced type's column, or a cached binding, is held (CPU)
+    row: str = ""  # the row (CPU), in opmath_t: a row input's (converted into `buffer` for reduced types), a column's or cached binding's
+    buffer: str = ""  # where a reduced type's row input or column, or a cached binding, is held (CPU)
+    local: str = ""  # a column's row as a parallel task's own local (CPU)
     member: str = ""  # a per-row input's member of the struct
+
+
+# A reduction's operator in a CPU pass's `#pragma omp simd reduction(...)` clause, by its
+# combiner (opwrap::stable::rowwise::<combiner>); the ones that also or-reduce a NaN flag, as the
+# clause's max and min do not propagate NaN (Max::result).
+OMP_REDUCTIONS = {"Sum": "+", "Max": "max", "Min": "min"}
+NAN_FLAGGED = {"Max", "Min"}
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class StableRowPlan:
     row_inputs: tuple[Tensor, ...]
     column_inputs: tuple[Tensor, ...]
     per_row_inputs: tuple[Tensor, ...]
-    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, acc, vals, cpu), caches (row, cpu)
+    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, omp, acc, value, nan, cpu), caches (row, cpu)
     caches: tuple[Tensor, ...]  # cached bindings: row (the buffer's pointer), buffer
     outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu
     cuda: rowwise_cuda.RowCudaKernel
@@ -99,13 +107,14 @@ def plan(decl, namespace: str) -> StableRowPlan:
     def tensor(name: str, **kw) -> Tensor:
         return Tensor(name, param[name], scope.fresh(f"opwrap_p_{name}"), **kw)
 
-    row_inputs = tuple(tensor(t, row=scope.fresh(f"opwrap_x_{t}")) for t in rows.row_tensors)
-    column_inputs = tuple(tensor(t, row=scope.fresh(f"opwrap_x_{t}"), buffer=scope.fresh(f"opwrap_b_{t}"))
-                          for t in rows.column_tensors)
+    row_inputs = tuple(tensor(t, row=scope.fresh(f"opwrap_x_{t}"), buffer=scope.fresh(f"opwrap_b_{t}"))
+                       for t in rows.row_tensors)
+    column_inputs = tuple(tensor(t, row=scope.fresh(f"opwrap_x_{t}"), buffer=scope.fresh(f"opwrap_b_{t}"),
+                                 local=scope.fresh(f"opwrap_c_{t}")) for t in rows.column_tensors)
     per_row_inputs = tuple(tensor(t, member=rows.ident(t)) for t in rows.per_row_tensors)
     caches = tuple(Tensor(b, "", "", row=scope.fresh(f"opwrap_x_{b}"), buffer=scope.fresh(f"opwrap_b_{b}"))
                    for b, _, _ in rows.cached)
-    local = {t.name: t.row for t in row_inputs + column_inputs + caches}
+    local = {t.name: t.row for t in row_inputs + caches} | {t.name: t.local for t in column_inputs}
 
     def call(fn, at: str) -> str:
         """`fn` of the element at `at` on the CPU: a row tensor's element converted to opmath_t
@@ -116,11 +125,12 @@ def plan(decl, namespace: str) -> StableRowPlan:
             for t in fn.inputs) + ")"
 
     accs = [scope.fresh(f"opwrap_a{i}") for i in range(len(rows.reductions))]
-    values = [scope.fresh(f"opwrap_t{i}") for i in range(len(rows.reductions))]
+    values = [scope.fresh(f"opwrap_v{i}") for i in range(len(rows.reductions))]
+    nans = [scope.fresh(f"opwrap_nan{i}") if r.combiner in NAN_FLAGGED else None for i, r in enumerate(rows.reductions)]
     stages = []
     for s in range(1, rows.stages + 1):
-        reds = [dict(member=r.member, combiner=r.combiner, acc=accs[i], vals=values[i],
-                     cpu=call(r.function, "e"))
+        reds = [dict(member=r.member, combiner=r.combiner, omp=OMP_REDUCTIONS[r.combiner], acc=accs[i],
+                     value=values[i], nan=nans[i], cpu=call(r.function, "e"))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         cached = [dict(row=local[b], cpu=call(fn, "e")) for b, fn in rows.cached_in(s)]
         stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s]))

@@ -102,8 +102,9 @@ STABLE = Target("stable", "torch's stable ABI (torch/csrc/stable, torch/headeron
                 openmp=False,
                 # torch's own kernels' floating-point options (torch.__config__.show()): a sqrt
                 # that need not set errno, and float compares without traps, vectorize; its
-                # loops are plain C++ the compiler vectorizes (no at::vec)
-                cflags=("-fno-math-errno", "-fno-trapping-math"))
+                # loops are plain C++ the compiler vectorizes (no at::vec), the row-wise passes'
+                # reductions under `#pragma omp simd` (-fopenmp-simd: the pragmas, no runtime)
+                cflags=("-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd"))
 
 TARGETS = (ATEN, STABLE)
 
