@@ -295,6 +295,23 @@ def test_softmax_family_special_values_as_aten():
     torch.testing.assert_close(opwrap.ops.log_softmax(x[3:]), torch.log_softmax(x[3:], -1))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softmax_family_special_values_in_the_vectorized_loops(dtype):
+    """inf, -inf and NaN inside the rows' vectors, not only their scalar rest: exp(inf - inf)
+    is NaN there too (at::vec's exp_u20 gives inf for NaN, and softmax of a row holding inf was
+    0 with one NaN where torch's is NaN throughout)."""
+    for d in (40, 1100):
+        x = torch.randn(6, d, dtype=dtype)
+        x[0, 5] = x[3, d - 20] = float("inf")
+        x[1, 7] = x[4, 1] = float("nan")
+        x[2, :] = -float("inf")
+        x[5, 9] = -float("inf")
+        for op, ref in ((opwrap.ops.softmax, torch.softmax), (opwrap.ops.log_softmax, torch.log_softmax)):
+            torch.testing.assert_close(op(x), ref(x.float(), -1).to(dtype), equal_nan=True, atol=1e-2, rtol=1e-2)
+        torch.testing.assert_close(opwrap.ops.logsumexp(x), torch.logsumexp(x.float(), -1).to(dtype), equal_nan=True,
+                                   atol=1e-2, rtol=1e-2)
+
+
 def test_softmax_is_twice_differentiable():
     x = torch.randn(4, 9, dtype=torch.float64, requires_grad=True)
     for op in (opwrap.ops.softmax, opwrap.ops.log_softmax):

@@ -150,10 +150,18 @@ using Vec = at::vec::Vectorized<T>;
     return x.method();                        \
   }
 
+// fast_exp: at::vec's exp_u20 (within 20 ulp, as aten's softmax computes it), with NaN kept NaN:
+// exp_u20 gives inf for NaN in its AVX2 and AVX-512 builds (and so softmax over a row holding
+// inf, exp(inf - inf) in it, summed to inf: 0 everywhere but NaN where the inf was, where
+// torch.softmax and the scalar rest's std::exp give NaN throughout).
+template <typename T>
+inline Vec<T> fast_exp(const Vec<T>& x) {
+  return Vec<T>::blendv(x.exp_u20(), x, x.isnan());
+}
+
 OPWRAP_PW_VECTOR_METHOD(neg, neg)
 OPWRAP_PW_VECTOR_METHOD(abs, abs)
 OPWRAP_PW_VECTOR_METHOD(exp, exp)
-OPWRAP_PW_VECTOR_METHOD(fast_exp, exp_u20)  // within 20 ulp, as aten's softmax computes it
 OPWRAP_PW_VECTOR_METHOD(expm1, expm1)
 OPWRAP_PW_VECTOR_METHOD(log, log)
 OPWRAP_PW_VECTOR_METHOD(log1p, log1p)
