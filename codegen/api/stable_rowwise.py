@@ -6,11 +6,11 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
 
 - the program's struct (one row's values and its element functions, over a scalar: the
   computation type, float for float16 and bfloat16);
-- the CPU loop: `torch::stable::parallel_for` over rows (about 32K elements a task); per row,
-  a row tensor of float16 or bfloat16 converted to float once, into a buffer of the task's;
-  each pass one loop over the row under `#pragma omp simd` with a reduction clause per
-  reduction (OMP_REDUCTIONS; -fopenmp-simd, no OpenMP runtime), which GCC vectorizes at -O3
-  with the lanes' partial results in registers, a column tensor converted once a call, a
+- the CPU loop: `torch::stable::parallel_for` over rows (about 32K elements a task); each
+  pass a loop over each chunk of the row (kChunk elements) under `#pragma omp simd` with a
+  reduction clause per reduction (OMP_REDUCTIONS; -fopenmp-simd, no OpenMP runtime), which GCC
+  vectorizes at -O3 with the lanes' partial results in registers, a row tensor of float16 or
+  bfloat16 converted to float a chunk at a time (into a buffer of the task's, in L1), a column tensor converted once a call, a
   cached binding (softmax's exponentials) in a row buffer; the outputs one more loop,
   converted as they are stored.  The loop is compiled for DEFAULT, AVX2 and AVX-512
   (`#pragma GCC target`, in one unit) and chosen at run time;
@@ -41,9 +41,9 @@ class Tensor:
     name: str  # the schema's
     param: str  # the kernel's parameter
     pointer: str  # its data (scalar_t)
-    row: str = ""  # the row (CPU), in opmath_t: a row input's (converted into `buffer` for reduced types), a column's or cached binding's
-    buffer: str = ""  # where a reduced type's row input or column, or a cached binding, is held (CPU)
-    local: str = ""  # a column's row as a parallel task's own local (CPU)
+    row: str = ""  # in opmath_t (CPU): a row input's chunk (converted into `buffer` for reduced types), a column's or cached binding's row
+    buffer: str = ""  # where a reduced type's row input chunk or column, or a cached binding, is held (CPU)
+    local: str = ""  # a column's row as a parallel task's own local; a row input's row in scalar_t (CPU)
     member: str = ""  # a per-row input's member of the struct
 
 
@@ -107,8 +107,8 @@ def plan(decl, namespace: str) -> StableRowPlan:
     def tensor(name: str, **kw) -> Tensor:
         return Tensor(name, param[name], scope.fresh(f"opwrap_p_{name}"), **kw)
 
-    row_inputs = tuple(tensor(t, row=scope.fresh(f"opwrap_x_{t}"), buffer=scope.fresh(f"opwrap_b_{t}"))
-                       for t in rows.row_tensors)
+    row_inputs = tuple(tensor(t, row=scope.fresh(f"opwrap_x_{t}"), buffer=scope.fresh(f"opwrap_b_{t}"),
+                              local=scope.fresh(f"opwrap_r_{t}")) for t in rows.row_tensors)
     column_inputs = tuple(tensor(t, row=scope.fresh(f"opwrap_x_{t}"), buffer=scope.fresh(f"opwrap_b_{t}"),
                                  local=scope.fresh(f"opwrap_c_{t}")) for t in rows.column_tensors)
     per_row_inputs = tuple(tensor(t, member=rows.ident(t)) for t in rows.per_row_tensors)
@@ -116,12 +116,13 @@ def plan(decl, namespace: str) -> StableRowPlan:
                    for b, _, _ in rows.cached)
     local = {t.name: t.row for t in row_inputs + caches} | {t.name: t.local for t in column_inputs}
 
-    def call(fn, at: str) -> str:
-        """`fn` of the element at `at` on the CPU: a row tensor's element converted to opmath_t
-        where it is read (the loop vectorizes with the conversion); a column tensor (converted
-        once a call) and a cached binding are rows of opmath_t."""
+    def call(fn) -> str:
+        """`fn` of element e on the CPU, in a loop over a chunk of the row (j = e - c0): a row
+        tensor's chunk is in opmath_t (its own elements, or converted into a buffer of
+        kChunk for the reduced types), a column tensor (converted once a call) and a cached
+        binding are whole rows of opmath_t."""
         return f"prog.{fn.name}(" + ", ".join(
-            f"opwrap::pw::load({local[t]}[{at}])" if t in rows.row_tensors else f"{local[t]}[{at}]"
+            f"opwrap::pw::load({local[t]}[j])" if t in rows.row_tensors else f"{local[t]}[e]"
             for t in fn.inputs) + ")"
 
     accs = [scope.fresh(f"opwrap_a{i}") for i in range(len(rows.reductions))]
@@ -130,9 +131,9 @@ def plan(decl, namespace: str) -> StableRowPlan:
     stages = []
     for s in range(1, rows.stages + 1):
         reds = [dict(member=r.member, combiner=r.combiner, omp=OMP_REDUCTIONS[r.combiner], acc=accs[i],
-                     value=values[i], nan=nans[i], cpu=call(r.function, "e"))
+                     value=values[i], nan=nans[i], cpu=call(r.function))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
-        cached = [dict(row=local[b], cpu=call(fn, "e")) for b, fn in rows.cached_in(s)]
+        cached = [dict(row=local[b], cpu=call(fn)) for b, fn in rows.cached_in(s)]
         stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s]))
     outputs = []
     for o in rows.outputs:
@@ -140,7 +141,7 @@ def plan(decl, namespace: str) -> StableRowPlan:
         value = f"prog.template {fn.name}<opmath_t>()" if not fn.inputs else None
         outputs.append(dict(name=o.name, per_row=o.per_row, param=param[o.name],
                             pointer=scope.fresh(f"opwrap_p_{o.name}"), row=scope.fresh(f"opwrap_o_{o.name}"),
-                            cpu=call(fn, "d") if fn.inputs else value))
+                            cpu=call(fn) if fn.inputs else value))
     functions = tuple(dict(name=fn.name, params=", ".join(f"Tv {rows.ident(t)}" for t in fn.inputs),
                            bindings=fn.bindings, value=fn.value) for fn in rows.functions)
     cuda = rowwise_cuda.kernel(
