@@ -1726,12 +1726,12 @@ def test_generated_rowwise_reductions_over_the_lanes(stablelib, dtype):
     partial results combined at the end; max and min, whose clause drops NaN, also or-reduce a
     NaN flag (<opwrap/stable/rowwise.h>): max and min of every row length around the vector
     widths against torch.amin and torch.amax, and a NaN or an infinity in each position of the
-    row (in each lane, in the loop's rest) propagates as there."""
+    row (in each lane, in the loop's rest, in a later chunk of 512) propagates as there."""
     module, _, _ = stablelib
-    for d in (1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200):
+    for d in (1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200, 511, 512, 513, 1100):
         x = torch.randn(5, d, dtype=dtype)
         torch.testing.assert_close(module.ops.row_extremes(x), (x.amin(-1), x.amax(-1)), rtol=0, atol=0)
-    for d in (3, 16, 64, 70, 130):
+    for d in (3, 16, 64, 70, 130, 1030):
         rows = torch.randn(d, d, dtype=dtype)
         for value in (float("nan"), float("inf"), -float("inf")):
             x = rows.clone()
