@@ -71,9 +71,10 @@ class StableRowPlan:
     row_inputs: tuple[Tensor, ...]
     column_inputs: tuple[Tensor, ...]
     per_row_inputs: tuple[Tensor, ...]
-    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, omp, acc, value, nan, cpu), caches (row, cpu)
+    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, omp, acc, value, nan, cpu), caches (row, cpu),
+    #   direct (_direct)
     caches: tuple[Tensor, ...]  # cached bindings: row (the buffer's pointer), buffer
-    outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu
+    outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu, direct (_direct)
     cuda: rowwise_cuda.RowCudaKernel
 
     @property
@@ -87,6 +88,18 @@ class StableRowPlan:
     @property
     def row_outputs(self) -> tuple[dict, ...]:
         return tuple(o for o in self.outputs if not o["per_row"])
+
+
+def _direct(functions) -> bool:
+    """Whether a CPU loop of `functions` reads a float16 or bfloat16 row input as it is,
+    converting each element where it is used, when the row is long (rowwise.h's kDirectRow):
+    where it calls no floating-point function an element.  Converted a chunk at a time into a
+    float buffer first (load_row), such loops lost more than the conversion saved (one thread,
+    AVX-512, bfloat16 rows of 4096, full target's time / stable's: layer_norm_backward 0.49x
+    against 0.74x read directly, softmax_backward 0.53x against 0.85x); a loop of exp or log is
+    faster from the buffer (log_softmax 1.03x against 0.77x), and so are short rows (layer_norm
+    over rows of 128: 0.71x against 0.61x)."""
+    return not any(fn.costly for fn in functions)
 
 
 def plan(decl, namespace: str) -> StableRowPlan:
@@ -134,14 +147,16 @@ def plan(decl, namespace: str) -> StableRowPlan:
                      value=values[i], nan=nans[i], cpu=call(r.function))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         cached = [dict(row=local[b], cpu=call(fn)) for b, fn in rows.cached_in(s)]
-        stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s]))
+        stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s],
+                           direct=_direct([r.function for r in rows.reductions if r.stage == s]
+                                          + [fn for _, fn in rows.cached_in(s)])))
     outputs = []
     for o in rows.outputs:
         fn = o.function
         value = f"prog.template {fn.name}<opmath_t>()" if not fn.inputs else None
         outputs.append(dict(name=o.name, per_row=o.per_row, param=param[o.name],
                             pointer=scope.fresh(f"opwrap_p_{o.name}"), row=scope.fresh(f"opwrap_o_{o.name}"),
-                            cpu=call(fn) if fn.inputs else value))
+                            cpu=call(fn) if fn.inputs else value, direct=_direct([fn])))
     functions = tuple(dict(name=fn.name, params=", ".join(f"Tv {rows.ident(t)}" for t in fn.inputs),
                            bindings=fn.bindings, value=fn.value) for fn in rows.functions)
     cuda = rowwise_cuda.kernel(

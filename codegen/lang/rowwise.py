@@ -56,6 +56,7 @@ class ElemFunction:
     inputs: tuple[str, ...]  # the element tensors it reads (schema order), then the cached bindings
     bindings: tuple[tuple[str, str], ...]  # the element bindings it needs, in order: (C++ identifier, C++)
     value: str  # C++ over Tv
+    costly: bool = False  # calls a floating-point function (exp, log, ...) for each element
 
 
 @dataclass(frozen=True)
@@ -384,7 +385,8 @@ class _RowTranslator(Translator):
         need, tensors, inputs = self._closure(raw, cached)
         return ElemFunction(name, tuple(n for n in self.order if n in tensors)
                             + tuple(b for b in self.elem_defs if b in inputs),
-                            tuple((self.ident(b), d.cpp) for b, d in self.elem_defs.items() if b in need), raw.cpp)
+                            tuple((self.ident(b), d.cpp) for b, d in self.elem_defs.items() if b in need), raw.cpp,
+                            raw.costly or any(self.elem_defs[b].costly for b in need))
 
     def cache_plan(self, output_pass: int):
         """Which costly element bindings are computed once into a row buffer (those that

@@ -39,6 +39,13 @@ using opwrap::pw::opmath_t;  // float for float16 and bfloat16, as at::opmath_ty
 // costs a few instructions.
 constexpr int64_t kChunk = 512;
 
+// From this row length on, a loop that calls no floating-point function an element reads a
+// float16 or bfloat16 row input as it is, converting each element where it is used (codegen's
+// stable_rowwise._direct says which loops and why); shorter rows, and the other loops, read a
+// chunk converted into a float buffer first (load_row).  Measured: bfloat16 layer_norm_backward
+// and softmax_backward gain from rows of 512 on, layer_norm loses below.
+constexpr int64_t kDirectRow = 512;
+
 struct Sum {
   template <typename T>
   static C10_HOST_DEVICE T identity() {
