@@ -1691,7 +1691,8 @@ def test_generated_rowwise_kernels(stablelib, dtype):
     """row_softmax and row_rms_norm, generated from row-wise programs as plain loops (no at::vec):
     torch's values for rows that are not a whole number of vectors (1 and 7: shorter than one;
     40 and 4097: whole vectors, then a rest; 1000 and 4097 long enough for the loops without
-    exponentials to read a float16 or bfloat16 row as it is), a non-contiguous
+    exponentials to read a float16 or bfloat16 row as it is; 1, 7 and 16 short enough for
+    row_rms_norm's sum to run 4 lanes at a time), a non-contiguous
     input, NaN and infinities as torch.softmax gives them, the checks."""
     module, _, _ = stablelib
     tol = {torch.float32: 2e-6, torch.float64: 1e-12, torch.bfloat16: 1e-2, torch.float16: 2e-3}[dtype]
@@ -1768,6 +1769,10 @@ def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
     # buffer by the exponentials' pass (codegen's stable_rowwise._direct).
     assert generated.count("if (!kConvert || len >= opwrap::stable::rowwise::kDirectRow) {") == 2 * 3
     assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 3 * 3
+    assert "simdlen(4)" not in generated  # a max pass keeps its vector's lanes on short rows
+    # row_rms_norm's pass only sums: rows shorter than kShortRow run it 4 lanes at a time.
+    rms = (lib / "generated" / "stable" / "rowwise" / "row_rms_norm.h").read_text()
+    assert rms.count("if (len < opwrap::stable::rowwise::kShortRow) {") == rms.count("simdlen(4)") == 3
     # The CUDA kernel is the full target's (templates/rowwise/cuda.j2) in the stable target's names.
     for text in ("#pragma GCC target(\"avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt\")", "torch::stable::parallel_for",
                  "#include <opwrap/stable/rowwise_cuda.cuh>",

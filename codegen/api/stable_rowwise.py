@@ -72,7 +72,7 @@ class StableRowPlan:
     column_inputs: tuple[Tensor, ...]
     per_row_inputs: tuple[Tensor, ...]
     stages: tuple[dict, ...]  # number, function, reductions (member, combiner, omp, acc, value, nan, cpu), caches (row, cpu),
-    #   direct (_direct)
+    #   direct (_direct), short: whether short rows run 4 lanes at a time (a direct pass of sums: rowwise.h's kShortRow)
     caches: tuple[Tensor, ...]  # cached bindings: row (the buffer's pointer), buffer
     outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu, direct (_direct)
     cuda: rowwise_cuda.RowCudaKernel
@@ -147,9 +147,9 @@ def plan(decl, namespace: str) -> StableRowPlan:
                      value=values[i], nan=nans[i], cpu=call(r.function))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         cached = [dict(row=local[b], cpu=call(fn)) for b, fn in rows.cached_in(s)]
-        stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s],
-                           direct=_direct([r.function for r in rows.reductions if r.stage == s]
-                                          + [fn for _, fn in rows.cached_in(s)])))
+        direct = _direct([r.function for r in rows.reductions if r.stage == s] + [fn for _, fn in rows.cached_in(s)])
+        stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s], direct=direct,
+                           short=direct and all(r["combiner"] == "Sum" for r in reds)))
     outputs = []
     for o in rows.outputs:
         fn = o.function

@@ -46,6 +46,16 @@ constexpr int64_t kChunk = 512;
 // and softmax_backward gain from rows of 512 on, layer_norm loses below.
 constexpr int64_t kDirectRow = 512;
 
+// Below this row length, a pass of those loops that only sums runs 4 lanes at a time (`omp simd
+// simdlen(4)`).
+// At a vector's width (16 floats) GCC 12 runs such a row mostly in the loop's scalar rest and
+// folds the 16 lanes with 16 dependent adds after it; rows of 8 to 24, full target's time /
+// stable's, one thread, AVX-512: float32 layer_norm 0.57x-0.61x against 0.72x-1.18x in 4
+// lanes, bfloat16 softmax_backward 0.59x-0.73x against 0.81x-1.68x.  From rows of 32 on, for
+// loops of exp or log at any length, and for softmax's max pass (float32 rows of 16: 1.14x
+// against 0.45x), 4 lanes are slower.
+constexpr int64_t kShortRow = 32;
+
 struct Sum {
   template <typename T>
   static C10_HOST_DEVICE T identity() {
