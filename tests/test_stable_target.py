@@ -1765,11 +1765,12 @@ def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
     _, _, lib = stablelib
     generated = (lib / "generated" / "stable" / "rowwise" / "row_softmax.h").read_text()
     # Long rows of a reduced type are read as they are by the loops that call no floating-point
-    # function an element (the max pass and the output, in each CPU build), from a converted
-    # buffer by the exponentials' pass (codegen's stable_rowwise._direct).
-    assert generated.count("} else if (len >= opwrap::stable::rowwise::kDirectRow) {") == 2 * 3
-    assert generated.count("if constexpr (!kConvert) {") == 2 * 3  # float and double compile one copy
-    assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 3 * 3
+    # function an element (the max pass, in each CPU build), from a converted buffer by the
+    # exponentials' pass (codegen's stable_rowwise._direct); the output reads only the cached
+    # exponentials, and converts no chunk of `self`.
+    assert generated.count("} else if (len >= opwrap::stable::rowwise::kDirectRow) {") == 3
+    assert generated.count("if constexpr (!kConvert) {") == 3  # float and double compile one copy
+    assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 2 * 3
     assert "simdlen(4)" not in generated  # a max pass keeps its vector's lanes on short rows
     # row_rms_norm's pass only sums: rows shorter than kShortRow run it 4 lanes at a time.
     rms = (lib / "generated" / "stable" / "rowwise" / "row_rms_norm.h").read_text()
