@@ -105,6 +105,12 @@ def _direct(functions) -> bool:
     return not any(fn.costly for fn in functions)
 
 
+def _read(row_inputs: tuple[Tensor, ...], functions) -> tuple[Tensor, ...]:
+    """The row inputs that `functions` read: the ones a loop of them converts or points at."""
+    names = {n for fn in functions for n in fn.inputs}
+    return tuple(t for t in row_inputs if t.name in names)
+
+
 def plan(decl, namespace: str) -> StableRowPlan:
     rows = decl.rows
     ident = decl.ident
@@ -141,11 +147,6 @@ def plan(decl, namespace: str) -> StableRowPlan:
             f"opwrap::pw::load({local[t]}[j])" if t in rows.row_tensors else f"{local[t]}[e]"
             for t in fn.inputs) + ")"
 
-    def read(fns) -> tuple[Tensor, ...]:
-        """The row inputs that `fns` read: the ones a loop of them converts or points at."""
-        names = {n for fn in fns for n in fn.inputs}
-        return tuple(t for t in row_inputs if t.name in names)
-
     accs = [scope.fresh(f"opwrap_a{i}") for i in range(len(rows.reductions))]
     values = [scope.fresh(f"opwrap_v{i}") for i in range(len(rows.reductions))]
     nans = [scope.fresh(f"opwrap_nan{i}") if r.combiner in NAN_FLAGGED else None for i, r in enumerate(rows.reductions)]
@@ -156,7 +157,7 @@ def plan(decl, namespace: str) -> StableRowPlan:
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         cached = [dict(row=local[b], cpu=call(fn)) for b, fn in rows.cached_in(s)]
         fns = [r.function for r in rows.reductions if r.stage == s] + [fn for _, fn in rows.cached_in(s)]
-        inputs = read(fns)
+        inputs = _read(row_inputs, fns)
         direct = bool(inputs) and _direct(fns)
         stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s], inputs=inputs,
                            direct=direct, short=direct and all(r["combiner"] == "Sum" for r in reds)))
@@ -164,10 +165,11 @@ def plan(decl, namespace: str) -> StableRowPlan:
     for o in rows.outputs:
         fn = o.function
         value = f"prog.template {fn.name}<opmath_t>()" if not fn.inputs else None
+        inputs = _read(row_inputs, [fn])
         outputs.append(dict(name=o.name, per_row=o.per_row, param=param[o.name],
                             pointer=scope.fresh(f"opwrap_p_{o.name}"), row=scope.fresh(f"opwrap_o_{o.name}"),
-                            cpu=call(fn) if fn.inputs else value, inputs=read([fn]),
-                            direct=bool(read([fn])) and _direct([fn])))
+                            cpu=call(fn) if fn.inputs else value, inputs=inputs,
+                            direct=bool(inputs) and _direct([fn])))
     functions = tuple(dict(name=fn.name, params=", ".join(f"Tv {rows.ident(t)}" for t in fn.inputs),
                            bindings=fn.bindings, value=fn.value) for fn in rows.functions)
     cuda = rowwise_cuda.kernel(
