@@ -14,7 +14,7 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
   loop that calls no floating-point function an element, read as it is from rows of kDirectRow
   on (_direct), a column tensor converted once a call, a cached binding (softmax's
   exponentials) in a row buffer; such a pass that only sums runs rows shorter than kShortRow
-  4 lanes at a time (`short`); the outputs one more loop, converted as they are stored.  The
+  4 lanes at a time (`short`); the outputs one more `omp simd` loop, converted as they are stored.  The
   loop is compiled for DEFAULT, AVX2 and AVX-512
   (`#pragma GCC target`, in one unit) and chosen at run time;
 - the CUDA kernel: the full target's (api/rowwise_cuda.py, templates/rowwise/cuda.j2, on the
