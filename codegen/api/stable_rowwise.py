@@ -105,10 +105,13 @@ def _direct(functions) -> bool:
     return not any(fn.costly for fn in functions)
 
 
-def _read(row_inputs: tuple[Tensor, ...], functions) -> tuple[Tensor, ...]:
-    """The row inputs that `functions` read: the ones a loop of them converts or points at."""
+def _read(row_inputs: tuple[Tensor, ...], functions) -> tuple[tuple[Tensor, ...], bool]:
+    """The row inputs that `functions` read (the ones a loop of them converts or points at),
+    and whether the loop reads them directly on long rows (_direct); a loop that reads none has
+    a single copy."""
     names = {n for fn in functions for n in fn.inputs}
-    return tuple(t for t in row_inputs if t.name in names)
+    inputs = tuple(t for t in row_inputs if t.name in names)
+    return inputs, bool(inputs) and _direct(functions)
 
 
 def plan(decl, namespace: str) -> StableRowPlan:
@@ -157,19 +160,17 @@ def plan(decl, namespace: str) -> StableRowPlan:
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         cached = [dict(row=local[b], cpu=call(fn)) for b, fn in rows.cached_in(s)]
         fns = [r.function for r in rows.reductions if r.stage == s] + [fn for _, fn in rows.cached_in(s)]
-        inputs = _read(row_inputs, fns)
-        direct = bool(inputs) and _direct(fns)
+        inputs, direct = _read(row_inputs, fns)
         stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s], inputs=inputs,
                            direct=direct, short=direct and all(r["combiner"] == "Sum" for r in reds)))
     outputs = []
     for o in rows.outputs:
         fn = o.function
         value = f"prog.template {fn.name}<opmath_t>()" if not fn.inputs else None
-        inputs = _read(row_inputs, [fn])
+        inputs, direct = _read(row_inputs, [fn])
         outputs.append(dict(name=o.name, per_row=o.per_row, param=param[o.name],
                             pointer=scope.fresh(f"opwrap_p_{o.name}"), row=scope.fresh(f"opwrap_o_{o.name}"),
-                            cpu=call(fn) if fn.inputs else value, inputs=inputs,
-                            direct=bool(inputs) and _direct([fn])))
+                            cpu=call(fn) if fn.inputs else value, inputs=inputs, direct=direct))
     functions = tuple(dict(name=fn.name, params=", ".join(f"Tv {rows.ident(t)}" for t in fn.inputs),
                            bindings=fn.bindings, value=fn.value) for fn in rows.functions)
     cuda = rowwise_cuda.kernel(
