@@ -1767,10 +1767,15 @@ def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
     # Long rows of a reduced type are read as they are by the loops that call no floating-point
     # function an element (the max pass, in each CPU build), from a converted buffer by the
     # exponentials' pass (codegen's stable_rowwise._direct); the output reads only the cached
-    # exponentials, and converts no chunk of `self`.
+    # exponentials, and converts no chunk of `self`.  A shorter row is converted once, at the
+    # row's start, and every loop reads that buffer: the max pass's copy for such rows converts
+    # nothing, the exponentials' pass converts a chunk only where the row's start did not.
     assert generated.count("} else if (len >= opwrap::stable::rowwise::kDirectRow) {") == 3
     assert generated.count("if constexpr (!kConvert) {") == 3  # float and double compile one copy
-    assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 2 * 3
+    assert generated.count("const bool opwrap_once = kConvert && len < opwrap::stable::rowwise::kDirectRow;") == 3
+    assert generated.count("= opwrap_b_self;  // converted at the row's start") == 3
+    assert generated.count("opwrap_once ? opwrap_b_self : opwrap::stable::rowwise::load_row<scalar_t>(") == 3
+    assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 2 * 3  # the row's start, the exponentials
     assert "simdlen(4)" not in generated  # a max pass keeps its vector's lanes on short rows
     # row_rms_norm's pass only sums: rows shorter than kShortRow run it 4 lanes at a time.
     rms = (lib / "generated" / "stable" / "rowwise" / "row_rms_norm.h").read_text()

@@ -45,6 +45,8 @@ constexpr int64_t kChunk = 512;
 // chunk converted into a float buffer first (load_row).  Measured: bfloat16 layer_norm_backward
 // and softmax_backward gain from rows of 512 on, layer_norm loses below.
 constexpr int64_t kDirectRow = 512;
+// A shorter row is one chunk, which every loop reads from the buffers: converted once a row.
+static_assert(kDirectRow <= kChunk, "rows shorter than kDirectRow must be one chunk");
 
 // Below this row length, a pass of those loops that only sums runs 4 lanes at a time (`omp simd
 // simdlen(4)`).
