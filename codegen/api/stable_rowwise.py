@@ -10,7 +10,8 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
   pass a loop over each chunk of the row (kChunk elements) under `#pragma omp simd` with a
   reduction clause per reduction (OMP_REDUCTIONS; -fopenmp-simd, no OpenMP runtime), which GCC
   vectorizes at -O3 with the lanes' partial results in registers, a row tensor of float16 or
-  bfloat16 converted to float a chunk at a time (into a buffer of the task's, in L1) or, in a
+  bfloat16 converted to float a chunk at a time (into a buffer of the task's, in L1; once at
+  the row's start where the row is shorter than kDirectRow, one chunk that every loop reads) or, in a
   loop that calls no floating-point function an element, read as it is from rows of kDirectRow
   on (_direct), a column tensor converted once a call, a cached binding (softmax's
   exponentials) in a row buffer; such a pass that only sums runs rows shorter than kShortRow
