@@ -11,13 +11,13 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
   reduction clause per reduction (OMP_REDUCTIONS; -fopenmp-simd, no OpenMP runtime), which GCC
   vectorizes at -O3 with the lanes' partial results in registers, a row tensor of float16 or
   bfloat16 converted to float a chunk at a time (into a buffer of the task's, in L1; once at
-  the row's start where the row is shorter than kDirectRow, one chunk that every loop reads) or, in a
-  loop that calls no floating-point function an element, read as it is from rows of kDirectRow
-  on (_direct), a column tensor converted once a call, a cached binding (softmax's
+  the row's start where the row is shorter than kDirectRow, one chunk that every loop reads)
+  or, in a loop that calls no floating-point function an element, read as it is from rows of
+  kDirectRow on (_direct), a column tensor converted once a call, a cached binding (softmax's
   exponentials) in a row buffer; such a pass that only sums runs rows shorter than kShortRow
-  4 lanes at a time (`short`); the outputs one more `omp simd` loop, converted as they are stored.  The
-  loop is compiled for DEFAULT, AVX2 and AVX-512
-  (`#pragma GCC target`, in one unit) and chosen at run time;
+  4 lanes at a time (`short`); the outputs one more `omp simd` loop, converted as they are
+  stored.  The loop is compiled for DEFAULT, AVX2 and AVX-512 (`#pragma GCC target`, in one
+  unit) and chosen at run time;
 - the CUDA kernel: the full target's (api/rowwise_cuda.py, templates/rowwise/cuda.j2, on the
   sweep both targets share: opwrap/shared/rowwise_cuda.cuh), in this target's names.
 
@@ -77,7 +77,8 @@ class StableRowPlan:
     column_inputs: tuple[Tensor, ...]
     per_row_inputs: tuple[Tensor, ...]
     stages: tuple[dict, ...]  # number, function, reductions (member, combiner, omp, acc, value, nan, cpu), caches (row, cpu),
-    #   inputs (the row inputs its loop reads), direct (_direct), short: whether short rows run 4 lanes at a time (a direct pass of sums: rowwise.h's kShortRow)
+    #   inputs (the row inputs its loop reads), direct (_direct), short: whether short rows run
+    #   4 lanes at a time (a direct pass of sums: rowwise.h's kShortRow)
     caches: tuple[Tensor, ...]  # cached bindings: row (the buffer's pointer), buffer
     outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu, inputs, direct (_direct)
     cuda: rowwise_cuda.RowCudaKernel
