@@ -1690,14 +1690,15 @@ def _rms_norm(x, w, eps=1e-6):
 def test_generated_rowwise_kernels(stablelib, dtype):
     """row_softmax and row_rms_norm, generated from row-wise programs as plain loops (no at::vec):
     torch's values for rows that are not a whole number of vectors (1 and 7: shorter than one;
-    40 and 4097: whole vectors, then a rest; 1000 and 4097 long enough for the loops without
-    exponentials to read a float16 or bfloat16 row as it is; 1, 7 and 16 short enough for
-    row_rms_norm's sum to run 4 lanes at a time), a non-contiguous
+    40, 47, 513 and 4097: whole vectors, then a rest; 1000 and 4097 long enough for the loops
+    without exponentials to read a float16 or bfloat16 row as it is; 1, 7 and 16 short enough
+    for row_rms_norm's sum to run 4 lanes at a time; 32 to 512 one chunk, whose sum runs a
+    vector's lanes at a time; 513 two chunks), a non-contiguous
     input, NaN and infinities as torch.softmax gives them, the checks."""
     module, _, _ = stablelib
     tol = {torch.float32: 2e-6, torch.float64: 1e-12, torch.bfloat16: 1e-2, torch.float16: 2e-3}[dtype]
     wide = torch.float64 if dtype == torch.float64 else torch.float32
-    for d in (1, 7, 16, 40, 1000, 4097):
+    for d in (1, 7, 16, 32, 40, 47, 512, 513, 1000, 4097):
         x = torch.randn(3, 2, d, dtype=dtype) * 4
         torch.testing.assert_close(module.ops.row_softmax(x), torch.softmax(x.to(wide), -1).to(dtype),
                                    atol=tol, rtol=tol)
@@ -1771,15 +1772,23 @@ def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
     # row's start, and every loop reads that buffer: the max pass's copy for such rows converts
     # nothing, the exponentials' pass converts a chunk only where the row's start did not.
     assert generated.count("} else if (len >= opwrap::stable::rowwise::kDirectRow) {") == 3
-    assert generated.count("if constexpr (!kConvert) {") == 3  # float and double compile one copy
+    assert generated.count("if constexpr (!kConvert) {") == 3  # float and double: a one-chunk copy and a chunked one
+    assert generated.count("if (len <= opwrap::stable::rowwise::kChunk) {") == 3  # the max pass (the output reads no row input)
     assert generated.count("const bool opwrap_once = kConvert && len < opwrap::stable::rowwise::kDirectRow;") == 3
     assert generated.count("= opwrap_b_self;  // converted at the row's start") == 3
     assert generated.count("opwrap_once ? opwrap_b_self : opwrap::stable::rowwise::load_row<scalar_t>(") == 3
     assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 2 * 3  # the row's start, the exponentials
     assert "simdlen(4)" not in generated  # a max pass keeps its vector's lanes on short rows
-    # row_rms_norm's pass only sums: rows shorter than kShortRow run it 4 lanes at a time.
+    assert "sum_lanes" not in generated  # neither the max pass nor the exponentials' sum reads a row directly
+    # row_rms_norm's pass only sums: rows shorter than kShortRow run it 4 lanes at a time, a row
+    # of one chunk a vector's lanes at a time (float's copy, and the reduced types' from the
+    # buffers), longer rows under the reduction clause.
     rms = (lib / "generated" / "stable" / "rowwise" / "row_rms_norm.h").read_text()
     assert rms.count("if (len < opwrap::stable::rowwise::kShortRow) {") == rms.count("simdlen(4)") == 3
+    assert rms.count("opwrap_a0 += opwrap::stable::rowwise::sum_lanes<W>(opwrap_l0);") == 2 * 3
+    assert rms.count("reduction(+:opwrap_a0)") == 3 * 3  # short rows, float's and the reduced types' long rows
+    for bytes in (64, 32, 16):  # AVX-512, AVX2 and the default build's vectors
+        assert rms.count(f"constexpr int64_t kVectorBytes = {bytes};") == 1
     # The CUDA kernel is the full target's (templates/rowwise/cuda.j2) in the stable target's names.
     for text in ("#pragma GCC target(\"avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt\")", "torch::stable::parallel_for",
                  "#include <opwrap/stable/rowwise_cuda.cuh>",

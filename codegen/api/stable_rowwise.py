@@ -14,10 +14,13 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
   the row's start where the row is shorter than kDirectRow, one chunk that every loop reads)
   or, in a loop that calls no floating-point function an element, read as it is from rows of
   kDirectRow on (_direct), a column tensor converted once a call, a cached binding (softmax's
-  exponentials) in a row buffer; such a pass that only sums runs rows shorter than kShortRow
-  4 lanes at a time (`short`); the outputs one more `omp simd` loop, converted as they are
-  stored.  The loop is compiled for DEFAULT, AVX2 and AVX-512 (`#pragma GCC target`, in one
-  unit) and chosen at run time;
+  exponentials) in a row buffer; a loop that reads a row directly has a copy without the
+  loop over chunks for a row of one chunk (float's, and the reduced types' buffers); such a
+  pass that only sums (`lanes`) runs rows shorter than kShortRow 4 lanes at a time and a row
+  of one chunk a vector's lanes at a time, summed by a tree of vector additions (rowwise.h's
+  sum_lanes) rather than the clause's scalar fold; the outputs one more `omp simd` loop,
+  converted as they are stored.  The loop is compiled for DEFAULT, AVX2 and AVX-512 (`#pragma
+  GCC target`, in one unit, each with its vector's width) and chosen at run time;
 - the CUDA kernel: the full target's (api/rowwise_cuda.py, templates/rowwise/cuda.j2, on the
   sweep both targets share: opwrap/shared/rowwise_cuda.cuh), in this target's names.
 
@@ -36,8 +39,8 @@ from .stable import TENSOR, cpp_type, rowwise_header, rowwise_kernel
 
 # What the template declares where the kernels' parameters and the locals named here are in
 # scope (loops, kernels, launches).
-TEMPLATE_LOCALS = ("Tv", "W", "grain", "begin", "end", "d", "j", "e", "row_loop", "generated", "kConvert", "kVectorBytes",
-                   "opwrap_once",
+TEMPLATE_LOCALS = ("Tv", "W", "grain", "begin", "end", "d", "j", "k", "e", "row_loop", "generated", "kConvert",
+                   "kVectorBytes", "opwrap_once", "opwrap_j0",
                    *rowwise_cuda.TEMPLATE_LOCALS)
 
 
@@ -76,9 +79,10 @@ class StableRowPlan:
     row_inputs: tuple[Tensor, ...]
     column_inputs: tuple[Tensor, ...]
     per_row_inputs: tuple[Tensor, ...]
-    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, omp, acc, value, nan, cpu), caches (row, cpu),
-    #   inputs (the row inputs its loop reads), direct (_direct), short: whether short rows run
-    #   4 lanes at a time (a direct pass of sums: rowwise.h's kShortRow)
+    stages: tuple[dict, ...]  # number, function, reductions (member, combiner, omp, acc, value, nan, lanes, cpu),
+    #   caches (row, cpu), inputs (the row inputs its loop reads), direct (_direct), lanes: a direct pass of sums,
+    #   whose short rows run 4 lanes at a time (rowwise.h's kShortRow) and rows of one chunk a
+    #   vector's lanes at a time (sum_lanes)
     caches: tuple[Tensor, ...]  # cached bindings: row (the buffer's pointer), buffer
     outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu, inputs, direct (_direct)
     cuda: rowwise_cuda.RowCudaKernel
@@ -156,16 +160,17 @@ def plan(decl, namespace: str) -> StableRowPlan:
     accs = [scope.fresh(f"opwrap_a{i}") for i in range(len(rows.reductions))]
     values = [scope.fresh(f"opwrap_v{i}") for i in range(len(rows.reductions))]
     nans = [scope.fresh(f"opwrap_nan{i}") if r.combiner in NAN_FLAGGED else None for i, r in enumerate(rows.reductions)]
+    lanes = [scope.fresh(f"opwrap_l{i}") for i in range(len(rows.reductions))]
     stages = []
     for s in range(1, rows.stages + 1):
         reds = [dict(member=r.member, combiner=r.combiner, omp=OMP_REDUCTIONS[r.combiner], acc=accs[i],
-                     value=values[i], nan=nans[i], cpu=call(r.function))
+                     value=values[i], nan=nans[i], lanes=lanes[i], cpu=call(r.function))
                 for i, r in enumerate(rows.reductions) if r.stage == s]
         cached = [dict(row=local[b], cpu=call(fn)) for b, fn in rows.cached_in(s)]
         fns = [r.function for r in rows.reductions if r.stage == s] + [fn for _, fn in rows.cached_in(s)]
         inputs, direct = _read(row_inputs, fns)
         stages.append(dict(number=s, reductions=reds, caches=cached, function=rows.stage_functions[s], inputs=inputs,
-                           direct=direct, short=direct and all(r["combiner"] == "Sum" for r in reds)))
+                           direct=direct, lanes=direct and all(r["combiner"] == "Sum" for r in reds)))
     outputs = []
     for o in rows.outputs:
         fn = o.function

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string_view>
@@ -49,13 +50,14 @@ constexpr int64_t kDirectRow = 512;
 static_assert(kDirectRow <= kChunk, "rows shorter than kDirectRow must be one chunk");
 
 // Below this row length, a pass of those loops that only sums runs 4 lanes at a time (`omp simd
-// simdlen(4)`).
+// simdlen(4)`, a reduction clause); from it on, a vector's lanes at a time (sum_lanes).
 // At a vector's width (16 floats) GCC 12 runs such a row mostly in the loop's scalar rest and
 // folds the 16 lanes with 16 dependent adds after it; rows of 8 to 24, full target's time /
 // stable's, one thread, AVX-512: float32 layer_norm 0.57x-0.61x against 0.72x-1.18x in 4
-// lanes, bfloat16 softmax_backward 0.59x-0.73x against 0.81x-1.68x.  From rows of 32 on, for
-// loops of exp or log at any length, and for softmax's max pass (float32 rows of 16: 1.14x
-// against 0.45x), 4 lanes are slower.
+// lanes, bfloat16 softmax_backward 0.59x-0.73x against 0.81x-1.68x.  A vector's lanes summed
+// by sum_lanes lose to 4 lanes on bfloat16 rows of 16 (softmax_backward 0.75x against 1.9x).
+// From rows of 32 on, for loops of exp or log at any length, and for softmax's max pass
+// (float32 rows of 16: 1.14x against 0.45x), 4 lanes are slower.
 constexpr int64_t kShortRow = 32;
 
 struct Sum {
@@ -128,6 +130,51 @@ inline const opmath_t<scalar_t>* load_row(const scalar_t* p, int64_t n, opmath_t
   } else {
     for (int64_t i = 0; i < n; ++i) buffer[i] = opwrap::pw::load(p[i]);
     return buffer;
+  }
+}
+
+// The sum of W lanes (W a power of two), which a pass of sums only (a direct pass: codegen's
+// stable_rowwise.plan) adds up a vector's lanes at a time, each lane its own partial sum: folded
+// as a tree of vector additions, halves added until four lanes are left.  The loops' `omp simd`
+// reduction clauses leave that fold to GCC 12, which stores the vector and adds its 16 lanes one
+// after another, 16 dependent scalar additions a chunk: most of the time of a row of 32 floats
+// (one thread, AVX-512, float32 softmax_backward over rows of 32: 0.59x of the full target's
+// speed with the clause).  GCC's vector extensions, so that each CPU build's loop inlines the
+// fold with its own vectors (always_inline: compiled here for the default target).
+#if defined(__GNUC__)
+template <int W, typename T, typename V>
+[[gnu::always_inline]] inline T sum_vector(const V& v) {
+  if constexpr (W == 2) {
+    return v[0] + v[1];
+  } else if constexpr (W == 4) {
+    return (v[0] + v[2]) + (v[1] + v[3]);
+  } else {
+    typedef T Half __attribute__((vector_size(W / 2 * sizeof(T))));
+    Half a;
+    Half b;
+    std::memcpy(&a, &v, sizeof a);
+    std::memcpy(&b, reinterpret_cast<const char*>(&v) + sizeof a, sizeof b);
+    const Half sum = a + b;
+    return sum_vector<W / 2, T>(sum);
+  }
+}
+#endif
+template <int W, typename T>
+[[gnu::always_inline]] inline T sum_lanes(const T* lanes) {
+  static_assert(W > 0 && (W & (W - 1)) == 0, "a vector's lanes are a power of two");
+  if constexpr (W == 1) {
+    return lanes[0];
+  } else {
+#if defined(__GNUC__)
+    typedef T Vector __attribute__((vector_size(W * sizeof(T))));
+    Vector v;
+    std::memcpy(&v, lanes, sizeof v);
+    return sum_vector<W, T>(v);
+#else
+    T half[W / 2];
+    for (int k = 0; k < W / 2; ++k) half[k] = lanes[k] + lanes[k + W / 2];
+    return sum_lanes<W / 2>(half);
+#endif
   }
 }
 
