@@ -6,7 +6,8 @@ needing a torch symbol outside the stable C shim; the one build loaded into anot
 release of build/torch-matrix, as one abi3 wheel; and the declaration errors for what the target lacks.
 
 A library of its own, not a shared one: it is built in the other target, and the ABI check
-needs a build that fails (about 15 s of compiling at -O0 in all).  Its abi3 wheel is
+needs a build that fails (about 25 s of compiling in all: the failing build at -O0, the
+library at -O1, where its loops' CPU builds are compiled).  Its abi3 wheel is
 installed into another torch release's venv of build/torch-matrix, where there is one."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, import_library, made_once, run_codegen
+from conftest import ROOT, import_library, made_once, run_codegen, run_python
 from opwrap_codegen.core import torch_compat
 from opwrap_codegen.pyruntime import torch_release
 
@@ -582,8 +583,8 @@ def _stable_project(lib: Path) -> None:
     pyproject.write_text(pyproject.read_text().replace("[tool.codegen]\n", '[tool.codegen]\ntarget = "stable"\n'))
 
 
-def _build(lib: Path, *options: str) -> list:
-    r = run_codegen("build", "--no-cuda", "-O0", *options, cwd=lib)
+def _build(lib: Path, *options: str, optimize: int = 0) -> list:
+    r = run_codegen("build", "--no-cuda", f"-O{optimize}", *options, cwd=lib)
     return [r.returncode, r.stdout + r.stderr]
 
 
@@ -612,7 +613,11 @@ def _make_stablelib(lib: Path) -> dict:
     record["outside"] = _build(lib, "--ops", "scale")
     record["outside_left"] = (lib / "build" / "_C.so").exists()
     header.write_text(SCALE_H)
-    record["build"] = _build(lib)
+    # -O1: the generated loops' CPU builds (AVX-512, AVX2 and the default one, chosen at run
+    # time) are compiled only where the compiler optimizes (-O0 compiles the default one
+    # alone), and -O1 vectorizes their `omp simd` loops as -O3 does, so the tests run the code
+    # a user's build runs.  13.6 s of compiler time at -O0, 21.8 s at -O1, 28.8 s at -O2.
+    record["build"] = _build(lib, optimize=1)
     return record
 
 
@@ -1743,6 +1748,46 @@ def test_generated_rowwise_reductions_over_the_lanes(stablelib, dtype):
                                        equal_nan=True)
 
 
+# Run with ATEN_CPU_CAPABILITY set, which the loops read once (rowwise.h's `capability`): the
+# generated row-wise loops of one CPU build against torch, over rows around that build's
+# vector width (W: 16 floats for AVX-512, 8 for AVX2, 4 for the default build), kShortRow (32)
+# and the chunk (512), in each dtype.
+CAPABILITY_SCRIPT = """\
+import sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import stablelib
+ops = stablelib.ops
+for dtype, tol in ((torch.float32, 2e-6), (torch.float64, 1e-12), (torch.bfloat16, 1e-2), (torch.float16, 2e-3)):
+    wide = torch.float64 if dtype == torch.float64 else torch.float32
+    for d in (1, 3, 4, 5, 8, 9, 15, 16, 17, 24, 31, 32, 33, 47, 64, 100, 511, 512, 513, 1100):
+        x = torch.randn(3, d, dtype=dtype) * 4
+        w = torch.randn(d, dtype=dtype)
+        torch.testing.assert_close(ops.row_softmax(x), torch.softmax(x.to(wide), -1).to(dtype), atol=tol, rtol=tol)
+        xw = x.to(wide)
+        rstd = torch.rsqrt((xw * xw).mean(-1) + 1e-6)
+        out, got_rstd = ops.row_rms_norm(x, w)
+        torch.testing.assert_close(out, (xw * rstd.unsqueeze(-1) * w.to(wide)).to(dtype), atol=tol, rtol=tol)
+        torch.testing.assert_close(got_rstd, rstd.to(dtype), atol=tol, rtol=tol)
+        torch.testing.assert_close(ops.row_extremes(x), (x.amin(-1), x.amax(-1)), rtol=0, atol=0)
+print(torch.backends.cpu.get_cpu_capability())
+"""
+
+
+@pytest.mark.slow(10)
+@pytest.mark.parametrize("capability", ["default", "avx2"])
+def test_generated_rowwise_loops_of_each_cpu_build(stablelib, capability):
+    """The CPU build of the loops that ATEN_CPU_CAPABILITY caps to (the default build, AVX2),
+    as a CPU without AVX-512 runs them; the in-process tests run this CPU's best."""
+    _, _, lib = stablelib
+    best = torch.backends.cpu.get_cpu_capability()
+    if capability == "avx2" and best == "DEFAULT":
+        pytest.skip("this CPU has no AVX2")
+    r = run_python(["-c", CAPABILITY_SCRIPT, str(lib)], env={**os.environ, "ATEN_CPU_CAPABILITY": capability})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == [capability.upper()], r.stdout
+
+
 @pytest.mark.slow(40)
 def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
     module, _, _ = stablelib
@@ -1920,12 +1965,12 @@ OTHER_RELEASES = [torch_compat.release_name(r) for r in torch_compat.RELEASES
 
 @pytest.fixture(scope="module")
 def stable_wheel(stablelib, tmp_path_factory) -> Path:
-    """The abi3 wheel of the build the `stablelib` fixture made (-O0, no CUDA: `pip wheel`
+    """The abi3 wheel of the build the `stablelib` fixture made (-O1, no CUDA: `pip wheel`
     compiles nothing again)."""
     _, _, lib = stablelib
     out = tmp_path_factory.mktemp("stable-wheel")
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
-                        "-C", "optimize=0", "-C", "cuda=false", "-w", str(out), str(lib)],
+                        "-C", "optimize=1", "-C", "cuda=false", "-w", str(out), str(lib)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     (wheel,) = out.glob("*.whl")
