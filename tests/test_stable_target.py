@@ -1825,13 +1825,15 @@ def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
     assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 2 * 3  # the row's start, the exponentials
     assert "simdlen(4)" not in generated  # a max pass keeps its vector's lanes on short rows
     assert "sum_lanes" not in generated  # neither the max pass nor the exponentials' sum reads a row directly
-    # row_rms_norm's pass only sums: rows shorter than kShortRow run it 4 lanes at a time, a row
-    # of one chunk a vector's lanes at a time (float's copy, and the reduced types' from the
-    # buffers), longer rows under the reduction clause.
+    # row_rms_norm's pass only sums: rows shorter than kShortRow run it 4 lanes at a time (the
+    # reduction clause), a row of one chunk a vector's lanes at a time (float's copy, and the
+    # reduced types' from the buffers), longer rows four vectors' lanes a chunk (float's copy,
+    # and the reduced types' read directly).
     rms = (lib / "generated" / "stable" / "rowwise" / "row_rms_norm.h").read_text()
     assert rms.count("if (len < opwrap::stable::rowwise::kShortRow) {") == rms.count("simdlen(4)") == 3
+    assert rms.count("reduction(+:opwrap_a0)") == 3
     assert rms.count("opwrap_a0 += opwrap::stable::rowwise::sum_lanes<W>(opwrap_l0);") == 2 * 3
-    assert rms.count("reduction(+:opwrap_a0)") == 3 * 3  # short rows, float's and the reduced types' long rows
+    assert rms.count("opwrap_a0 += opwrap::stable::rowwise::sum_lanes<4 * W>(opwrap_l0);") == 2 * 3
     for bytes in (64, 32, 16):  # AVX-512, AVX2 and the default build's vectors
         assert rms.count(f"constexpr int64_t kVectorBytes = {bytes};") == 1
     # The CUDA kernel is the full target's (templates/rowwise/cuda.j2) in the stable target's names.

@@ -16,9 +16,10 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
   kDirectRow on (_direct), a column tensor converted once a call, a cached binding (softmax's
   exponentials) in a row buffer; a loop that reads a row directly has a copy without the
   loop over chunks for a row of one chunk (float's, and the reduced types' buffers); such a
-  pass that only sums (`lanes`) runs rows shorter than kShortRow 4 lanes at a time and a row
-  of one chunk a vector's lanes at a time, summed by a tree of vector additions (rowwise.h's
-  sum_lanes) rather than the clause's scalar fold; the outputs one more `omp simd` loop,
+  pass that only sums (`lanes`) runs rows shorter than kShortRow 4 lanes at a time (the
+  clause), a row of one chunk a vector's lanes at a time and a longer row four vectors' lanes
+  a chunk, summed by a tree of vector additions (rowwise.h's sum_lanes) rather than the
+  clause's scalar fold; the outputs one more `omp simd` loop,
   converted as they are stored.  The loop is compiled for DEFAULT, AVX2 and AVX-512 (`#pragma
   GCC target`, in one unit, each with its vector's width) and chosen at run time;
 - the CUDA kernel: the full target's (api/rowwise_cuda.py, templates/rowwise/cuda.j2, on the
@@ -81,8 +82,8 @@ class StableRowPlan:
     per_row_inputs: tuple[Tensor, ...]
     stages: tuple[dict, ...]  # number, function, reductions (member, combiner, omp, acc, value, nan, lanes, cpu),
     #   caches (row, cpu), inputs (the row inputs its loop reads), direct (_direct), lanes: a direct pass of sums,
-    #   whose short rows run 4 lanes at a time (rowwise.h's kShortRow) and rows of one chunk a
-    #   vector's lanes at a time (sum_lanes)
+    #   whose short rows run 4 lanes at a time (rowwise.h's kShortRow), rows of one chunk a
+    #   vector's lanes at a time and longer rows four vectors' lanes a chunk (sum_lanes)
     caches: tuple[Tensor, ...]  # cached bindings: row (the buffer's pointer), buffer
     outputs: tuple[dict, ...]  # name, per_row, param, pointer, row, cpu, inputs, direct (_direct)
     cuda: rowwise_cuda.RowCudaKernel

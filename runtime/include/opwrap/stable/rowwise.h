@@ -134,7 +134,8 @@ inline const opmath_t<scalar_t>* load_row(const scalar_t* p, int64_t n, opmath_t
 }
 
 // The sum of W lanes (W a power of two), which a pass of sums only (a direct pass: codegen's
-// stable_rowwise.plan) adds up a vector's lanes at a time, each lane its own partial sum: folded
+// stable_rowwise.plan) adds up a vector's lanes at a time (four vectors' over a chunk of a row
+// longer than one chunk: four chains of additions), each lane its own partial sum: folded
 // as a tree of vector additions, halves added until four lanes are left.  The loops' `omp simd`
 // reduction clauses leave that fold to GCC 12, which stores the vector and adds its 16 lanes one
 // after another, 16 dependent scalar additions a chunk: most of the time of a row of 32 floats
