@@ -1810,19 +1810,23 @@ def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
         assert "ATen" not in code and "c10/" not in code and "at::" not in code, header
     _, _, lib = stablelib
     generated = (lib / "generated" / "stable" / "rowwise" / "row_softmax.h").read_text()
-    # Long rows of a reduced type are read as they are by the loops that call no floating-point
-    # function an element (the max pass, in each CPU build), from a converted buffer by the
-    # exponentials' pass (codegen's stable_rowwise._direct); the output reads only the cached
-    # exponentials, and converts no chunk of `self`.  A shorter row is converted once, at the
-    # row's start, and every loop reads that buffer: the max pass's copy for such rows converts
-    # nothing, the exponentials' pass converts a chunk only where the row's start did not.
+    # Long bfloat16 rows are read as they are by the loops that call no floating-point function an
+    # element (the max pass, in each CPU build), from a converted buffer by the exponentials'
+    # pass (codegen's stable_rowwise._direct) and, for float16 (rowwise.h's kReadDirectly), by
+    # the max pass too; the output reads only the cached exponentials, and converts no chunk of
+    # `self`.  A shorter row is converted once, at the row's start (`self` is read by a loop
+    # that converts: codegen's _once), and every loop reads that buffer: the max pass's copy for
+    # such rows converts nothing, the others convert a chunk only where the row's start did not.
     assert generated.count("} else if (len >= opwrap::stable::rowwise::kDirectRow) {") == 3
     assert generated.count("if constexpr (!kConvert) {") == 3  # float and double: a one-chunk copy and a chunked one
     assert generated.count("if (len <= opwrap::stable::rowwise::kChunk) {") == 3  # the max pass (the output reads no row input)
     assert generated.count("const bool opwrap_once = kConvert && len < opwrap::stable::rowwise::kDirectRow;") == 3
     assert generated.count("= opwrap_b_self;  // converted at the row's start") == 3
-    assert generated.count("opwrap_once ? opwrap_b_self : opwrap::stable::rowwise::load_row<scalar_t>(") == 3
-    assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 2 * 3  # the row's start, the exponentials
+    assert generated.count("opwrap_once ? opwrap_b_self : opwrap::stable::rowwise::load_row<scalar_t>(") == 2 * 3
+    assert generated.count("if constexpr (opwrap::stable::rowwise::kReadDirectly<scalar_t>) {") == 3  # the max pass
+    # the row's start, the exponentials, float16's max pass
+    assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 3 * 3
+    assert "short_row" not in generated  # `self` is converted at the row's start
     assert "simdlen(4)" not in generated  # a max pass keeps its vector's lanes on short rows
     assert "sum_lanes" not in generated  # neither the max pass nor the exponentials' sum reads a row directly
     # row_rms_norm's pass only sums: rows shorter than kShortRow run it 4 lanes at a time (the
@@ -1833,7 +1837,12 @@ def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
     assert rms.count("if (len < opwrap::stable::rowwise::kShortRow) {") == rms.count("simdlen(4)") == 3
     assert rms.count("reduction(+:opwrap_a0)") == 3
     assert rms.count("opwrap_a0 += opwrap::stable::rowwise::sum_lanes<W>(opwrap_l0);") == 2 * 3
-    assert rms.count("opwrap_a0 += opwrap::stable::rowwise::sum_lanes<4 * W>(opwrap_l0);") == 2 * 3
+    # float's copy, the reduced types' read directly and float16's converted a chunk at a time
+    assert rms.count("opwrap_a0 += opwrap::stable::rowwise::sum_lanes<4 * W>(opwrap_l0);") == 3 * 3
+    # Its input is read by two loops that read directly (the sum and the output): a short
+    # bfloat16 row reads it as it is, a float16 row from the buffer the row's start converted.
+    assert rms.count("short_row<scalar_t>(opwrap_r_input, opwrap_b_input)") == 2 * 3
+    assert rms.count("if constexpr (!opwrap::stable::rowwise::kReadDirectly<scalar_t>) {  // float16: every row input") == 3
     for bytes in (64, 32, 16):  # AVX-512, AVX2 and the default build's vectors
         assert rms.count(f"constexpr int64_t kVectorBytes = {bytes};") == 1
     # The CUDA kernel is the full target's (templates/rowwise/cuda.j2) in the stable target's names.

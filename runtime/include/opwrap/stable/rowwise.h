@@ -49,6 +49,14 @@ constexpr int64_t kDirectRow = 512;
 // A shorter row is one chunk, which every loop reads from the buffers: converted once a row.
 static_assert(kDirectRow <= kChunk, "rows shorter than kDirectRow must be one chunk");
 
+// Whether those loops read a row of this type as it is: bfloat16, whose conversion is a shift;
+// not float16, whose rows the loops read converted into a buffer (load_row: F16C, 16 elements an
+// instruction in the AVX-512 build), as GCC converts each float16 element it reads with integer
+// operations (softmax_backward over float16 rows of 1024, one thread, AVX-512: 0.20x of the full
+// target's speed read directly).
+template <typename scalar_t>
+constexpr bool kReadDirectly = !std::is_same_v<scalar_t, c10::Half>;
+
 // Below this row length, a pass of those loops that only sums runs 4 lanes at a time (`omp simd
 // simdlen(4)`, a reduction clause); from it on, a vector's lanes at a time (sum_lanes).
 // At a vector's width (16 floats) GCC 12 runs such a row mostly in the loop's scalar rest and
@@ -176,6 +184,17 @@ template <int W, typename T>
     for (int k = 0; k < W / 2; ++k) half[k] = lanes[k] + lanes[k + W / 2];
     return sum_lanes<W / 2>(half);
 #endif
+  }
+}
+
+// A short row input that the row's start does not convert (codegen's stable_rowwise._once), as a
+// loop reads it: the row itself (kReadDirectly), else the buffer the row's start converted it into.
+template <typename scalar_t>
+inline auto short_row(const scalar_t* row, const opmath_t<scalar_t>* buffer) {
+  if constexpr (kReadDirectly<scalar_t>) {
+    return row;
+  } else {
+    return buffer;
   }
 }
 
