@@ -1823,7 +1823,9 @@ def test_generated_rowwise_kernels_differentiate_check_and_compile(stablelib):
     assert generated.count("const bool opwrap_once = kConvert && len < opwrap::stable::rowwise::kDirectRow;") == 3
     assert generated.count("= opwrap_b_self;  // converted at the row's start") == 3
     assert generated.count("opwrap_once ? opwrap_b_self : opwrap::stable::rowwise::load_row<scalar_t>(") == 2 * 3
-    assert generated.count("if constexpr (opwrap::stable::rowwise::kReadDirectly<scalar_t>) {") == 3  # the max pass
+    # the max pass; the output's loop, which stores float16 through a float buffer (F16C)
+    assert generated.count("if constexpr (opwrap::stable::rowwise::kReadDirectly<scalar_t>) {") == 2 * 3
+    assert generated.count("opwrap::pw::from_float(opwrap::stable::rowwise::capability(), opwrap_ob, ") == 3
     # the row's start, the exponentials, float16's max pass
     assert generated.count("opwrap::stable::rowwise::load_row<scalar_t>(") == 3 * 3
     assert "short_row" not in generated  # `self` is converted at the row's start

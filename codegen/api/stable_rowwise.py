@@ -42,7 +42,7 @@ from .stable import TENSOR, cpp_type, rowwise_header, rowwise_kernel
 # What the template declares where the kernels' parameters and the locals named here are in
 # scope (loops, kernels, launches).
 TEMPLATE_LOCALS = ("Tv", "W", "grain", "begin", "end", "d", "j", "k", "e", "row_loop", "generated", "kConvert",
-                   "kVectorBytes", "opwrap_once", "opwrap_j0",
+                   "kVectorBytes", "opwrap_once", "opwrap_j0", "opwrap_ob",
                    *rowwise_cuda.TEMPLATE_LOCALS)
 
 
