@@ -6,23 +6,24 @@ What `plan` decides, the template (templates/stable/rowwise.h.j2) lays out:
 
 - the program's struct (one row's values and its element functions, over a scalar: the
   computation type, float for float16 and bfloat16);
-- the CPU loop: `torch::stable::parallel_for` over rows (about 32K elements a task); each
-  pass a loop over each chunk of the row (kChunk elements) under `#pragma omp simd` with a
-  reduction clause per reduction (OMP_REDUCTIONS; -fopenmp-simd, no OpenMP runtime), which GCC
-  vectorizes at -O3 with the lanes' partial results in registers, a row tensor of float16 or
-  bfloat16 converted to float a chunk at a time (into a buffer of the task's, in L1; once at
-  the row's start where the row is shorter than kDirectRow, one chunk that every loop reads:
-  the inputs _once names, bfloat16's others read as they are) or, in a loop that calls no
-  floating-point function an element, a bfloat16 row read as it is from rows of kDirectRow on
-  (_direct; float16 always converted: rowwise.h's kReadDirectly), a column tensor converted once a call, a cached binding (softmax's
-  exponentials) in a row buffer; a loop that reads a row directly has a copy without the
-  loop over chunks for a row of one chunk (float's, and the reduced types' buffers); such a
-  pass that only sums (`lanes`) runs rows shorter than kShortRow 4 lanes at a time (the
-  clause), a row of one chunk a vector's lanes at a time and a longer row four vectors' lanes
-  a chunk, summed by a tree of vector additions (rowwise.h's sum_lanes) rather than the
-  clause's scalar fold; the outputs one more `omp simd` loop,
-  converted as they are stored.  The loop is compiled for DEFAULT, AVX2 and AVX-512 (`#pragma
-  GCC target`, in one unit, each with its vector's width) and chosen at run time;
+- the CPU loop: `torch::stable::parallel_for` over rows (about 32K elements a task); each pass a
+  loop over each chunk of the row (kChunk elements) under `#pragma omp simd` with a reduction
+  clause per reduction (OMP_REDUCTIONS; -fopenmp-simd, no OpenMP runtime), which GCC vectorizes
+  at -O3 with the lanes' partial results in registers, a row tensor of float16 or bfloat16
+  converted to float a chunk at a time (into a buffer of the task's, in L1; once at the row's
+  start where the row is shorter than kDirectRow, one chunk that every loop reads: the inputs
+  _once names, bfloat16's others read as they are) or, in a loop that calls no floating-point
+  function an element, a bfloat16 row read as it is from rows of kDirectRow on (_direct; float16
+  always converted: rowwise.h's kReadDirectly), a column tensor converted once a call, a cached
+  binding (softmax's exponentials) in a row buffer; a loop that reads a row directly has a copy
+  without the loop over chunks for a row of one chunk (float's, and the reduced types' buffers);
+  a pass that only sums and reads directly (`lanes`) runs rows shorter than kShortRow 4 lanes at
+  a time (the clause), a row of one chunk a vector's lanes at a time and a longer row four
+  vectors' lanes a chunk, summed by a tree of vector additions (rowwise.h's sum_lanes) rather
+  than the clause's scalar fold; the outputs one more `omp simd` loop, converted as they are
+  stored (float16's into a float buffer a chunk at a time, converted with F16C). The loop is
+  compiled for DEFAULT, AVX2 and AVX-512 (`#pragma GCC target`, in one unit, each with its
+  vector's width) and chosen at run time;
 - the CUDA kernel: the full target's (api/rowwise_cuda.py, templates/rowwise/cuda.j2, on the
   sweep both targets share: opwrap/shared/rowwise_cuda.cuh), in this target's names.
 
@@ -125,8 +126,9 @@ def _read(row_inputs: tuple[Tensor, ...], functions) -> tuple[tuple[Tensor, ...]
 
 
 def _once(row_inputs: tuple[Tensor, ...], stages: list[dict], outputs: list[dict]):
-    """Which row inputs a short float16 or bfloat16 row (shorter than kDirectRow) converts into
-    its buffer once, at the row's start (`once`): those that a loop converting its inputs reads
+    """Which row inputs a short bfloat16 row (shorter than kDirectRow) converts into its buffer
+    once, at the row's start (`once`; float16 converts every one: rowwise.h's kReadDirectly):
+    those that a loop converting its inputs reads
     (one calling a floating-point function an element, _direct), or that three loops or more
     read.  The others are read as they are, converted where used, by loops that read directly:
     two loops reading a row converted once paid the buffer's store and loads for two reads
