@@ -41,12 +41,14 @@ using opwrap::pw::opmath_t;  // float for float16 and bfloat16, as at::opmath_ty
 constexpr int64_t kChunk = 512;
 
 // From this row length on, a loop that calls no floating-point function an element reads a
-// float16 or bfloat16 row input as it is, converting each element where it is used (codegen's
-// stable_rowwise._direct says which loops and why); shorter rows, and the other loops, read a
-// chunk converted into a float buffer first (load_row).  Measured: bfloat16 layer_norm_backward
-// and softmax_backward gain from rows of 512 on, layer_norm loses below.
+// bfloat16 row input as it is, converting each element where it is used (codegen's
+// stable_rowwise._direct says which loops and why; float16 never: kReadDirectly below); the
+// other loops read a chunk converted into a float buffer first (load_row).  Measured: bfloat16
+// layer_norm_backward and softmax_backward gain from rows of 512 on, layer_norm loses below.
 constexpr int64_t kDirectRow = 512;
-// A shorter row is one chunk, which every loop reads from the buffers: converted once a row.
+// A shorter row is one chunk: its start converts the row inputs into the buffers once, each
+// loop then reads them there (bfloat16's inputs that _once leaves out are read as they are,
+// short_row).
 static_assert(kDirectRow <= kChunk, "rows shorter than kDirectRow must be one chunk");
 
 // Whether those loops read a row of this type as it is: bfloat16, whose conversion is a shift;
